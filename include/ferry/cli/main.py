@@ -1,0 +1,193 @@
+"""`ferry` — the command line.
+
+Exit codes: 0 success; 1 the work failed (a broker down, a job failed); 2 a usage or
+config error (one line per problem, no traceback). Every verb takes `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ferry import __version__, logs
+from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
+
+log = logging.getLogger("ferry.cli")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=False))
+    else:
+        print(text)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ferry.cli.render import config_json, config_text, flow_json
+    from ferry.config import load_config
+
+    config = load_config(args.file)
+    if args.flow:
+        try:
+            flow = config.flow(args.flow)
+        except KeyError as exc:
+            raise UsageError(str(exc.args[0])) from None
+        _emit(args, {"ok": True, "flow": flow_json(flow), "warnings": list(config.warnings)},
+              json.dumps(flow_json(flow), indent=2))
+        return EXIT_OK
+    _emit(args, config_json(config), config_text(config))
+    return EXIT_OK
+
+
+def _aliases(config_file: str | None) -> tuple[str, ...]:
+    """Cluster aliases named by a config (only `clusters` is read: the bootstrap servers
+    of a local config usually point at what `up` is about to start)."""
+    from ferry.local.cluster import DEFAULT_ALIASES
+
+    if config_file is None:
+        return DEFAULT_ALIASES
+    from ferry.config.properties import parse_properties
+    from ferry.filters import split_list
+
+    try:
+        text = Path(config_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {config_file}: {exc.strerror}") from None
+    if config_file.endswith((".yaml", ".yml")):
+        from ferry.config.strimzi import strimzi_properties
+
+        raw = strimzi_properties(text, config_file, Path(config_file).parent, {})
+    else:
+        raw = parse_properties(text)
+    aliases = tuple(split_list(raw.get("clusters", "")))
+    if not aliases:
+        raise UsageError(f"{config_file}: clusters is missing; add clusters=source, target")
+    return aliases
+
+
+def cmd_local_up(args: argparse.Namespace) -> int:
+    from ferry.local import cluster
+
+    states = cluster.up(_aliases(args.config), Path(args.dir) if args.dir else None)
+    _emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir}
+                 for s in states],
+          "\n".join(f"{s.alias} {s.bootstrap}" for s in states))
+    return EXIT_OK
+
+
+def cmd_local_status(args: argparse.Namespace) -> int:
+    from ferry.local import cluster
+
+    rows = cluster.status(Path(args.dir) if args.dir else None)
+    text = "\n".join(
+        f"{r['alias']} {r['bootstrap']} "
+        + ("running pid " + str(r["pid"]) + (" answering" if r["answering"] else
+                                             " NOT answering") if r["running"] else "stopped")
+        for r in rows) or "no local clusters (run: ferry local up)"
+    _emit(args, rows, text)
+    return EXIT_OK if all(r["running"] and r["answering"] for r in rows) and rows \
+        else EXIT_FAILED
+
+
+def cmd_local_down(args: argparse.Namespace) -> int:
+    from ferry.local import cluster
+
+    stopped = cluster.down(Path(args.dir) if args.dir else None, wipe=args.wipe)
+    _emit(args, {"stopped": stopped},
+          f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return EXIT_OK
+
+
+def cmd_local_jars(args: argparse.Namespace) -> int:
+    from ferry.local.jars import delta_jars, kafka_jars
+
+    kafka, delta = kafka_jars(), delta_jars()
+    _emit(args, {"kafka": str(kafka), "delta": delta}, f"kafka jars: {kafka}\ndelta: {delta}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser = _Parser(prog="ferry", description="Exact-offset Kafka mirroring, MM2-compatible.")
+    parser.add_argument("--version", action="version", version=f"ferry {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    validate = sub.add_parser("validate", parents=[common],
+                              help="show the flows a config resolves to, or its problems")
+    validate.add_argument("file", help="an mm2.properties or a Strimzi KafkaMirrorMaker2 YAML")
+    validate.add_argument("--flow", help="show only this flow, e.g. A->B")
+    validate.set_defaults(func=cmd_validate)
+
+    local = sub.add_parser("local", help="local single-node Kafka clusters for development")
+    lsub = local.add_subparsers(dest="local_command", required=True, parser_class=_Parser)
+    dir_help = "where the clusters live (default: $FERRY_HOME/local, ~/.ferry/local)"
+    up = lsub.add_parser("up", parents=[common], help="start one cluster per alias")
+    up.add_argument("--config", help="take the aliases from this config's clusters=")
+    up.add_argument("--dir", help=dir_help)
+    up.set_defaults(func=cmd_local_up)
+    st = lsub.add_parser("status", parents=[common], help="show the local clusters")
+    st.add_argument("--dir", help=dir_help)
+    st.set_defaults(func=cmd_local_status)
+    down = lsub.add_parser("down", parents=[common], help="stop the local clusters")
+    down.add_argument("--dir", help=dir_help)
+    down.add_argument("--wipe", action="store_true", help="also delete their data")
+    down.set_defaults(func=cmd_local_down)
+    jars = lsub.add_parser("jars", parents=[common], help="fetch the Kafka and Delta jars")
+    jars.set_defaults(func=cmd_local_jars)
+    return parser
+
+
+def _fail(args: argparse.Namespace | None, code: int, lines: list[str],
+          data: dict[str, Any]) -> int:
+    if args is not None and getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
+    else:
+        for line in lines:
+            print(f"ferry: {line}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ferry.cli.render import problems_json
+
+    args: argparse.Namespace | None = None
+    wants_json = "--json" in (sys.argv[1:] if argv is None else list(argv))
+    try:
+        args = build_parser().parse_args(argv)
+        logs.setup(getattr(args, "verbose", False))
+        func: Callable[[argparse.Namespace], int] = args.func
+        return func(args)
+    except ConfigError as exc:
+        args = args or argparse.Namespace(json=wants_json)
+        where = f"{exc.source}: " if exc.source else ""
+        return _fail(args, EXIT_USAGE, [where + p.line() for p in exc.problems],
+                     problems_json(exc.problems, exc.source))
+    except UsageError as exc:
+        args = args or argparse.Namespace(json=wants_json)
+        return _fail(args, EXIT_USAGE, [str(exc)], {"ok": False, "error": str(exc)})
+    except TerminalError as exc:
+        return _fail(args, EXIT_FAILED, [str(exc)], {"ok": False, "error": str(exc)})
+    except FerryError as exc:
+        return _fail(args, EXIT_FAILED, [str(exc)], {"ok": False, "error": str(exc)})
+    except KeyboardInterrupt:
+        return _fail(args, 130, ["interrupted"], {"ok": False, "error": "interrupted"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Ferry's own settings: `ferry.*` keys, each documented once here with its default.
+
+They may be set at the top level (`ferry.schedule=...`) and overridden per flow
+(`A->B.ferry.schedule=...`). `ferry validate` prints them resolved for every flow and the
+README's table is this module's `KEYS`. Unknown `ferry.` keys are errors (typos would
+otherwise be ignored silently).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ferry.errors import Problem
+
+
+@dataclass(frozen=True)
+class FerryKey:
+    name: str
+    default: str
+    doc: str
+    parse: Callable[[str], Any]
+    example: str = ""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text.strip().replace("_", ""))
+    if value <= 0:
+        raise ValueError("must be a whole number above 0")
+    return value
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
+_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@yearly",
+            "none")
+
+
+def _schedule(text: str) -> str:
+    value = text.strip()
+    if value.lower() in _PRESETS:
+        return value.lower()
+    fields = value.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        raise ValueError("must be a 5-field cron expression (e.g. '*/5 * * * *'), "
+                         f"or one of {', '.join(_PRESETS)}")
+    return value
+
+
+def _text(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+KEYS: tuple[FerryKey, ...] = (
+    FerryKey("ferry.state.dir", "ferry-state",
+             "Where the Delta state tables (offset map, runs, gaps, ...) live: a local path "
+             "(relative paths are relative to the config file) or any Spark/Hadoop URI.",
+             _text, "/var/lib/ferry/state"),
+    FerryKey("ferry.spark.master", "local[*]",
+             "The Spark master the copy job is submitted to (the Airflow `spark_default` "
+             "connection takes precedence in DAG runs).", _text, "spark://spark:7077"),
+    FerryKey("ferry.delivery", "exactly_once",
+             "exactly_once: records, positions and offset-map entries commit in one target "
+             "transaction. at_least_once: for targets without transactions (Event Hubs "
+             "Standard); duplicates only within the last unfinished range.",
+             _choice("exactly_once", "at_least_once")),
+    FerryKey("ferry.range.max.records", "1000000",
+             "The most records one planned range may hold; a larger backlog is split into "
+             "several ranges (and runs).", _positive_int),
+    FerryKey("ferry.schedule", "* * * * *",
+             "How often the flow's DAG runs: a cron expression or an Airflow preset "
+             "(@hourly, @daily, ..., none for manual runs only).", _schedule, "*/5 * * * *"),
+)
+BY_NAME = {k.name: k for k in KEYS}
+
+
+@dataclass(frozen=True)
+class FerrySettings:
+    """Resolved `ferry.` settings of one flow."""
+
+    state_dir: str
+    spark_master: str
+    delivery: str
+    range_max_records: int
+    schedule: str
+
+
+def resolve_ferry_settings(
+    values: dict[str, tuple[str, str]], base_dir: Path, problems: list[Problem]
+) -> FerrySettings:
+    """`values` maps a ferry key to (text, origin key); missing keys take their defaults."""
+    parsed: dict[str, Any] = {}
+    for key in KEYS:
+        text, origin = values.get(key.name, (key.default, key.name))
+        try:
+            parsed[key.name] = key.parse(text)
+        except ValueError as exc:
+            fix = f"e.g. {origin}={key.example or key.default}"
+            problems.append(Problem(origin, str(exc), fix, text))
+            parsed[key.name] = key.parse(key.default)
+    state = str(parsed["ferry.state.dir"])
+    if "://" not in state and not Path(state).is_absolute():
+        state = str((base_dir / state).resolve())
+    return FerrySettings(
+        state_dir=state,
+        spark_master=parsed["ferry.spark.master"],
+        delivery=parsed["ferry.delivery"],
+        range_max_records=parsed["ferry.range.max.records"],
+        schedule=parsed["ferry.schedule"],
+    )
+
+
+def unknown_ferry_key(origin: str, name: str) -> Problem:
+    close = difflib.get_close_matches(name, list(BY_NAME), n=1)
+    fix = f"did you mean {close[0]}?" if close else \
+        f"known keys: {', '.join(BY_NAME)}"
+    return Problem(origin, "unknown Ferry setting", fix)

@@ -1,0 +1,116 @@
+"""The resolved configuration: clusters, flows and their settings, as frozen values.
+
+Everything downstream (planner, sync, DAG factory, CLI) reads these types, never the raw
+properties. Client settings are librdkafka settings with secrets wrapped (`ferry.secrets`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ferry.config.clients import ClientConfig
+from ferry.config.ferry_keys import FerrySettings
+from ferry.filters import ConfigPropertyFilter, NameFilter
+from ferry.policy import ReplicationPolicy
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A periodic MM2 feature: on or off, and how often. A negative interval means off."""
+
+    enabled: bool
+    seconds: int
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.seconds >= 0
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return "off"
+        if self.seconds < 0:
+            return "off (negative interval)"
+        return f"every {self.seconds}s"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    alias: str
+    bootstrap_servers: str
+    admin: ClientConfig
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One ordered cluster pair `source->target`, as MM2 would run it.
+
+    `enabled` is whether records are mirrored (`A->B.enabled`); a pair that only emits
+    heartbeats (MM2 creates one for every pair while heartbeats are on) has it False.
+    """
+
+    source: str
+    target: str
+    enabled: bool
+    topics: NameFilter
+    groups: NameFilter
+    config_properties: ConfigPropertyFilter
+    policy: ReplicationPolicy
+    replication_factor: int
+    refresh_topics: Interval
+    refresh_groups: Interval
+    sync_topic_configs: Interval
+    sync_topic_acls: Interval
+    emit_heartbeats: Interval
+    emit_checkpoints: Interval
+    sync_group_offsets: Interval
+    heartbeats_replication: bool
+    offset_lag_max: int
+    use_defaults_from: str
+    use_incremental_alter_configs: str
+    tasks_max: int | None
+    consumer: ClientConfig
+    producer: ClientConfig
+    source_admin: ClientConfig
+    target_admin: ClientConfig
+    ferry: FerrySettings
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """The flow's resolved MM2 connector settings (secrets masked), for display."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    @property
+    def dag_id(self) -> str:
+        return f"ferry_{_ident(self.source)}_to_{_ident(self.target)}"
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.source, topic)
+
+
+def _ident(alias: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", alias)
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """A whole `mm2.properties` (or Strimzi resource), resolved and validated."""
+
+    path: str
+    clusters: Mapping[str, Cluster]
+    flows: tuple[Flow, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def enabled_flows(self) -> tuple[Flow, ...]:
+        return tuple(f for f in self.flows if f.enabled)
+
+    def flow(self, name: str) -> Flow:
+        """The flow named `A->B`; KeyError names the flows there are."""
+        for flow in self.flows:
+            if flow.name == name:
+                return flow
+        known = ", ".join(f.name for f in self.enabled_flows) or "none"
+        raise KeyError(f"no flow {name!r} in {self.path} (enabled flows: {known})")

@@ -1,0 +1,237 @@
+"""Map a Strimzi `KafkaMirrorMaker2` resource onto MM2 properties.
+
+Both API shapes are read: `v1beta2` (`spec.clusters[]`, mirrors with `sourceCluster` /
+`targetCluster`) and `v1` (`spec.target`, mirrors with a `source` cluster). Kubernetes
+secret references (`passwordSecret`, `certificateAndKey`, `trustedCertificates`,
+`clientSecret`) become `${dir:<secrets dir>/<secretName>:<key>}` variables: the layout
+Kubernetes uses when it mounts a secret as a volume. The secrets dir is
+`$FERRY_SECRETS_DIR`, else `secrets/` beside the YAML file.
+
+As Strimzi runs only the connectors a mirror declares: a `sourceConnector` enables the
+flow, and heartbeats/checkpoints are on only with their connectors.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ferry.config.providers import DIR_PROVIDER
+from ferry.errors import ConfigError, Problem
+
+
+def strimzi_properties(text: str, path: str, base_dir: Path,
+                       env: Mapping[str, str]) -> dict[str, str]:
+    """MM2 properties equivalent to the resource; ConfigError lists what is wrong."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError([Problem(path, f"is not valid YAML{where}",
+                                   "fix the syntax")]) from None
+    secrets = Path(env.get("FERRY_SECRETS_DIR") or base_dir / "secrets")
+    mapper = _Mapper(secrets)
+    mapper.resource(doc)
+    if mapper.problems:
+        raise ConfigError(mapper.problems, source=path)
+    return mapper.props
+
+
+class _Mapper:
+    def __init__(self, secrets: Path) -> None:
+        self.secrets = secrets
+        self.props: dict[str, str] = {
+            "config.providers": "dir",
+            "config.providers.dir.class": DIR_PROVIDER,
+            # Strimzi creates heartbeat connectors only where a mirror asks for one.
+            "emit.heartbeats.enabled": "false",
+        }
+        self.problems: list[Problem] = []
+
+    def need(self, node: Mapping[str, Any], key: str, where: str) -> Any:
+        value = node.get(key)
+        if value in (None, ""):
+            self.problems.append(Problem(f"{where}.{key}", "missing", f"set {where}.{key}"))
+        return value
+
+    def resource(self, doc: Any) -> None:
+        if not isinstance(doc, dict) or doc.get("kind") != "KafkaMirrorMaker2":
+            self.problems.append(Problem("kind", "not a KafkaMirrorMaker2 resource",
+                                         "give an mm2.properties file or a Strimzi "
+                                         "KafkaMirrorMaker2 YAML"))
+            return
+        spec = doc.get("spec")
+        if not isinstance(spec, dict):
+            self.problems.append(Problem("spec", "missing", "add the resource's spec"))
+            return
+        clusters = list(spec.get("clusters") or [])
+        named = [("spec.clusters", i, c) for i, c in enumerate(clusters)]
+        if isinstance(spec.get("target"), dict):  # v1 API
+            named.append(("spec", -1, spec["target"]))
+        mirrors = list(spec.get("mirrors") or [])
+        for i, mirror in enumerate(mirrors):
+            if isinstance(mirror, dict) and isinstance(mirror.get("source"), dict):
+                named.append((f"spec.mirrors[{i}]", -2, mirror["source"]))
+        aliases: list[str] = []
+        for base, index, cluster in named:
+            where = f"{base}[{index}]" if index >= 0 else (
+                f"{base}.target" if index == -1 else f"{base}.source")
+            alias = self.cluster(cluster, where)
+            if alias and alias not in aliases:
+                aliases.append(alias)
+        if not mirrors:
+            self.problems.append(Problem("spec.mirrors", "missing: nothing to mirror",
+                                         "add a mirror with sourceCluster and targetCluster"))
+        target_alias = spec["target"].get("alias") if isinstance(spec.get("target"),
+                                                                  dict) else None
+        for i, mirror in enumerate(mirrors):
+            self.mirror(mirror, f"spec.mirrors[{i}]", target_alias)
+        self.props["clusters"] = ", ".join(aliases)
+
+    def cluster(self, cluster: Any, where: str) -> str | None:
+        if not isinstance(cluster, dict):
+            self.problems.append(Problem(where, "must be a mapping", "see Strimzi's docs"))
+            return None
+        alias = self.need(cluster, "alias", where)
+        bootstrap = self.need(cluster, "bootstrapServers", where)
+        if not alias:
+            return None
+        alias = str(alias)
+        if bootstrap:
+            self.props[f"{alias}.bootstrap.servers"] = str(bootstrap)
+        tls = cluster.get("tls")
+        auth = cluster.get("authentication") or {}
+        sasl = self.authentication(alias, auth, f"{where}.authentication", tls is not None)
+        if tls is not None:
+            self.trusted(alias, tls or {}, f"{where}.tls")
+        protocol = ("SASL_" if sasl else "") + ("SSL" if tls is not None else "PLAINTEXT")
+        self.props[f"{alias}.security.protocol"] = protocol
+        for key, value in (cluster.get("config") or {}).items():
+            self.props[f"{alias}.{key}"] = _text(value)
+        return alias
+
+    def secret(self, ref: Any, key_field: str, where: str) -> str | None:
+        if not isinstance(ref, dict) or not ref.get("secretName") or not ref.get(key_field):
+            self.problems.append(Problem(where, f"needs secretName and {key_field}",
+                                         f"set {where}.secretName and {where}.{key_field}"))
+            return None
+        return "${dir:" + str(self.secrets / str(ref["secretName"])) + ":" + \
+            str(ref[key_field]) + "}"
+
+    def authentication(self, alias: str, auth: Mapping[str, Any], where: str,
+                       tls: bool) -> bool:
+        kind = str(auth.get("type", "")).lower()
+        if not kind:
+            return False
+        if kind in ("scram-sha-512", "scram-sha-256", "plain"):
+            user = self.need(auth, "username", where)
+            password = self.secret(auth.get("passwordSecret"), "password",
+                                   f"{where}.passwordSecret")
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
+                      if kind == "plain" else
+                      "org.apache.kafka.common.security.scram.ScramLoginModule")
+            self.props[f"{alias}.sasl.mechanism"] = kind.upper()
+            if user and password:
+                self.props[f"{alias}.sasl.jaas.config"] = (
+                    f'{module} required username="{user}" password="{password}";')
+            return True
+        if kind == "tls":
+            if not tls:
+                self.problems.append(Problem(f"{where}.type", "tls authentication needs tls",
+                                             "add tls: {trustedCertificates: [...]}"))
+            ref = auth.get("certificateAndKey")
+            cert = self.secret(ref, "certificate", f"{where}.certificateAndKey")
+            key = self.secret(ref, "key", f"{where}.certificateAndKey")
+            if cert and key:
+                self.props[f"{alias}.ssl.keystore.type"] = "PEM"
+                self.props[f"{alias}.ssl.keystore.certificate.chain"] = cert
+                self.props[f"{alias}.ssl.keystore.key"] = key
+            return False
+        if kind == "oauth":
+            endpoint = self.need(auth, "tokenEndpointUri", where)
+            client_id = self.need(auth, "clientId", where)
+            secret = self.secret(auth.get("clientSecret"), "key", f"{where}.clientSecret")
+            scope = f' scope="{auth["scope"]}"' if auth.get("scope") else ""
+            self.props[f"{alias}.sasl.mechanism"] = "OAUTHBEARER"
+            self.props[f"{alias}.sasl.login.callback.handler.class"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler")
+            if endpoint:
+                self.props[f"{alias}.sasl.oauthbearer.token.endpoint.url"] = str(endpoint)
+            if client_id and secret:
+                self.props[f"{alias}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                    f'required clientId="{client_id}" clientSecret="{secret}"{scope};')
+            return True
+        self.problems.append(Problem(f"{where}.type", f"unsupported authentication {kind!r}",
+                                     "use scram-sha-512, scram-sha-256, plain, tls or oauth"))
+        return False
+
+    def trusted(self, alias: str, tls: Mapping[str, Any], where: str) -> None:
+        refs: list[str] = []
+        for i, cert in enumerate(tls.get("trustedCertificates") or []):
+            here = f"{where}.trustedCertificates[{i}]"
+            if isinstance(cert, dict) and cert.get("pattern") and cert.get("secretName"):
+                folder = self.secrets / str(cert["secretName"])
+                files = sorted(p.name for p in folder.glob("*")
+                               if fnmatch.fnmatch(p.name, str(cert["pattern"])))
+                if not files:
+                    self.problems.append(Problem(here, f"no file in {folder} matches "
+                                                 f"{cert['pattern']!r}",
+                                                 "mount the secret there or set "
+                                                 "FERRY_SECRETS_DIR"))
+                refs += ["${dir:" + str(folder) + ":" + f + "}" for f in files]
+                continue
+            ref = self.secret(cert, "certificate", here)
+            if ref:
+                refs.append(ref)
+        if refs:
+            self.props[f"{alias}.ssl.truststore.type"] = "PEM"
+            self.props[f"{alias}.ssl.truststore.certificates"] = "\n".join(refs)
+
+    def mirror(self, mirror: Any, where: str, target_alias: str | None) -> None:
+        if not isinstance(mirror, dict):
+            self.problems.append(Problem(where, "must be a mapping", "see Strimzi's docs"))
+            return
+        source = mirror.get("sourceCluster") or (mirror.get("source") or {}).get("alias")
+        target = mirror.get("targetCluster") or target_alias
+        if not source or not target:
+            self.problems.append(Problem(where, "needs sourceCluster and targetCluster",
+                                         f"set {where}.sourceCluster and .targetCluster"))
+            return
+        flow = f"{source}->{target}"
+        patterns = {
+            "topics": mirror.get("topicsPattern"),
+            "topics.exclude": mirror.get("topicsExcludePattern",
+                                         mirror.get("topicsBlacklistPattern")),
+            "groups": mirror.get("groupsPattern"),
+            "groups.exclude": mirror.get("groupsExcludePattern",
+                                         mirror.get("groupsBlacklistPattern")),
+        }
+        for key, value in patterns.items():
+            if value is not None:
+                self.props[f"{flow}.{key}"] = str(value)
+        connectors = {
+            "sourceConnector": "enabled",
+            "heartbeatConnector": "emit.heartbeats.enabled",
+            "checkpointConnector": "emit.checkpoints.enabled",
+        }
+        for name, switch in connectors.items():
+            connector = mirror.get(name)
+            self.props[f"{flow}.{switch}"] = "true" if connector is not None else "false"
+            if not isinstance(connector, dict):
+                continue
+            if name == "sourceConnector" and connector.get("tasksMax") is not None:
+                self.props[f"{flow}.tasks.max"] = _text(connector["tasksMax"])
+            for key, value in (connector.get("config") or {}).items():
+                self.props[f"{flow}.{key}"] = _text(value)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

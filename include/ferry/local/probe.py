@@ -1,0 +1,63 @@
+"""Readiness of a local cluster, through a real client (adapter: uses confluent_kafka)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from ferry.errors import TransientError
+
+
+def answers(bootstrap: str, timeout: float = 3.0) -> bool:
+    """True when the cluster returns metadata within `timeout` seconds."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        admin.list_topics(timeout=timeout)
+        return True
+    except KafkaException:
+        return False
+
+
+def wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool]) -> None:
+    """Wait until the cluster answers, then prove a produce and a consume round trip."""
+    while not answers(bootstrap, timeout=1.0):
+        if not alive():
+            raise TransientError("the broker process exited")
+        if time.monotonic() > deadline:
+            raise TransientError("no metadata answer before the deadline")
+        time.sleep(0.5)
+    _round_trip(bootstrap, deadline)
+
+
+def _round_trip(bootstrap: str, deadline: float) -> None:
+    topic = f"ferry-ready-probe-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    try:
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        payload = uuid.uuid4().bytes
+        while True:
+            producer.produce(topic, value=payload)
+            if producer.flush(5) == 0:
+                break
+            if time.monotonic() > deadline:
+                raise TransientError("produce did not complete before the deadline")
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe([topic])
+            while True:
+                msg = consumer.poll(1.0)
+                if msg is not None and msg.error() is None and msg.value() == payload:
+                    return
+                if time.monotonic() > deadline:
+                    raise TransientError("consume did not return the probe record in time")
+        finally:
+            consumer.close()
+    finally:
+        admin.delete_topics([topic])[topic].result(timeout=30)
