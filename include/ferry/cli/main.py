@@ -116,7 +116,8 @@ def cmd_local_jars(args: argparse.Namespace) -> int:
     from ferry.local.jars import delta_jars, kafka_jars
 
     kafka, delta = kafka_jars(), delta_jars()
-    _emit(args, {"kafka": str(kafka), "delta": delta}, f"kafka jars: {kafka}\ndelta: {delta}")
+    _emit(args, {"kafka": str(kafka), "delta": str(delta)},
+          f"kafka jars: {kafka}\ndelta jars: {delta}")
     return EXIT_OK
 
 

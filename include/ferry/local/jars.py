@@ -2,8 +2,10 @@
 
 - Kafka: the broker (`kafka_2.13`), MM2's client (`connect-mirror`) and log4j2, copied
   into `<cache>/jars/kafka-<version>/` and run with `java -cp '<dir>/*'`.
-- Delta: resolved into the local Maven repository (`~/.m2`), where Spark's Ivy resolver
-  looks first, so sessions start without reaching the network.
+- Delta: `delta-spark` and its runtime dependencies, copied into
+  `<cache>/jars/delta-<version>/`; the Spark adapter puts on `spark.jars` those that Spark
+  does not ship itself. (Not `spark.jars.packages`: Ivy reading `~/.m2` fails on POMs whose
+  jars Maven never downloaded, and it would reach for the network on every submit.)
 
 The cache is `$FERRY_CACHE_DIR`, else `~/.cache/ferry`. A directory is complete only when
 its marker holds the POM's hash, so an interrupted download is redone.
@@ -21,7 +23,7 @@ from pathlib import Path
 from ferry.errors import TerminalError
 
 KAFKA_VERSION = "4.3.1"
-DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+DELTA_VERSION = "4.4.0"
 
 
 def cache_dir() -> Path:
@@ -44,34 +46,32 @@ def _mvn(args: list[str], what: str) -> None:
                             + " | ".join(tail))
 
 
-def kafka_jars() -> Path:
-    """The directory of Kafka broker jars, fetched on first use."""
-    pom = _pom("kafka.xml")
+def _copy_dependencies(pom_name: str, dir_name: str, what: str) -> Path:
+    """Copy a POM's runtime dependencies into `<cache>/jars/<dir_name>`, once."""
+    pom = _pom(pom_name)
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()
-    target = cache_dir() / "jars" / f"kafka-{KAFKA_VERSION}"
+    target = cache_dir() / "jars" / dir_name
     marker = target / ".complete"
     if marker.is_file() and marker.read_text() == digest:
         return target
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     _mvn(["-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={partial}",
-          "-DincludeScope=runtime"], "Kafka")
+          "-DincludeScope=runtime"], what)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     marker.write_text(digest)
     return target
 
 
-def delta_jars() -> str:
-    """Make the Delta jars resolvable offline (local Maven repo); returns the coordinate."""
-    pom = _pom("delta.xml")
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
-    marker = cache_dir() / "jars" / "delta.complete"
-    if not (marker.is_file() and marker.read_text() == digest):
-        _mvn(["-f", str(pom), "dependency:resolve"], "Delta")
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(digest)
-    return DELTA_PACKAGE
+def kafka_jars() -> Path:
+    """The directory of Kafka broker jars, fetched on first use."""
+    return _copy_dependencies("kafka.xml", f"kafka-{KAFKA_VERSION}", "Kafka")
+
+
+def delta_jars() -> Path:
+    """The directory of Delta Lake jars (and their dependencies), fetched on first use."""
+    return _copy_dependencies("delta.xml", f"delta-{DELTA_VERSION}", "Delta")
 
 
 def log4j_config() -> Path:

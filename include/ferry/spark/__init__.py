@@ -1,0 +1,1 @@
+"""Spark adapters (the only modules that import pyspark/delta)."""
