@@ -1,0 +1,167 @@
+"""MM2's precedence and defaults (MirrorMakerConfig, MirrorConnectorConfig)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.policy import IdentityReplicationPolicy
+from tests.unit.conftest import BASE, Loader
+
+
+def test_defaults_match_mm2(load: Loader) -> None:
+    flow = load(BASE).flow("A->B")
+    assert flow.enabled
+    assert flow.topics.include == ".*"
+    assert flow.topics.exclude == r".*[\-\.]internal, .*\.replica, __.*"
+    assert flow.groups.exclude == "console-consumer-.*, connect-.*, __.*"
+    assert flow.replication_factor == 2
+    assert flow.policy.separator == "."
+    assert (flow.refresh_topics.seconds, flow.sync_topic_configs.seconds,
+            flow.sync_topic_acls.seconds, flow.emit_heartbeats.seconds,
+            flow.emit_checkpoints.seconds, flow.sync_group_offsets.seconds) == (
+        600, 600, 600, 1, 60, 60)
+    assert flow.sync_topic_acls.active and flow.emit_checkpoints.active
+    assert not flow.sync_group_offsets.active
+    assert flow.offset_lag_max == 100
+    assert flow.use_defaults_from == "target"
+    assert flow.use_incremental_alter_configs == "requested"
+    assert flow.tasks_max is None
+    assert flow.dag_id == "ferry_A_to_B"
+
+
+def test_flow_setting_overrides_top_level(load: Loader) -> None:
+    config = load(BASE + "topics = a.*\nA->B.topics = orders\nreplication.factor = 3\n")
+    flow = config.flow("A->B")
+    assert flow.topics.include == "orders"
+    assert flow.replication_factor == 3
+
+
+def test_cluster_prefixed_connector_key_is_not_a_filter_and_warns(load: Loader) -> None:
+    config = load(BASE + "A.topics = orders\n")
+    assert config.flow("A->B").topics.include == ".*"
+    assert any("A.topics has no effect" in w for w in config.warnings)
+
+
+def test_flows_are_disabled_unless_enabled_but_heartbeat_pairs_exist(load: Loader) -> None:
+    config = load(BASE)
+    assert [f.name for f in config.enabled_flows] == ["A->B"]
+    assert not config.flow("B->A").enabled  # heartbeats-only pair, as in MM2
+
+
+def test_no_heartbeat_pairs_when_heartbeats_are_off(load: Loader) -> None:
+    config = load(BASE + "emit.heartbeats.enabled = false\n")
+    assert [f.name for f in config.flows] == ["A->B"]
+
+
+def test_negative_mm2_interval_means_disabled_not_an_error(load: Loader) -> None:
+    flow = load(BASE + "A->B.sync.topic.acls.interval.seconds = -1\n").flow("A->B")
+    assert flow.sync_topic_acls.enabled and not flow.sync_topic_acls.active
+    assert flow.sync_topic_acls.describe() == "off (negative interval)"
+
+
+def test_cluster_client_keys_reach_every_client_of_that_cluster(load: Loader) -> None:
+    flow = load(BASE + "A.client.dns.lookup = use_all_dns_ips\n").flow("A->B")
+    assert flow.consumer.settings["bootstrap.servers"] == "a1:9092,a2:9092"
+    assert flow.consumer.settings["client.dns.lookup"] == "use_all_dns_ips"
+    assert flow.source_admin.settings["client.dns.lookup"] == "use_all_dns_ips"
+    assert "client.dns.lookup" not in flow.producer.settings  # the producer writes to B
+
+
+def test_top_level_client_keys_are_fallbacks(load: Loader) -> None:
+    text = BASE + "security.protocol = SSL\nB.security.protocol = PLAINTEXT\n"
+    flow = load(text).flow("A->B")
+    assert flow.consumer.settings["security.protocol"] == "SSL"
+    assert flow.producer.settings["security.protocol"] == "PLAINTEXT"
+
+
+def test_role_prefixed_settings_and_their_precedence(load: Loader) -> None:
+    # MM2: consumer.* (from A->B.consumer.*) < source.consumer.* (from A.consumer.*)
+    #      < A->B.source.consumer.* (flow keys are applied last).
+    text = BASE + (
+        "A->B.consumer.fetch.min.bytes = 1\n"
+        "A.consumer.fetch.min.bytes = 2\n"
+        "A->B.consumer.fetch.max.wait.ms = 7\n"
+        "B.producer.linger.ms = 50\n"
+        "A->B.producer.batch.size = 1000000\n"
+    )
+    flow = load(text).flow("A->B")
+    assert flow.consumer.settings["fetch.min.bytes"] == "2"
+    assert flow.consumer.settings["fetch.wait.max.ms"] == "7"
+    assert flow.producer.settings["linger.ms"] == "50"
+    assert flow.producer.settings["batch.size"] == "1000000"
+    flow = load(text + "A->B.source.consumer.fetch.min.bytes = 3\n").flow("A->B")
+    assert flow.consumer.settings["fetch.min.bytes"] == "3"
+
+
+def test_top_level_consumer_keys_are_ignored_with_a_warning(load: Loader) -> None:
+    config = load(BASE + "consumer.isolation.level = read_uncommitted\n")
+    assert config.flow("A->B").consumer.settings["isolation.level"] == "read_committed"
+    assert any("consumer.isolation.level is ignored" in w for w in config.warnings)
+
+
+def test_source_consumer_reads_committed_without_auto_commit_from_earliest(
+    load: Loader,
+) -> None:
+    settings = load(BASE).flow("A->B").consumer.settings
+    assert settings["isolation.level"] == "read_committed"
+    assert settings["enable.auto.commit"] == "false"
+    assert settings["auto.offset.reset"] == "earliest"
+
+
+def test_read_uncommitted_is_honoured_with_a_warning(load: Loader) -> None:
+    config = load(BASE + "A.consumer.isolation.level = read_uncommitted\n"
+                  "A.consumer.auto.offset.reset = latest\n")
+    settings = config.flow("A->B").consumer.settings
+    assert settings["isolation.level"] == "read_uncommitted"
+    assert settings["auto.offset.reset"] == "latest"
+    assert any("aborted transactions" in w for w in config.warnings)
+
+
+def test_identity_policy_knows_its_source(load: Loader) -> None:
+    text = BASE + ("replication.policy.class = "
+                   "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    flow = load(text).flow("A->B")
+    assert isinstance(flow.policy, IdentityReplicationPolicy)
+    assert flow.remote_topic("orders") == "orders"
+    assert flow.policy.topic_source("orders") == "A"
+
+
+def test_custom_separator(load: Loader) -> None:
+    flow = load(BASE + "replication.policy.separator = _\n").flow("A->B")
+    assert flow.remote_topic("orders") == "A_orders"
+    assert flow.policy.checkpoints_topic("A") == "A_checkpoints_internal"
+
+
+def test_deprecated_blacklist_keys_still_work_with_a_warning(load: Loader) -> None:
+    config = load(BASE + "topics.blacklist = secret.*\n")
+    assert not config.flow("A->B").topics.accepts("secret1")
+    assert any("deprecated" in w for w in config.warnings)
+
+
+def test_ferry_settings_default_and_override_per_flow(load: Loader) -> None:
+    text = BASE + "ferry.schedule = @hourly\nA->B.ferry.range.max.records = 5000\n"
+    config = load(text)
+    ferry = config.flow("A->B").ferry
+    assert ferry.schedule == "@hourly"
+    assert ferry.range_max_records == 5000
+    assert ferry.delivery == "exactly_once"
+    assert ferry.spark_master == "local[*]"
+    assert ferry.state_dir.endswith("/ferry-state")
+    assert config.flow("B->A").ferry.range_max_records == 1_000_000
+
+
+@pytest.mark.parametrize("key", ["tasks.max", "A->B.tasks.max"])
+def test_tasks_max_sets_the_lane_count(load: Loader, key: str) -> None:
+    assert load(BASE + f"{key} = 4\n").flow("A->B").tasks_max == 4
+
+
+def test_unknown_top_level_key_warns(load: Loader) -> None:
+    config = load(BASE + "topic.exclude = x\noffset.storage.replication.factor = 1\n")
+    assert any(w.startswith("topic.exclude is not an MM2") for w in config.warnings)
+    assert not any("offset.storage" in w for w in config.warnings)
+
+
+def test_event_hubs_target_with_exactly_once_warns(load: Loader) -> None:
+    text = BASE.replace("b1:9092", "ns.servicebus.windows.net:9093")
+    config = load(text)
+    assert any("Event Hubs" in w for w in config.warnings)
