@@ -49,8 +49,15 @@ class ClientConfig:
         return conf
 
     def shown(self) -> dict[str, str]:
-        """The settings for display: every secret masked."""
-        return {k: shown(v) for k, v in sorted(self.settings.items())}
+        """The settings for display: every secret masked, PEM blocks summarised."""
+        return {k: _pem_summary(shown(v)) for k, v in sorted(self.settings.items())}
+
+
+def _pem_summary(text: str) -> str:
+    if "-----BEGIN" not in text:
+        return text
+    count = text.count("-----BEGIN")
+    return f"<PEM, {count} block{'s' if count > 1 else ''}>"
 
 
 # Same meaning, maybe another name. (java name, librdkafka name, roles or None for all)

@@ -34,6 +34,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    value = float(text.strip())
+    if value <= 0:
+        raise ValueError("must be a number of seconds above 0 (Ferry's own durations "
+                         "cannot be negative)")
+    return value
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -83,6 +91,12 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.range.max.records", "1000000",
              "The most records one planned range may hold; a larger backlog is split into "
              "several ranges (and runs).", _positive_int),
+    FerryKey("ferry.transaction.max.records", "200000",
+             "The most records one target transaction carries before it commits.",
+             _positive_int),
+    FerryKey("ferry.transaction.max.seconds", "10",
+             "The longest a target transaction stays open before it commits (well under "
+             "the producer's transaction.timeout.ms).", _positive_seconds, "10"),
     FerryKey("ferry.schedule", "* * * * *",
              "How often the flow's DAG runs: a cron expression or an Airflow preset "
              "(@hourly, @daily, ..., none for manual runs only).", _schedule, "*/5 * * * *"),
@@ -98,6 +112,8 @@ class FerrySettings:
     spark_master: str
     delivery: str
     range_max_records: int
+    transaction_max_records: int
+    transaction_max_seconds: float
     schedule: str
 
 
@@ -122,6 +138,8 @@ def resolve_ferry_settings(
         spark_master=parsed["ferry.spark.master"],
         delivery=parsed["ferry.delivery"],
         range_max_records=parsed["ferry.range.max.records"],
+        transaction_max_records=parsed["ferry.transaction.max.records"],
+        transaction_max_seconds=parsed["ferry.transaction.max.seconds"],
         schedule=parsed["ferry.schedule"],
     )
 

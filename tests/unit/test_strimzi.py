@@ -1,0 +1,119 @@
+"""A Strimzi KafkaMirrorMaker2 resource maps onto the same model as mm2.properties."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.errors import ConfigError
+from ferry.secrets import Secret
+from tests.unit.conftest import Loader
+
+RESOURCE = """
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata: {name: m}
+spec:
+  connectCluster: dst
+  clusters:
+    - alias: src
+      bootstrapServers: src-bootstrap:9093
+      tls:
+        trustedCertificates:
+          - {secretName: src-ca, certificate: ca.crt}
+      authentication:
+        type: scram-sha-512
+        username: mirror
+        passwordSecret: {secretName: mirror, password: password}
+      config:
+        client.dns.lookup: use_all_dns_ips
+    - alias: dst
+      bootstrapServers: dst-bootstrap:9092
+      authentication:
+        type: plain
+        username: writer
+        passwordSecret: {secretName: writer, password: pw}
+  mirrors:
+    - sourceCluster: src
+      targetCluster: dst
+      topicsPattern: "orders.*|payments"
+      topicsExcludePattern: "orders\\\\.tmp.*"
+      groupsPattern: "billing.*"
+      sourceConnector:
+        tasksMax: 3
+        config:
+          replication.factor: 1
+          sync.topic.acls.enabled: false
+          replication.policy.class: org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+      checkpointConnector:
+        config: {sync.group.offsets.enabled: true, emit.checkpoints.interval.seconds: 30}
+"""
+SECRETS = {
+    "secrets/src-ca/ca.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    "secrets/mirror/password": "scram-pw",
+    "secrets/writer/pw": "plain-pw",
+}
+
+
+def test_v1beta2_resource(load: Loader) -> None:
+    config = load(RESOURCE, files=SECRETS, name="mm2.yaml")
+    assert list(config.clusters) == ["src", "dst"]
+    assert [f.name for f in config.flows] == ["src->dst"]  # no heartbeat connector: no pairs
+    flow = config.flow("src->dst")
+    assert flow.enabled and flow.tasks_max == 3 and flow.replication_factor == 1
+    assert flow.topics.accepts("orders1") and not flow.topics.accepts("orders.tmp1")
+    assert flow.groups.include == "billing.*"
+    assert not flow.sync_topic_acls.active
+    assert not flow.emit_heartbeats.enabled
+    assert flow.emit_checkpoints.active and flow.emit_checkpoints.seconds == 30
+    assert flow.sync_group_offsets.active
+    assert flow.remote_topic("orders") == "orders"
+    consumer = flow.consumer.settings
+    assert consumer["security.protocol"] == "SASL_SSL"
+    assert consumer["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert consumer["sasl.username"] == "mirror"
+    assert consumer["sasl.password"] == Secret("scram-pw")
+    assert "BEGIN CERTIFICATE" in str(consumer["ssl.ca.pem"])
+    assert consumer["client.dns.lookup"] == "use_all_dns_ips"
+    producer = flow.producer.settings
+    assert producer["security.protocol"] == "SASL_PLAINTEXT"
+    assert producer["sasl.password"] == Secret("plain-pw")
+
+
+def test_v1_resource_with_target_and_mirror_sources(load: Loader) -> None:
+    text = """
+apiVersion: kafka.strimzi.io/v1
+kind: KafkaMirrorMaker2
+metadata: {name: m}
+spec:
+  target: {alias: central, bootstrapServers: central:9092}
+  mirrors:
+    - source: {alias: edge, bootstrapServers: edge:9092}
+      topicsPattern: "sensors.*"
+      sourceConnector: {}
+"""
+    config = load(text, name="mm2.yaml")
+    assert config.flow("edge->central").enabled
+    assert config.clusters["central"].bootstrap_servers == "central:9092"
+
+
+def test_missing_secret_file_is_an_error_naming_the_secret(load: Loader) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(RESOURCE, files={k: v for k, v in SECRETS.items() if "writer" not in k},
+             name="mm2.yaml")
+    assert "secrets/writer" in str(err.value)
+    assert "dst.sasl.jaas.config" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("kind: Kafka\nspec: {}\n", "not a KafkaMirrorMaker2 resource"),
+     ("kind: KafkaMirrorMaker2\nspec:\n  clusters:\n    - alias: a\n  mirrors: []\n",
+      "spec.clusters[0].bootstrapServers: missing"),
+     ("kind: KafkaMirrorMaker2\nspec:\n  clusters:\n    - {alias: a, bootstrapServers: 'a:1',"
+      " authentication: {type: gssapi}}\n  mirrors: []\n", "unsupported authentication"),
+     ("kind: KafkaMirrorMaker2\nspec: [\n", "is not valid YAML")],
+    ids=["wrong-kind", "missing-bootstrap", "unsupported-auth", "bad-yaml"],
+)
+def test_broken_resources_are_rejected(load: Loader, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load(text, name="mm2.yaml")
