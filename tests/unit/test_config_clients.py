@@ -80,7 +80,7 @@ def test_pkcs12_truststore_with_wrong_password_is_an_error(
 ) -> None:
     text = SASL_SSL + (f"A.ssl.truststore.location = {stores['trust.p12']}\n"
                        "A.ssl.truststore.password = wrong\n")
-    with pytest.raises(ConfigError, match="A.ssl.truststore.location.*cannot open PKCS12"):
+    with pytest.raises(ConfigError, match=r"A\.ssl\.truststore\.location.*cannot open PKCS12"):
         load(text)
 
 
@@ -100,7 +100,7 @@ def test_declared_type_contradicting_the_file_is_an_error(
 ) -> None:
     text = SASL_SSL + (f"A.ssl.truststore.location = {stores['ca.pem']}\n"
                        "A.ssl.truststore.type = PKCS12\n")
-    with pytest.raises(ConfigError, match="says PKCS12, but .* is PEM"):
+    with pytest.raises(ConfigError, match=r"says PKCS12, but .* is PEM"):
         load(text)
 
 
@@ -177,7 +177,8 @@ def test_oauthbearer_oidc(load: Loader) -> None:
      ("B.producer.max.in.flight.requests.per.connection", "1", "producer",
       ("max.in.flight", "1")),
      ("B.producer.compression.type", "zstd", "producer", ("compression.type", "zstd")),
-     ("A.consumer.receive.buffer.bytes", "65536", "consumer", ("socket.receive.buffer.bytes", "65536")),
+     ("A.consumer.receive.buffer.bytes", "65536", "consumer",
+      ("socket.receive.buffer.bytes", "65536")),
      ("A.ferry.librdkafka.fetch.queue.backoff.ms", "5", "consumer",
       ("fetch.queue.backoff.ms", "5"))],
     ids=["fetch-wait", "offset-reset-none", "max-request-size", "in-flight", "compression",
@@ -204,7 +205,8 @@ def test_harmless_java_settings_are_dropped(load: Loader) -> None:
     ("line", "message"),
     [("A.consumer.interceptor.classes = x.Y", "is not supported"),
      ("A.consumer.frobnicate.ms = 1", "has no librdkafka equivalent"),
-     ("A.security.protocol = SASL_SSL\nA.sasl.mechanism = GSSAPI", r"GSSAPI \(Kerberos\) is not supported"),
+     ("A.security.protocol = SASL_SSL\nA.sasl.mechanism = GSSAPI",
+      r"GSSAPI \(Kerberos\) is not supported"),
      ("A.security.protocol = SASL_SSL", "A.sasl.mechanism: is not set"),
      ("A.security.protocol = TLS", "must be one of PLAINTEXT"),
      ("A.security.protocol = SASL_SSL\nA.sasl.mechanism = PLAIN",

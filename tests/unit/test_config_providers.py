@@ -83,7 +83,7 @@ def test_allowed_paths_are_enforced(load: Loader, tmp_path: object) -> None:
     text = BASE + PROVIDERS + (
         "config.providers.file.param.allowed.paths = /nonexistent/allowed\n"
         "A.bootstrap.servers = ${file:p.properties:host}\n")
-    with pytest.raises(ConfigError, match="outside config.providers.file.param.allowed.paths"):
+    with pytest.raises(ConfigError, match=r"outside config\.providers\.file\.param\.allowed"):
         load(text, files={"p.properties": "host=a:1\n"})
 
 
