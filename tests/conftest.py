@@ -1,0 +1,51 @@
+"""Session-wide real services: one pair of local Kafka clusters, one SparkSession.
+
+Started lazily (only when a test asks for them) and once per session; each test creates
+its own topics so tests can share the brokers. Set FERRY_TEST_KEEP=1 to leave the
+clusters running after the session (for debugging), FERRY_TEST_DIR to choose where.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ferry.local import cluster
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """alias -> bootstrap servers of two running local clusters, `source` and `target`."""
+    root = Path(os.environ.get("FERRY_TEST_DIR") or tmp_path_factory.mktemp("kafka"))
+    states = cluster.up(("source", "target"), root)
+    try:
+        yield {s.alias: s.bootstrap for s in states}
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    from ferry.spark.session import build_session
+
+    session = build_session("local[2]", "ferry-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test (tests share the brokers)."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:40]
+    return f"{base}-{uuid.uuid4().hex[:6]}"

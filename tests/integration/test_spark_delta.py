@@ -1,0 +1,46 @@
+"""Spark with Delta starts from the jars the setup fetched; tables are readable by
+delta-rs without a JVM (the fast path for look-ups)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def test_spark_writes_a_partitioned_delta_table_that_deltalake_reads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "offset_map_smoke")
+    rows = [("A->B", "orders", 0, 0, 10), ("A->B", "orders", 1, 0, 5)]
+    frame = spark.createDataFrame(rows, "flow string, topic string, partition int, "
+                                        "start long, end long")
+    frame.write.format("delta").partitionBy("flow").save(path)
+    frame.limit(1).write.format("delta").mode("append").save(path)
+
+    table = DeltaTable(path)
+    assert table.version() == 1
+    got = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: (r["partition"],
+                                                                      r["start"]))
+    assert len(got) == 3
+    assert got[-1] == {"flow": "A->B", "topic": "orders", "partition": 1, "start": 0, "end": 5}
+    assert DeltaTable(path, version=0).to_pyarrow_table().num_rows == 2
+
+
+def test_spark_conf_turns_speculation_off_and_uses_local_jars() -> None:
+    from ferry.spark.session import delta_classpath, spark_conf
+
+    conf = spark_conf("local[2]")
+    assert conf["spark.speculation"] == "false"
+    jars = delta_classpath()
+    assert any("delta-spark_4.2_2.13-4.4.0.jar" in j for j in jars)
+    assert not any("hadoop-client" in j or "scala-library" in j for j in jars)
+    assert conf["spark.jars"] == ",".join(jars)
