@@ -97,3 +97,9 @@ def test_provider_values_are_secret_in_display(load: Loader) -> None:
     text = BASE + PROVIDERS + "A.consumer.client.rack = ${env:RACK}\n"
     config = load(text, env={"RACK": "rack-secret-value"})
     assert config.flow("A->B").consumer.shown()["client.rack"] == "******"
+
+
+def test_provider_values_of_public_keys_stay_visible(load: Loader) -> None:
+    text = BASE + PROVIDERS + "B.bootstrap.servers = ${env:B_BOOTSTRAP}\n"
+    config = load(text, env={"B_BOOTSTRAP": "visible-host:9092"})
+    assert config.flow("A->B").producer.shown()["bootstrap.servers"] == "visible-host:9092"

@@ -7,9 +7,17 @@ problem names the line to fix, and keeps whether the value is secret.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ferry.secrets import MASK, Secret, is_secret_key
+
+# Keys whose values are never sensitive, even when they come from a config provider
+# (a bootstrap list in ${env:...} should still show in `ferry validate`).
+_PUBLIC = re.compile(
+    r"(^|\.)(bootstrap\.servers|security\.protocol|sasl\.mechanism|ssl\.[a-z]+\.location|"
+    r"ssl\.[a-z]+\.type|ssl\.endpoint\.identification\.algorithm|client\.id|group\.id)$"
+)
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,10 @@ class Value:
 
     @classmethod
     def of(cls, origin: str, text: str, from_provider: bool = False) -> Value:
-        return cls(text, origin, from_provider or is_secret_key(origin))
+        """A value is secret if its key says so, or if a provider supplied it (unless the
+        key is one that never holds a secret)."""
+        secret = is_secret_key(origin) or (from_provider and not _PUBLIC.search(origin))
+        return cls(text, origin, secret)
 
     def shown(self) -> str:
         return MASK if self.secret else self.text
