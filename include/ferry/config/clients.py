@@ -32,6 +32,7 @@ OIDC_HANDLERS = (
 PASSTHROUGH_PREFIX = "ferry.librdkafka."
 
 Setting = str | Secret
+RdValue = str | int | float | bool
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,10 @@ class ClientConfig:
     role: str
     settings: Mapping[str, Setting] = field(default_factory=dict)
 
-    def confluent(self, **overrides: str) -> dict[str, str]:
+    def confluent(self, **overrides: RdValue) -> dict[str, RdValue]:
         """The dict to hand to confluent-kafka, secrets revealed. Never log it."""
-        conf = {k: v.reveal() if isinstance(v, Secret) else v for k, v in self.settings.items()}
+        conf: dict[str, RdValue] = {
+            k: v.reveal() if isinstance(v, Secret) else v for k, v in self.settings.items()}
         conf.update(overrides)
         return conf
 

@@ -7,8 +7,7 @@ import uuid
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.errors import TransientError
 

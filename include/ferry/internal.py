@@ -1,0 +1,26 @@
+"""Names of what Ferry keeps on the target cluster, derived from the flow and its policy.
+
+All of them are internal by MM2's rules (`*.internal`, `__*`), so no MM2 or Ferry flow
+ever mirrors them, and the default group filter never syncs the positions group.
+"""
+
+from __future__ import annotations
+
+from ferry.config import Flow
+
+
+def offset_map_topic(flow: Flow) -> str:
+    """The target topic holding one offset-map entry per transaction and source partition."""
+    sep = flow.policy.separator if flow.policy.internal_separator_enabled else "."
+    return f"ferry-offset-map{sep}{flow.source}{sep}internal"
+
+
+def positions_group(flow: Flow) -> str:
+    """The target consumer group whose committed offsets (on the remote topics) are the
+    next source offsets to copy; committed in the same transactions as the records."""
+    return f"__ferry-positions.{flow.source}"
+
+
+def transactional_id(flow: Flow, lane: int) -> str:
+    """Stable per flow and lane, so a restarted lane fences its zombie."""
+    return f"ferry.{flow.source}->{flow.target}.lane-{lane}"

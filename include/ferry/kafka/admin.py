@@ -1,0 +1,91 @@
+"""Read a cluster's shape and offsets, in batched admin calls (adapter)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ferry.config.clients import ClientConfig
+from ferry.kafka.errors import kafka_error
+from ferry.planner import TopicPartition as TP
+from ferry.planner import Watermarks
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+
+
+class Admin:
+    """One cluster's admin client, with errors that name the cluster."""
+
+    def __init__(self, client: ClientConfig, timeout: float = TIMEOUT_S) -> None:
+        self.cluster = client.cluster
+        self.timeout = timeout
+        self._admin = AdminClient(client.confluent(log_level=3))
+
+    def _wait(self, future: Future[T], action: str) -> T:
+        try:
+            return future.result(timeout=self.timeout)
+        except KafkaException as exc:
+            raise kafka_error(exc, self.cluster, action) from None
+        except TimeoutError:
+            raise kafka_error(TimeoutError(f"no answer in {self.timeout:.0f}s"), self.cluster,
+                              action) from None
+
+    @property
+    def raw(self) -> AdminClient:
+        return self._admin
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic with its partition count (internal ones included)."""
+        try:
+            meta = self._admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise kafka_error(exc, self.cluster, "listing topics") from None
+        return {name: TopicInfo(name, len(t.partitions)) for name, t in meta.topics.items()
+                if t.error is None}
+
+    def watermarks(self, tps: Iterable[TP]) -> dict[TP, Watermarks]:
+        """Log start and last stable offsets (read_committed end) of each partition."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        low = self._offsets(tps, OffsetSpec.earliest(), "reading log start offsets")
+        high = self._offsets(tps, OffsetSpec.latest(), "reading last stable offsets")
+        return {tp: Watermarks(low[tp], high[tp]) for tp in tps}
+
+    def _offsets(self, tps: list[TP], spec: Any, action: str) -> dict[TP, int]:
+        request = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
+        futures = self._admin.list_offsets(request,
+                                           isolation_level=IsolationLevel.READ_COMMITTED,
+                                           request_timeout=self.timeout)
+        return {TP(k.topic, k.partition): int(self._wait(f, f"{action} of {k.topic}").offset)
+                for k, f in futures.items()}
+
+    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int],
+                                                                              int]:
+        """Committed offsets of `group` on (topic, partition)s; absent ones are left out.
+        Reads stable offsets only (waits out pending transactional commits)."""
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        futures = self._admin.list_consumer_group_offsets(request, require_stable=True,
+                                                          request_timeout=self.timeout)
+        result = self._wait(futures[group], f"reading offsets of group {group}")
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                if tp.offset >= 0}

@@ -1,0 +1,176 @@
+"""The offset map's pure core: segments, the entry each transaction writes, and look-ups.
+
+A **segment** is a run of mirrored records whose source offsets and target offsets both
+advance by one: source `[source_start, source_start+count)` went to target
+`[target_start, target_start+count)`. A gap on either side starts a new segment: on the
+source, transaction markers, aborted records and compaction; on the target, the commit
+marker between two of Ferry's transactions.
+
+A **map entry** is what one lane transaction records for one source partition: the source
+offsets it *covered* (`[covered_start, covered_end)`, contiguous with the previous entry's,
+including offsets that hold no record) and the segments of the records it wrote. Entries
+are written into the same target transaction as the records (topic
+`ferry-offset-map.<source>.internal`), so they become visible exactly when the records do,
+and the Delta `offset_map` table can always be rebuilt from them. Rows per range stay
+O(1) when the source has no gaps: one entry per transaction, one segment per entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Segment:
+    source_start: int
+    target_start: int
+    count: int
+
+    @property
+    def source_end(self) -> int:
+        return self.source_start + self.count
+
+    @property
+    def target_end(self) -> int:
+        return self.target_start + self.count
+
+    def target_of(self, source_offset: int) -> int | None:
+        if self.source_start <= source_offset < self.source_end:
+            return self.target_start + (source_offset - self.source_start)
+        return None
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    flow: str
+    run_id: str
+    lane: int
+    source_topic: str
+    source_partition: int
+    target_topic: str
+    target_partition: int
+    covered_start: int
+    covered_end: int
+    segments: tuple[Segment, ...]
+    committed_at_ms: int
+
+    @property
+    def records(self) -> int:
+        return sum(s.count for s in self.segments)
+
+    def target_of(self, source_offset: int) -> int | None:
+        """The target offset holding the record at `source_offset`; None if that source
+        offset holds no mirrored record (a marker, aborted, compacted) or is not covered."""
+        for segment in self.segments:
+            target = segment.target_of(source_offset)
+            if target is not None:
+                return target
+        return None
+
+
+class SegmentError(ValueError):
+    """Target offsets are not what a single writer would have produced."""
+
+
+class SegmentBuilder:
+    """Collects the source offsets of the records a transaction writes to one partition,
+    in order; `finish` pairs them with the target offsets the broker assigned."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: list[list[int]] = []  # [source_start, count]
+
+    def add(self, source_offset: int) -> None:
+        if self._runs:
+            last = self._runs[-1]
+            if source_offset == last[0] + last[1]:
+                last[1] += 1
+                return
+            if source_offset < last[0] + last[1]:
+                raise SegmentError(f"source offset {source_offset} is not after "
+                                   f"{last[0] + last[1] - 1}")
+        self._runs.append([source_offset, 1])
+
+    @property
+    def count(self) -> int:
+        return sum(run[1] for run in self._runs)
+
+    def finish(self, target_first: int, target_last: int) -> tuple[Segment, ...]:
+        """Segments for records written at target offsets `[target_first, target_last]`.
+
+        Within one transaction one producer's records to a partition take contiguous
+        offsets; anything else means another writer interleaved, and the mapping would
+        be wrong: SegmentError.
+        """
+        count = self.count
+        if target_last - target_first + 1 != count:
+            raise SegmentError(
+                f"{count} records were written but the target assigned offsets "
+                f"{target_first}..{target_last}: another producer writes to this partition")
+        segments = []
+        target = target_first
+        for source_start, run in self._runs:
+            segments.append(Segment(source_start, target, run))
+            target += run
+        return tuple(segments)
+
+
+def encode(entry: MapEntry) -> tuple[bytes, bytes]:
+    """(key, value) of the entry's record in the offset-map topic. Versioned JSON."""
+    key = f"{entry.flow}|{entry.source_topic}|{entry.source_partition}".encode()
+    value = {
+        "v": FORMAT_VERSION,
+        "flow": entry.flow,
+        "run": entry.run_id,
+        "lane": entry.lane,
+        "st": entry.source_topic,
+        "sp": entry.source_partition,
+        "tt": entry.target_topic,
+        "tp": entry.target_partition,
+        "cs": entry.covered_start,
+        "ce": entry.covered_end,
+        "seg": [[s.source_start, s.target_start, s.count] for s in entry.segments],
+        "at": entry.committed_at_ms,
+    }
+    return key, json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode(value: bytes) -> MapEntry:
+    """Parse a record of the offset-map topic; ValueError for a foreign or newer record."""
+    data = json.loads(value)
+    if not isinstance(data, dict) or data.get("v") != FORMAT_VERSION:
+        raise ValueError(f"not a version-{FORMAT_VERSION} offset-map entry")
+    return MapEntry(
+        flow=data["flow"], run_id=data["run"], lane=int(data["lane"]),
+        source_topic=data["st"], source_partition=int(data["sp"]),
+        target_topic=data["tt"], target_partition=int(data["tp"]),
+        covered_start=int(data["cs"]), covered_end=int(data["ce"]),
+        segments=tuple(Segment(int(a), int(b), int(c)) for a, b, c in data["seg"]),
+        committed_at_ms=int(data["at"]),
+    )
+
+
+def lookup(entries: Iterable[MapEntry], source_offset: int) -> tuple[MapEntry, int | None] | None:
+    """The entry covering `source_offset` and its target offset (None when that offset
+    holds no mirrored record); None when the offset was never mirrored."""
+    for entry in entries:
+        if entry.covered_start <= source_offset < entry.covered_end:
+            return entry, entry.target_of(source_offset)
+    return None
+
+
+def check_contiguous(entries: Sequence[MapEntry]) -> list[str]:
+    """Problems in one partition's entries (sorted by covered_start): holes or overlaps."""
+    problems = []
+    for before, after in itertools.pairwise(entries):
+        if after.covered_start != before.covered_end:
+            problems.append(f"{before.source_topic}-{before.source_partition}: covered "
+                            f"{before.covered_start}..{before.covered_end} then "
+                            f"{after.covered_start}..{after.covered_end}")
+    return problems

@@ -1,0 +1,93 @@
+"""Segments, map entries and their wire format: exact across source and target gaps."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.offsetmap import (
+    MapEntry,
+    Segment,
+    SegmentBuilder,
+    SegmentError,
+    check_contiguous,
+    decode,
+    encode,
+    lookup,
+)
+
+
+@pytest.mark.parametrize(
+    ("sources", "target_first", "segments"),
+    [
+        ([0, 1, 2, 3], 100, [(0, 100, 4)]),
+        ([0, 1, 3, 4], 0, [(0, 0, 2), (3, 2, 2)]),  # a marker at source offset 2
+        ([5, 9, 10, 20], 7, [(5, 7, 1), (9, 8, 2), (20, 10, 1)]),  # compaction holes
+        ([42], 0, [(42, 0, 1)]),
+    ],
+    ids=["contiguous", "marker", "compacted", "single"],
+)
+def test_segments_break_at_source_gaps(
+    sources: list[int], target_first: int, segments: list[tuple[int, int, int]]
+) -> None:
+    builder = SegmentBuilder()
+    for offset in sources:
+        builder.add(offset)
+    got = builder.finish(target_first, target_first + len(sources) - 1)
+    assert got == tuple(Segment(*s) for s in segments)
+    for source, target in zip(sources, range(target_first, target_first + len(sources)),
+                              strict=True):
+        assert any(s.target_of(source) == target for s in got)
+
+
+def test_non_contiguous_target_offsets_mean_another_writer() -> None:
+    builder = SegmentBuilder()
+    for offset in (0, 1, 2):
+        builder.add(offset)
+    with pytest.raises(SegmentError, match="another producer"):
+        builder.finish(10, 13)
+
+
+def test_source_offsets_must_increase() -> None:
+    builder = SegmentBuilder()
+    builder.add(5)
+    with pytest.raises(SegmentError):
+        builder.add(5)
+
+
+def entry(cs: int, ce: int, segments: list[tuple[int, int, int]]) -> MapEntry:
+    return MapEntry("A->B", "run-1", 0, "orders", 3, "A.orders", 3, cs, ce,
+                    tuple(Segment(*s) for s in segments), 1_700_000_000_000)
+
+
+def test_wire_format_round_trips() -> None:
+    original = entry(0, 12, [(0, 0, 5), (6, 5, 5)])
+    key, value = encode(original)
+    assert key == b"A->B|orders|3"
+    assert decode(value) == original
+    assert original.records == 10
+
+
+def test_decode_refuses_other_versions() -> None:
+    with pytest.raises(ValueError, match="version-1"):
+        decode(b'{"v": 2}')
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [(0, 0), (4, 4), (5, None), (6, 5), (10, 9), (11, None), (12, 11), (13, None), (99, None)],
+    ids=["first", "end-of-run", "marker", "after-marker", "last-of-entry", "trailing-marker",
+         "next-entry", "uncovered-hole", "never-mirrored"],
+)
+def test_lookup(source: int, expected: int | None) -> None:
+    entries = [entry(0, 12, [(0, 0, 5), (6, 5, 5)]), entry(12, 13, [(12, 11, 1)])]
+    found = lookup(entries, source)
+    if source >= 13:
+        assert found is None
+    else:
+        assert found is not None and found[1] == expected
+
+
+def test_contiguity_check_names_holes() -> None:
+    assert check_contiguous([entry(0, 5, []), entry(5, 9, [])]) == []
+    assert check_contiguous([entry(0, 5, []), entry(6, 9, [])]) == [
+        "orders-3: covered 0..5 then 6..9"]
