@@ -45,6 +45,7 @@ def flow_json(flow: Flow) -> dict[str, Any]:
             "spark.master": flow.ferry.spark_master,
             "delivery": flow.ferry.delivery,
             "range.max.records": flow.ferry.range_max_records,
+            "on.gap": flow.ferry.on_gap,
             "transaction.max.records": flow.ferry.transaction_max_records,
             "transaction.max.seconds": flow.ferry.transaction_max_seconds,
             "schedule": flow.ferry.schedule,

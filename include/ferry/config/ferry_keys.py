@@ -91,6 +91,10 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.range.max.records", "1000000",
              "The most records one planned range may hold; a larger backlog is split into "
              "several ranges (and runs).", _positive_int),
+    FerryKey("ferry.on.gap", "fail",
+             "When retention deleted source records before they were mirrored: the gap is "
+             "always recorded (the gaps table); fail stops the run, continue copies on from "
+             "the oldest record still there.", _choice("fail", "continue")),
     FerryKey("ferry.transaction.max.records", "200000",
              "The most records one target transaction carries before it commits.",
              _positive_int),
@@ -112,6 +116,7 @@ class FerrySettings:
     spark_master: str
     delivery: str
     range_max_records: int
+    on_gap: str
     transaction_max_records: int
     transaction_max_seconds: float
     schedule: str
@@ -138,6 +143,7 @@ def resolve_ferry_settings(
         spark_master=parsed["ferry.spark.master"],
         delivery=parsed["ferry.delivery"],
         range_max_records=parsed["ferry.range.max.records"],
+        on_gap=parsed["ferry.on.gap"],
         transaction_max_records=parsed["ferry.transaction.max.records"],
         transaction_max_seconds=parsed["ferry.transaction.max.seconds"],
         schedule=parsed["ferry.schedule"],

@@ -1,0 +1,453 @@
+"""Copy one lane's exact source ranges into the target, exactly once (adapter).
+
+One lane = one transactional producer (`transactional.id` stable per flow and lane) and
+one assigned consumer. The contract:
+
+- `init_transactions` first: it fences an older incarnation of the lane (a zombie task)
+  and aborts its open transaction.
+- Then the lane reads its committed positions (the positions group's offsets on the
+  remote partitions, stable reads only), so a retried task resumes where the last
+  committed transaction ended instead of copying twice.
+- Each transaction carries the records, the offset-map entries of what it covered and the
+  new positions; all become visible together or not at all (G1, G4). Transactions are
+  bounded by `ferry.transaction.max.records` and `.max.seconds`.
+- A partition is done at the first of: a record at or past `end - 1` (records at or past
+  `end` are dropped), its position reaching `end`, or end-of-partition at or past `end`.
+  Ranges end at the LSO, so one of these always happens (markers, compaction, aborts).
+- Target offsets come from delivery reports on only the first and last record per
+  partition and transaction; their distance must equal the record count (one writer per
+  partition), or the transaction is refused (SegmentError).
+- A record the target refuses fails the lane with topic, partition and offset named: the
+  failed transaction is aborted and re-run once with a report per record to find it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import TopicPartition as KTP
+
+from ferry.config import Flow
+from ferry.config.clients import RdValue
+from ferry.errors import TerminalError, TransientError
+from ferry.internal import offset_map_topic, positions_group, transactional_id
+from ferry.kafka.errors import kafka_error
+from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode
+from ferry.planner import Range
+
+log = logging.getLogger(__name__)
+
+BATCH = 10_000
+POLL_S = 0.2
+STALL_S = 120.0
+PROGRESS_S = 10.0
+CALL_TIMEOUT_S = 60.0
+PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_000,
+                                           "compression.type": "none"}
+
+
+@dataclass
+class RangeResult:
+    """What happened to one planned range (a row of the `runs` table)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    max_age_ms: int = 0
+    outcome: str = "pending"  # copied | skipped (already committed) | failed
+    error: str = ""
+
+
+@dataclass
+class LaneResult:
+    lane: int
+    ranges: list[RangeResult]
+    transactions: int = 0
+    seconds: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.ranges)
+
+
+@dataclass
+class _Part:
+    """One source partition's state inside the lane."""
+
+    topic: str
+    partition: int
+    remote: str
+    start: int
+    end: int
+    ranges: list[RangeResult]
+    covered: int = 0  # next source offset not yet committed
+    done: bool = False
+    paused: bool = False
+    # the open transaction
+    builder: SegmentBuilder = field(default_factory=SegmentBuilder)
+    pending: Message | None = None
+    sent: int = 0
+    first_target: int | None = None
+    last_target: int | None = None
+    last_offset: int = -1
+    touched: bool = False
+
+    def reset_txn(self) -> None:
+        self.builder = SegmentBuilder()
+        self.pending, self.sent = None, 0
+        self.first_target = self.last_target = None
+        self.touched = False
+
+
+class _Refused(Exception):
+    """The transaction failed in a way an abort and a re-run may fix (or pinpoint)."""
+
+
+def _offset(message: Message) -> int:
+    """A delivered or consumed record's offset (never None for those)."""
+    offset = message.offset()
+    assert offset is not None
+    return offset
+
+
+class Lane:
+    """Copies `ranges` (all on this lane) for `flow`; use `run()` once."""
+
+    def __init__(self, flow: Flow, lane: int, ranges: Sequence[Range], run_id: str,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.flow, self.lane, self.run_id = flow, lane, run_id
+        self.progress = progress
+        self.map_topic = offset_map_topic(flow)
+        self.parts = self._parts(ranges)
+        self.results = [r for p in self.parts.values() for r in p.ranges]
+        self.errors: list[str] = []
+        self.transactions = 0
+        self.total = sum(p.end - p.start for p in self.parts.values())
+        self.copied = 0
+        self.diagnose = False
+        self.refused: tuple[str, int, str] | None = None
+
+    def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], _Part]:
+        parts: dict[tuple[str, int], _Part] = {}
+        for r in sorted(ranges):
+            key = (r.topic, r.partition)
+            result = RangeResult(r.topic, r.partition, r.start, r.end)
+            if key in parts:
+                part = parts[key]
+                if r.start != part.end:
+                    raise ValueError(f"ranges of {r.topic}-{r.partition} are not adjacent")
+                part.end = r.end
+                part.ranges.append(result)
+            else:
+                parts[key] = _Part(r.topic, r.partition, self.flow.remote_topic(r.topic),
+                                   r.start, r.end, [result], covered=r.start)
+        return parts
+
+    # -- clients ------------------------------------------------------------------------
+
+    def _producer(self) -> Producer:
+        overrides: dict[str, RdValue] = {k: v for k, v in PRODUCER_DEFAULTS.items()
+                                     if k not in self.flow.producer.settings}
+        txn_timeout = max(60_000, int(self.flow.ferry.transaction_max_seconds * 6_000))
+        overrides.setdefault("transaction.timeout.ms", txn_timeout)
+        overrides.update({"transactional.id": transactional_id(self.flow, self.lane),
+                          "enable.idempotence": True, "acks": "all", "log_level": 3})
+        conf = self.flow.producer.confluent(**overrides)
+        return Producer(conf)
+
+    def _consumer(self) -> Consumer:
+        conf = self.flow.consumer.confluent(**{  # type: ignore[arg-type]
+            "group.id": f"{positions_group(self.flow)}.reader", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "enable.partition.eof": True,
+            "auto.offset.reset": "error", "log_level": 3})
+        return Consumer(conf)
+
+    def _target_reader(self) -> Consumer:
+        """A target consumer in the positions group: its metadata goes with each commit."""
+        conf = self.flow.target_admin.confluent(**{  # type: ignore[arg-type]
+            "group.id": positions_group(self.flow), "enable.auto.commit": False,
+            "isolation.level": "read_committed", "log_level": 3})
+        return Consumer(conf)
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self) -> LaneResult:
+        started = time.monotonic()
+        if not self.parts:
+            return LaneResult(self.lane, [], 0, 0.0)
+        producer = self._producer()
+        reader = self._target_reader()
+        consumer = self._consumer()
+        try:
+            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
+                       f"initialising transactions of lane {self.lane}")
+            self._resume_from_committed(reader)
+            metadata = reader.consumer_group_metadata()
+            self._copy(producer, consumer, metadata)
+        except (TerminalError, TransientError) as exc:
+            for result in self.results:
+                if result.outcome == "pending":
+                    result.outcome, result.error = "failed", str(exc)
+            raise
+        finally:
+            consumer.close()
+            reader.close()
+        return LaneResult(self.lane, self.results, self.transactions,
+                          time.monotonic() - started)
+
+    def _call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
+        try:
+            return call()
+        except KafkaException as exc:
+            raise kafka_error(exc, cluster, action) from None
+
+    def _resume_from_committed(self, reader: Consumer) -> None:
+        keys = list(self.parts)
+        request = [KTP(self.parts[k].remote, k[1]) for k in keys]
+        committed = self._call(lambda: reader.committed(request, timeout=CALL_TIMEOUT_S),
+                               self.flow.target, "reading committed positions")
+        for key, tp in zip(keys, committed, strict=True):
+            part = self.parts[key]
+            if tp.offset < 0:
+                continue
+            if tp.offset < part.start:
+                raise TerminalError(
+                    f"flow {self.flow.name}: {part.topic}-{part.partition} is committed at "
+                    f"{tp.offset} but the plan starts at {part.start}; re-plan the run")
+            part.covered = min(tp.offset, part.end)
+            for result in part.ranges:
+                if tp.offset >= result.end:
+                    result.outcome = "skipped"
+            if tp.offset >= part.end and part.start < part.end:
+                part.done = True
+
+    def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
+        active = [p for p in self.parts.values() if not p.done and p.covered < p.end]
+        markers = [p for p in self.parts.values() if not p.done and p.start == p.end]
+        if active:
+            consumer.assign([KTP(p.topic, p.partition, p.covered) for p in active])
+        if markers:  # new partitions under `latest`: record where copying starts
+            for part in markers:
+                part.touched, part.done = True, True
+            self._transaction(producer, consumer, metadata, [])
+        attempts = 0
+        while any(not p.done for p in active):
+            try:
+                self._transaction(producer, consumer, metadata, active)
+                attempts = 0
+            except _Refused as exc:
+                attempts += 1
+                self._abort(producer, consumer, active)
+                if self.refused is not None:
+                    raise TerminalError(self.refused[2]) from None
+                if attempts > 1:
+                    raise TransientError(f"flow {self.flow.name} lane {self.lane}: the "
+                                         f"transaction failed twice: {exc}") from None
+                self.diagnose = True  # the re-run reports every record, to name a refusal
+
+    def _abort(self, producer: Producer, consumer: Consumer, active: list[_Part]) -> None:
+        try:
+            producer.abort_transaction(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            raise kafka_error(exc, self.flow.target, "aborting a transaction") from None
+        for part in active:
+            part.done = part.covered >= part.end
+            part.reset_txn()
+            if not part.done:
+                if part.paused:
+                    consumer.resume([KTP(part.topic, part.partition)])
+                    part.paused = False
+                consumer.seek(KTP(part.topic, part.partition, part.covered))
+
+    def _transaction(self, producer: Producer, consumer: Consumer, metadata: Any,
+                     active: list[_Part]) -> None:
+        self._call(producer.begin_transaction, self.flow.target, "beginning a transaction")
+        opened = time.monotonic()
+        records = 0
+        last_progress = time.monotonic()
+        limit_records = self.flow.ferry.transaction_max_records
+        limit_s = self.flow.ferry.transaction_max_seconds
+        by_key = {(p.topic, p.partition): p for p in active}
+        while any(not p.done for p in active):
+            messages = consumer.consume(BATCH, POLL_S)
+            if not messages:
+                self._check_positions(consumer, active)
+                if time.monotonic() - last_progress > STALL_S:
+                    raise TransientError(self._stalled(active))
+            else:
+                last_progress = time.monotonic()
+            for message in messages:
+                records += self._take(producer, message, by_key)
+            finished = [p for p in active if p.done and not p.paused]
+            if finished:  # stop fetching past `end`
+                consumer.pause([KTP(p.topic, p.partition) for p in finished])
+                for part in finished:
+                    part.paused = True
+            if records >= limit_records or time.monotonic() - opened >= limit_s:
+                break
+        self._commit(producer, metadata, list(self.parts.values()))
+        self.copied += records
+        if self.progress is not None:
+            self.progress(self.copied, self.total)
+
+    def _take(self, producer: Producer, message: Message,
+              parts: dict[tuple[str, int], _Part]) -> int:
+        error = message.error()
+        key = (message.topic(), message.partition())
+        part = parts.get(key)  # type: ignore[arg-type]
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                if part is not None and not part.done and _offset(message) >= part.end:
+                    part.done, part.touched = True, True
+                return 0
+            if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                raise TerminalError(
+                    f"flow {self.flow.name}: {key[0]}-{key[1]}: offsets from "
+                    f"{part.covered if part else '?'} were deleted by retention while being "
+                    "copied; the next run records the gap")
+            raise kafka_error(KafkaException(error), self.flow.source,
+                              f"reading {key[0]}-{key[1]}")
+        if part is None or part.done:
+            return 0
+        offset = _offset(message)
+        if offset >= part.end:
+            part.done, part.touched = True, True
+            return 0
+        part.touched = True
+        if part.pending is not None:
+            self._send(producer, part, part.pending, report=part.sent == 0 or self.diagnose)
+        part.pending = message
+        part.builder.add(offset)
+        part.last_offset = offset
+        self._account(part, message)
+        if offset >= part.end - 1:
+            part.done = True
+        return 1
+
+    def _account(self, part: _Part, message: Message) -> None:
+        offset = _offset(message)
+        for result in part.ranges:
+            if result.start <= offset < result.end:
+                value, key = message.value(), message.key()
+                result.records += 1
+                result.bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                if result.records == 1:
+                    kind, ts = message.timestamp()
+                    if kind:
+                        result.max_age_ms = max(0, int(time.time() * 1000) - ts)
+                return
+
+    def _send(self, producer: Producer, part: _Part, message: Message, report: bool) -> None:
+        kind, ts = message.timestamp()
+        kwargs: dict[str, Any] = {"partition": part.partition}
+        if kind:  # CreateTime (or LogAppendTime) preserved; 0 = not available
+            kwargs["timestamp"] = ts
+        headers = message.headers()
+        if headers:
+            kwargs["headers"] = headers
+        if report:
+            kwargs["on_delivery"] = self._reporter(part, _offset(message))
+        while True:
+            try:
+                producer.produce(part.remote, message.value(), message.key(), **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as exc:
+                raise TerminalError(self._refusal(part, _offset(message), exc.args[0])) \
+                    from None
+        part.sent += 1
+
+    def _reporter(self, part: _Part, source_offset: int) -> Callable[[Any, Message], None]:
+        def report(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                if self.refused is None and err.code() not in (KafkaError._PURGE_QUEUE,
+                                                               KafkaError._PURGE_INFLIGHT):
+                    self.refused = (part.topic, part.partition,
+                                    self._refusal(part, source_offset, err))
+                return
+            offset = _offset(msg)
+            if part.first_target is None or offset < part.first_target:
+                part.first_target = offset
+            if part.last_target is None or offset > part.last_target:
+                part.last_target = offset
+
+        return report
+
+    def _refusal(self, part: _Part, source_offset: int, err: Any) -> str:
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        return (f"flow {self.flow.name}: cluster {self.flow.target} refused the record of "
+                f"{part.topic}-{part.partition} at source offset {source_offset} (remote "
+                f"topic {part.remote}): {text}")
+
+    def _check_positions(self, consumer: Consumer, active: list[_Part]) -> None:
+        waiting = [p for p in active if not p.done]
+        if not waiting:
+            return
+        positions = consumer.position([KTP(p.topic, p.partition) for p in waiting])
+        for part, tp in zip(waiting, positions, strict=True):
+            if tp.offset >= part.end:
+                part.done, part.touched = True, True
+
+    def _stalled(self, active: list[_Part]) -> str:
+        waiting = ", ".join(f"{p.topic}-{p.partition} at {max(p.covered, p.last_offset + 1)}"
+                            f" of {p.end}" for p in active if not p.done)
+        return (f"flow {self.flow.name} lane {self.lane}: no progress for {STALL_S:.0f}s on "
+                f"{waiting}; an open transaction on the source may hold the partition")
+
+    def _commit(self, producer: Producer, metadata: Any, parts: list[_Part]) -> None:
+        touched = [p for p in parts if p.touched]
+        for part in touched:
+            if part.pending is not None:
+                self._send(producer, part, part.pending, report=True)
+                part.pending = None
+        remaining = producer.flush(CALL_TIMEOUT_S)
+        if self.refused is not None or remaining:
+            raise _Refused(self.refused[2] if self.refused else f"{remaining} records unsent")
+        now_ms = int(time.time() * 1000)
+        offsets = []
+        for part in touched:
+            covered_end = part.end if part.done else part.last_offset + 1
+            count = part.builder.count
+            try:
+                segments = (part.builder.finish(part.first_target, part.last_target)
+                            if count and part.first_target is not None
+                            and part.last_target is not None else ())
+            except SegmentError as exc:
+                raise TerminalError(f"flow {self.flow.name}: remote partition "
+                                    f"{part.remote}-{part.partition}: {exc}") from None
+            if count and not segments:
+                raise _Refused(f"no delivery report for {part.topic}-{part.partition}")
+            entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
+                             part.remote, part.partition, part.covered, covered_end,
+                             segments, now_ms)
+            key, value = encode(entry)
+            producer.produce(self.map_topic, value, key, partition=0)
+            offsets.append(KTP(part.remote, part.partition, covered_end))
+        if offsets:
+            self._call(lambda: producer.send_offsets_to_transaction(
+                offsets, metadata, CALL_TIMEOUT_S), self.flow.target, "committing positions")
+        try:
+            producer.commit_transaction(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                raise _Refused(err.str()) from None
+            raise kafka_error(exc, self.flow.target, "committing a transaction") from None
+        self.transactions += 1
+        for part in touched:
+            part.covered = part.end if part.done else part.last_offset + 1
+            part.reset_txn()
+        for part in parts:
+            for result in part.ranges:
+                if result.outcome == "pending" and part.covered >= result.end:
+                    result.outcome = "copied"

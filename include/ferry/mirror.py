@@ -1,0 +1,112 @@
+"""One mirror cycle's steps, shared by the CLI (`ferry plan`, `ferry mirror`) and the DAG.
+
+sync topology -> plan (watermarks, positions) -> copy (lanes) -> record. `prepare` does the
+first two against the clusters (cheap: a few admin calls, no JVM), so an idle cycle ends
+there. The plan is fixed when it is made; the copy step receives it whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.config import Flow
+from ferry.internal import positions_group
+from ferry.planner import Gap, Limits, Plan, Range, TopicPartition, Watermarks, plan
+from ferry.sync.topics import TopicActions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cycle's plan and what was found on the way."""
+
+    flow: str
+    run_id: str
+    planned_at: str
+    lanes: int
+    plan: Plan
+    topics: dict[str, int]
+    watermarks: dict[TopicPartition, Watermarks]
+    positions: dict[TopicPartition, int | None]
+    topology: TopicActions
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as data (no secrets): what the copy job and `ferry plan --json` get."""
+        return {
+            "flow": self.flow,
+            "run_id": self.run_id,
+            "planned_at": self.planned_at,
+            "lanes": self.lanes,
+            "ranges": [asdict(r) for r in self.plan.ranges],
+            "gaps": [asdict(g) | {"count": g.count} for g in self.plan.gaps],
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition,
+                 "low": self.watermarks[tp].low, "end": self.watermarks[tp].high,
+                 "position": self.positions.get(tp)}
+                for tp in sorted(self.watermarks)],
+            "topology": {
+                "create": [{"topic": c.name, "partitions": c.partitions,
+                            "replication_factor": c.replication_factor,
+                            "configs": dict(c.configs)} for c in self.topology.create],
+                "grow": [{"topic": g.name, "from": g.from_partitions, "to": g.to_partitions}
+                         for g in self.topology.grow],
+            },
+        }
+
+
+def ranges_from_json(data: dict[str, Any]) -> list[Range]:
+    return [Range(**r) for r in data["ranges"]]
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def limits_for(flow: Flow) -> Limits:
+    reset = str(flow.consumer.settings.get("auto.offset.reset", "earliest"))
+    return Limits(max_records=flow.ferry.range_max_records,
+                  reset="latest" if reset == "latest" else "earliest",
+                  on_gap=flow.ferry.on_gap)
+
+
+def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
+            cores: int = 2) -> Prepared:
+    """Sync the target's topics (unless `apply` is False: then only report) and plan."""
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.topology import apply_topology, ensure_offset_map_topic, plan_topology
+    from ferry.lanes import lane_count
+
+    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    actions, topics = plan_topology(flow, source, target)
+    if apply:
+        apply_topology(flow, target, actions)
+        ensure_offset_map_topic(flow, target)
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    marks = source.watermarks(tps)
+    committed = target.group_offsets(
+        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
+    positions = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    result = plan(positions, marks, limits_for(flow))
+    lanes = lane_count(flow.tasks_max, cores, len(tps))
+    prepared = Prepared(flow.name, run_id or new_run_id(),
+                        datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
+                        topics, marks, positions, actions)
+    log.info("planned %d ranges (%d offsets) and %d gaps over %d partitions",
+             len(result.copies), result.span, len(result.gaps), len(tps),
+             extra={"flow": flow.name})
+    return prepared
+
+
+def describe_gaps(gaps: tuple[Gap, ...]) -> str:
+    return "; ".join(f"{g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count} "
+                     "records)" for g in gaps)
+
+
+def dumps(prepared: Prepared) -> str:
+    return json.dumps(prepared.to_json(), indent=2)

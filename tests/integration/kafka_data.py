@@ -1,0 +1,117 @@
+"""Test data on real brokers, and record-by-record readers (no mocks)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ferry.config import MirrorConfig, load_config
+
+
+@dataclass(frozen=True)
+class Rec:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+    def content(self) -> tuple[object, ...]:
+        """What must survive the mirror unchanged."""
+        return (self.key, self.value, self.headers, self.timestamp)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
+            headers: bool = True) -> None:
+    """(key, value, partition) records with CreateTime now-ish and a header per record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "enable.idempotence": True})
+    base = int(time.time() * 1000) - 60_000
+    for i, (key, value, partition) in enumerate(records):
+        producer.produce(topic, value=value, key=key, partition=partition,
+                         timestamp=base + i,
+                         headers=[("seq", str(i).encode()), ("empty", b"")] if headers else None)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def produce_transactions(bootstrap: str, topic: str, batches: list[tuple[int, bool]],
+                         tid: str, partition: int = 0) -> None:
+    """Batches of (count, commit?) in transactions; aborted ones are flushed first so their
+    records really are in the log."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    n = 0
+    for count, commit in batches:
+        producer.begin_transaction()
+        for _ in range(count):
+            producer.produce(topic, key=f"k{n}".encode(), value=f"txn-{n}".encode(),
+                             partition=partition)
+            n += 1
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+def read_all(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> list[Rec]:
+    """Every committed record of one partition, from the start to the current end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    tp = TopicPartition(topic, partition)
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, partition, low)])
+        records: list[Rec] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return records
+                    raise AssertionError(err)
+                records.append(Rec(msg.offset(), msg.key(), msg.value(),
+                                   tuple(msg.headers() or ()), msg.timestamp()[1]))
+        raise AssertionError(f"reading {topic}-{partition} timed out")
+    finally:
+        consumer.close()
+
+
+def wait_lso(bootstrap: str, topic: str, partition: int, end: int, timeout: float = 15) -> None:
+    """Wait until the partition's last stable offset reaches `end` (markers are async)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-lso",
+                         "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + timeout
+        while consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1] < end:
+            assert time.monotonic() < deadline, f"LSO of {topic}-{partition} stuck"
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+
+
+def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "") -> MirrorConfig:
+    """A config mirroring `topics` from the session's source to its target."""
+    path = tmp / "mm2.properties"
+    path.write_text(
+        f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
+        f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
+        f"source->target.topics = {topics}\nreplication.factor = 1\n"
+        f"ferry.state.dir = {tmp / 'state'}\n" + extra)
+    return load_config(path)
