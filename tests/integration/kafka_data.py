@@ -38,11 +38,15 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
                          "enable.idempotence": True})
     base = int(time.time() * 1000) - 60_000
     for i, (key, value, partition) in enumerate(records):
-        producer.produce(topic, value=value, key=key, partition=partition,
-                         timestamp=base + i,
-                         headers=[("seq", str(i).encode()), ("empty", b"")] if headers else None)
-        if i % 10_000 == 0:
-            producer.poll(0)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition,
+                                 timestamp=base + i,
+                                 headers=[("seq", str(i).encode()), ("empty", b"")]
+                                 if headers else None)
+                break
+            except BufferError:
+                producer.poll(0.1)
     assert producer.flush(60) == 0
 
 

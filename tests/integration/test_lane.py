@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ferry.config import Flow
 from ferry.internal import offset_map_topic
@@ -110,3 +117,83 @@ def test_small_transactions_split_a_range_and_stay_exact(
     assert len(prepared.plan.ranges) == 6  # 2500 per partition, in ranges of 1100
     assert run_cycle(flow) == 5000
     assert_exact(flow, clusters, topic_name, 2)
+
+
+def test_compacted_topic_maps_exactly_across_compaction_holes(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1, {
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+    for round_ in range(6):  # segments roll by time: the cleaner compacts all but the last
+        time.sleep(0.3)
+        # even records overwrite 10 keys (compacted away), odd ones are unique (kept)
+        produce(clusters["source"], topic_name,
+                [((f"key-{i % 10}" if i % 2 == 0 else f"u{round_}-{i}").encode(),
+                  None if i % 13 == 0 else f"v{round_}-{i}".encode(), 0)
+                 for i in range(60)], headers=False)
+    deadline = time.monotonic() + 90
+    while len(read_all(clusters["source"], topic_name, 0)) >= 360:
+        assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
+        time.sleep(1)
+    # The remote topic takes the source's non-default configs; without the aggressive
+    # cleaner settings it stays uncompacted, so the two logs compare record by record.
+    flow = flow_config(tmp_path, clusters, topic_name, (
+        "config.properties.exclude = segment\\.ms, min\\.cleanable\\.dirty\\.ratio, "
+        "min\\.compaction\\.lag\\.ms\n")).flow("source->target")
+
+    run_cycle(flow)
+
+    source = read_all(clusters["source"], topic_name, 0)
+    assert any(b.offset - a.offset > 1 for a, b in itertools.pairwise(source))  # holes
+    assert any(r.value is None for r in source)  # tombstones kept
+    assert_exact(flow, clusters, topic_name, 1)
+
+
+def written(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records written to a topic so far, committed or not (its high watermarks)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-hwm",
+                         "isolation.level": "read_uncommitted"})
+    try:
+        total = 0
+        for p in range(partitions):
+            try:
+                total += consumer.get_watermark_offsets(TopicPartition(topic, p), 5)[1]
+            except KafkaException:
+                pass  # the remote topic may not exist yet
+        return total
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("kill_at", [[0.3], [0.15, 0.6]], ids=["once", "twice"])
+def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float]
+) -> None:
+    create_topic(clusters["source"], topic_name, 4)
+    total = 200_000
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n")
+    flow = config.flow("source->target")
+    remote = flow.remote_topic(topic_name)
+    for fraction in kill_at:
+        # given a cycle running in its own process group
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name],
+            start_new_session=True, cwd=Path(__file__).resolve().parents[2])
+        # when it is SIGKILLed once a fraction of the records has been written
+        deadline = time.monotonic() + 120
+        while written(clusters["target"], remote, 4) < fraction * total:
+            assert child.poll() is None, "the cycle ended before the kill point"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert written(clusters["target"], remote, 4) < total, "the kill must land mid-copy"
+
+    # then a new cycle completes the copy, and read_committed readers see each record once
+    run_cycle(flow, "after-crash")
+
+    assert_exact(flow, clusters, topic_name, 4)
+    assert prepare(flow, apply=False).plan.is_idle
