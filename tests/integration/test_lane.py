@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -157,10 +158,8 @@ def written(bootstrap: str, topic: str, partitions: int) -> int:
     try:
         total = 0
         for p in range(partitions):
-            try:
+            with contextlib.suppress(KafkaException):  # the remote topic may not exist yet
                 total += consumer.get_watermark_offsets(TopicPartition(topic, p), 5)[1]
-            except KafkaException:
-                pass  # the remote topic may not exist yet
         return total
     finally:
         consumer.close()

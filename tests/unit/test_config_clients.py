@@ -226,3 +226,16 @@ def test_unsupported_security_and_client_settings_are_errors(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load(BASE + line + "\n")
+
+
+def test_pem_with_leading_bag_attributes_and_jks_typed_pkcs12_are_accepted(
+    load: Loader, stores: dict[str, Path], tmp_path: Path
+) -> None:
+    bagged = tmp_path / "bagged.pem"
+    bagged.write_bytes(b"Bag Attributes\n    friendlyName: ca\n" + b"x" * 80 + b"\n"
+                       + stores["ca.pem"].read_bytes())
+    text = SASL_SSL + f"A.ssl.truststore.location = {bagged}\n"
+    assert load(text).flow("A->B").consumer.settings["ssl.ca.location"] == str(bagged)
+    text = SASL_SSL + (f"A.ssl.truststore.location = {stores['trust.p12']}\n"
+                       "A.ssl.truststore.type = JKS\nA.ssl.truststore.password = store-pw\n")
+    assert "BEGIN CERTIFICATE" in str(load(text).flow("A->B").consumer.settings["ssl.ca.pem"])

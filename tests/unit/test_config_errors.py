@@ -78,3 +78,9 @@ def test_unreadable_config_file_is_a_config_error(tmp_path: object) -> None:
 
     with pytest.raises(ConfigError, match="cannot read the config"):
         load_config("/nonexistent/mm2.properties")
+
+
+@pytest.mark.parametrize("key", ["transforms", "A->B.transforms", "A->B.predicates"])
+def test_connect_transforms_are_refused(load: Loader, key: str) -> None:
+    with pytest.raises(ConfigError, match="transforms and predicates change records"):
+        load(BASE + f"{key} = mask\n")

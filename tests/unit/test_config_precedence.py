@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ferry.policy import IdentityReplicationPolicy
@@ -165,3 +167,32 @@ def test_event_hubs_target_with_exactly_once_warns(load: Loader) -> None:
     text = BASE.replace("b1:9092", "ns.servicebus.windows.net:9093")
     config = load(text)
     assert any("Event Hubs" in w for w in config.warnings)
+
+
+def test_use_defaults_from_is_a_flow_setting_only(load: Loader) -> None:
+    config = load(BASE + "use.defaults.from = source\n")
+    assert config.flow("A->B").use_defaults_from == "target"
+    assert any("use.defaults.from is ignored at the top level" in w for w in config.warnings)
+    flow = load(BASE + "A->B.use.defaults.from = source\n").flow("A->B")
+    assert flow.use_defaults_from == "source"
+
+
+def test_mm2_connector_timeouts_are_not_client_settings(load: Loader) -> None:
+    config = load(BASE + "consumer.poll.timeout.ms = 500\nA->B.admin.timeout.ms = 9000\n")
+    flow = config.flow("A->B")
+    assert "poll.timeout.ms" not in flow.consumer.settings
+    assert "timeout.ms" not in flow.source_admin.settings
+    assert not any("consumer.poll.timeout.ms" in w for w in config.warnings)
+
+
+def test_minus_one_socket_buffers_mean_the_os_default(load: Loader) -> None:
+    flow = load(BASE + "A.consumer.receive.buffer.bytes = -1\n").flow("A->B")
+    assert flow.consumer.settings["socket.receive.buffer.bytes"] == "0"
+
+
+def test_latin1_config_files_are_read_like_java(load: Loader, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.properties"
+    path.write_bytes((BASE + "# caf\xe9\n").encode("iso-8859-1"))
+    from ferry.config import load_config
+
+    assert load_config(path).flow("A->B").enabled

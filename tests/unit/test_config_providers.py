@@ -103,3 +103,16 @@ def test_provider_values_of_public_keys_stay_visible(load: Loader) -> None:
     text = BASE + PROVIDERS + "B.bootstrap.servers = ${env:B_BOOTSTRAP}\n"
     config = load(text, env={"B_BOOTSTRAP": "visible-host:9092"})
     assert config.flow("A->B").producer.shown()["bootstrap.servers"] == "visible-host:9092"
+
+
+def test_dir_provider_reads_only_files_directly_in_the_directory(load: Loader) -> None:
+    text = BASE + PROVIDERS + "A.bootstrap.servers = ${dir:mounted:../outside.txt}\n"
+    with pytest.raises(ConfigError, match="is not a file name in"):
+        load(text, files={"mounted/x": "1", "outside.txt": "a:1"})
+
+
+def test_invalid_env_allowlist_pattern_is_a_problem(load: Loader) -> None:
+    text = BASE + PROVIDERS + ("config.providers.env.param.allowlist.pattern = (\n"
+                               "A.bootstrap.servers = ${env:HOST}\n")
+    with pytest.raises(ConfigError, match="allowlist.pattern.*invalid regular expression"):
+        load(text, env={"HOST": "a:1"})

@@ -48,3 +48,8 @@ def test_rejects_malformed(text: str) -> None:
 def test_masked_hides_passwords_keeps_usernames() -> None:
     entry = parse_jaas('a.PlainLoginModule required username="alice" password="pw1234";')
     assert masked(entry) == 'a.PlainLoginModule required username="alice" password=******;'
+
+
+def test_single_quotes_and_stream_tokenizer_escapes_like_kafka() -> None:
+    entry = parse_jaas("a.ScramLoginModule required username='alice' password=\"p\\nq\";")
+    assert entry.options == {"username": "alice", "password": "p\nq"}

@@ -37,3 +37,7 @@ from ferry.config.properties import parse_properties
 )
 def test_parses_like_java_properties(text: str, expected: dict[str, str]) -> None:
     assert parse_properties(text) == expected
+
+
+def test_only_cr_and_lf_end_lines_as_in_java() -> None:
+    assert parse_properties("a=b\fc\r\nd=e\rf=g") == {"a": "b\fc", "d": "e", "f": "g"}

@@ -117,3 +117,18 @@ def test_missing_secret_file_is_an_error_naming_the_secret(load: Loader) -> None
 def test_broken_resources_are_rejected(load: Loader, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load(text, name="mm2.yaml")
+
+
+def test_patterns_win_over_connector_config_and_other_connectors_keep_their_clients(
+    load: Loader,
+) -> None:
+    text = RESOURCE.replace(
+        "          replication.factor: 1\n",
+        "          replication.factor: 1\n          topics: '.*'\n").replace(
+        "config: {sync.group.offsets.enabled: true, emit.checkpoints.interval.seconds: 30}",
+        "config: {sync.group.offsets.enabled: true, consumer.isolation.level: "
+        "read_uncommitted}")
+    flow = load(text, files=SECRETS, name="mm2.yaml").flow("src->dst")
+    assert not flow.topics.accepts("other")  # topicsPattern wins over config.topics
+    assert flow.consumer.settings["isolation.level"] == "read_committed"
+    assert flow.sync_group_offsets.active

@@ -35,10 +35,14 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Mirro
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        data = file.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(str(path), f"cannot read the config: "
                                    f"{exc.strerror or exc}", "check the path")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("iso-8859-1")  # what java.util.Properties reads
     base_dir = file.resolve().parent
     if _is_strimzi(file, text):
         from ferry.config.strimzi import strimzi_properties

@@ -195,6 +195,9 @@ def translate_client(
             name, roles = _RENAMED[key]
             if roles is None or role in roles:
                 t.out[name] = value.setting()
+                if name.startswith("socket.") and name.endswith("buffer.bytes") \
+                        and value.text.strip() == "-1":
+                    t.out[name] = "0"  # Java's -1 (OS default) is librdkafka's 0
             else:
                 log.debug("dropping %s for the %s of %s: not a %s setting",
                           value.origin, role, cluster, role)
@@ -343,7 +346,8 @@ def _store_type(t: _Translation, key: str, path: Path) -> str | None:
         return None
     declared_key = key.replace(".location", ".type")
     declared = t.text(declared_key).upper()
-    if declared and declared != actual and not (declared == "PKCS12" and actual == "PFX"):
+    # The JDK opens a PKCS12 file declared as JKS (keystore.type.compat), so that is fine.
+    if declared and declared != actual and not (declared == "JKS" and actual == "PKCS12"):
         t.problem(declared_key, f"says {declared}, but {path} is {actual}",
                   f"set {t.fixkey(declared_key)}={actual}")
         return None

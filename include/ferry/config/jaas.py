@@ -11,9 +11,12 @@ import re
 from dataclasses import dataclass
 
 _TOKEN = re.compile(
-    r'\s*(?:(?P<key>[A-Za-z0-9_.$-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))'
+    r'\s*(?:(?P<key>[A-Za-z0-9_.$-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"'
+    r"|'(?P<single>(?:[^'\\]|\\.)*)'|(?P<bare>[^\s;\"']+))"
     r"|(?P<end>;))"
 )
+# Kafka parses JAAS with java.io.StreamTokenizer: both quote characters, and its escapes.
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 _HEAD = re.compile(
     r"\s*(?P<module>[A-Za-z0-9_.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b",
     re.IGNORECASE,
@@ -60,7 +63,10 @@ def parse_jaas(text: str) -> JaasEntry:
             ended = True
         else:
             quoted = match.group("quoted")
-            value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else match.group("bare")
+            if quoted is None:
+                quoted = match.group("single")
+            value = (re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), quoted)
+                     if quoted is not None else match.group("bare"))
             options[match.group("key")] = value
         pos = match.end()
     if not ended:

@@ -139,8 +139,13 @@ def _check_keys(props: Props, aliases: list[str], problems: list[Problem],
     """Unknown `ferry.` keys are errors; keys MM2 would silently ignore are warnings."""
     for key in props:
         flow = _split_flow_key(key, aliases)
+        setting = flow[2] if flow is not None else key
+        if setting.startswith(names.TRANSFORM_PREFIXES):
+            problems.append(Problem(key, "Connect transforms and predicates change records; "
+                                    "Ferry mirrors them byte for byte",
+                                    "remove it (transform downstream of the mirror)"))
+            continue
         if flow is not None:
-            setting = flow[2]
             if setting.startswith("ferry.") and setting not in BY_NAME:
                 problems.append(unknown_ferry_key(key, setting))
             continue
@@ -160,6 +165,11 @@ def _check_keys(props: Props, aliases: list[str], problems: list[Problem],
         if key.startswith("ferry."):
             if key not in BY_NAME:
                 problems.append(unknown_ferry_key(key, key))
+        elif key in names.FLOW_ONLY_KEYS:
+            warnings.append(f"{key} is ignored at the top level (as by MM2): set it per flow, "
+                            f"<source>->{'<target>'}.{key}")
+        elif key in names.CONNECTOR_KEYS:
+            pass
         elif key.startswith(("consumer.", "producer.", "admin.")):
             warnings.append(f"{key} is ignored (as by MM2): client settings go per cluster "
                             f"(<alias>.{key}) or per flow (<source>->{'<target>'}.{key})")
@@ -284,7 +294,10 @@ def connector_props(props: Props, source: str, target: str) -> Props:
 def _client_java(conn: Props, side: str, role: str) -> Props:
     """MM2's `sourceConsumerConfig` / `targetProducerConfig` / `*AdminConfig`."""
     java = {k: v for k, v in _strip(conn, f"{side}.cluster.").items() if names.is_client_key(k)}
-    java.update(_strip(conn, f"{role}."))
+    # `consumer.poll.timeout.ms` and `admin.timeout.ms` are MM2's own connector settings,
+    # not client settings that happen to share the prefix.
+    java.update({k: v for k, v in _strip(conn, f"{role}.").items()
+                 if f"{role}.{k}" not in names.CONNECTOR_KEYS})
     java.update(_strip(conn, f"{side}.{role}."))
     return java
 

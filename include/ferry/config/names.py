@@ -26,10 +26,18 @@ CONNECTOR_KEYS: Final = frozenset({
     "use.incremental.alter.configs", "add.source.alias.to.metrics",
     "consumer.poll.timeout.ms", "admin.timeout.ms", "replication.policy.class",
     "replication.policy.separator", "replication.policy.internal.topic.separator.enabled",
-    "source.cluster.alias", "target.cluster.alias", "use.defaults.from", "tasks.max",
+    "source.cluster.alias", "target.cluster.alias", "tasks.max",
     "forwarding.admin.class", "metric.reporters", "exactly.once.support",
     "transaction.boundary", "name", "connector.class",
 })
+
+# Settings MM2 reads only per flow (S->T.<key>): defined by a filter's own config, not by
+# the connectors, so MirrorMakerConfig drops them at the top level.
+FLOW_ONLY_KEYS: Final = frozenset({"use.defaults.from"})
+
+# Connect's single message transforms and predicates: MM2 applies them to records; Ferry
+# copies records byte for byte, so a config that relies on them is refused.
+TRANSFORM_PREFIXES: Final = ("transforms", "predicates")
 
 DEFAULT_FILTERS: Final = {
     "topic.filter.class": "DefaultTopicFilter",
@@ -56,5 +64,5 @@ def is_client_key(key: str) -> bool:
 
 
 def is_known_top_level(key: str) -> bool:
-    return (key in CONNECTOR_KEYS or is_client_key(key) or key.startswith(_WORKER_PREFIXES)
-            or key.startswith("ferry."))
+    return (key in CONNECTOR_KEYS or key in FLOW_ONLY_KEYS or is_client_key(key)
+            or key.startswith(_WORKER_PREFIXES) or key.startswith("ferry."))

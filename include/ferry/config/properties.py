@@ -7,6 +7,8 @@ A later key overrides an earlier one, as in Java.
 
 from __future__ import annotations
 
+import re
+
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATORS = "=: \t\f"
 
@@ -23,7 +25,7 @@ def parse_properties(text: str) -> dict[str, str]:
 def _logical_lines(text: str) -> list[str]:
     lines: list[str] = []
     pending: str | None = None
-    for raw in text.splitlines():
+    for raw in re.split(r"\r\n|\r|\n", text):  # Java splits only on CR/LF
         line = raw.lstrip(" \t\f")
         if pending is None and (not line or line[0] in "#!"):
             continue

@@ -119,6 +119,10 @@ class Providers:
         if target is None:
             return None
         if kind == "dir":
+            if var in ("", ".", "..") or "/" in var or "\\" in var:
+                problems.append(Problem(key, f"{var!r} is not a file name in {target}",
+                                        value=ref, fix="name a file directly in the directory"))
+                return None
             return self._read(key, target / var, ref, problems)
         return self._file_key(key, target, var, ref, problems)
 
@@ -129,7 +133,14 @@ class Providers:
                                     fix="write ${" + name + ":VARIABLE}"))
             return None
         allow = self.params.get(name, {}).get("allowlist.pattern")
-        if allow is not None and not re.fullmatch(allow, var):
+        try:
+            allowed = allow is None or re.fullmatch(allow, var) is not None
+        except re.error as exc:
+            problems.append(Problem(f"config.providers.{name}.param.allowlist.pattern",
+                                    f"invalid regular expression: {exc}", "fix the pattern",
+                                    allow))
+            return None
+        if not allowed:
             problems.append(Problem(key, f"environment variable {var} is not allowed by "
                                     f"config.providers.{name}.param.allowlist.pattern",
                                     value=ref, fix="widen the pattern or use another variable"))
@@ -156,7 +167,8 @@ class Providers:
 
     def _read(self, key: str, path: Path, ref: str, problems: list[Problem]) -> str | None:
         try:
-            return path.read_text(encoding="utf-8")
+            # Kafka's providers decode with replacement, never failing on a stray byte.
+            return path.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:
             problems.append(Problem(key, f"cannot read {path}: {exc.strerror or exc}",
                                     value=ref, fix="create the file or correct the path"))

@@ -19,12 +19,13 @@ class StoreError(ValueError):
 
 def sniff_store(path: Path) -> str:
     """PEM, PKCS12, JKS or JCEKS, from the file's first bytes."""
-    head = path.read_bytes()[:64]
+    data = path.read_bytes()
+    head = data[:64]
     if head.startswith(_JKS_MAGIC):
         return "JKS"
     if head.startswith(_JCEKS_MAGIC):
         return "JCEKS"
-    if b"-----BEGIN" in head or head.lstrip().startswith(b"-----"):
+    if b"-----BEGIN" in data:  # openssl may put "Bag Attributes" text before the block
         return "PEM"
     if head[:1] == b"\x30":
         return "PKCS12"

@@ -204,17 +204,6 @@ class _Mapper:
                                          f"set {where}.sourceCluster and .targetCluster"))
             return
         flow = f"{source}->{target}"
-        patterns = {
-            "topics": mirror.get("topicsPattern"),
-            "topics.exclude": mirror.get("topicsExcludePattern",
-                                         mirror.get("topicsBlacklistPattern")),
-            "groups": mirror.get("groupsPattern"),
-            "groups.exclude": mirror.get("groupsExcludePattern",
-                                         mirror.get("groupsBlacklistPattern")),
-        }
-        for key, value in patterns.items():
-            if value is not None:
-                self.props[f"{flow}.{key}"] = str(value)
         connectors = {
             "sourceConnector": "enabled",
             "heartbeatConnector": "emit.heartbeats.enabled",
@@ -228,7 +217,26 @@ class _Mapper:
             if name == "sourceConnector" and connector.get("tasksMax") is not None:
                 self.props[f"{flow}.tasks.max"] = _text(connector["tasksMax"])
             for key, value in (connector.get("config") or {}).items():
+                # Each connector's config is its own: the data clients are the source
+                # connector's, so other connectors' client settings must not leak into them.
+                if name != "sourceConnector" and key.startswith(_CLIENT_PREFIXES):
+                    continue
                 self.props[f"{flow}.{key}"] = _text(value)
+        # Strimzi puts the patterns after the connector config: they win.
+        patterns = {
+            "topics": mirror.get("topicsPattern"),
+            "topics.exclude": mirror.get("topicsExcludePattern",
+                                         mirror.get("topicsBlacklistPattern")),
+            "groups": mirror.get("groupsPattern"),
+            "groups.exclude": mirror.get("groupsExcludePattern",
+                                         mirror.get("groupsBlacklistPattern")),
+        }
+        for key, value in patterns.items():
+            if value is not None:
+                self.props[f"{flow}.{key}"] = str(value)
+
+
+_CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "source.", "target.")
 
 
 def _text(value: Any) -> str:
