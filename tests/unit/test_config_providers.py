@@ -114,5 +114,5 @@ def test_dir_provider_reads_only_files_directly_in_the_directory(load: Loader) -
 def test_invalid_env_allowlist_pattern_is_a_problem(load: Loader) -> None:
     text = BASE + PROVIDERS + ("config.providers.env.param.allowlist.pattern = (\n"
                                "A.bootstrap.servers = ${env:HOST}\n")
-    with pytest.raises(ConfigError, match="allowlist.pattern.*invalid regular expression"):
+    with pytest.raises(ConfigError, match=r"allowlist\.pattern.*invalid regular expression"):
         load(text, env={"HOST": "a:1"})
