@@ -14,7 +14,7 @@ from typing import Any
 
 from ferry.secrets import RedactingFilter
 
-_CONTEXT = ("flow", "topic", "partition")
+_CONTEXT = ("flow", "lane", "topic", "partition")
 
 
 class ContextFormatter(logging.Formatter):

@@ -174,3 +174,16 @@ def check_contiguous(entries: Sequence[MapEntry]) -> list[str]:
                             f"{before.covered_start}..{before.covered_end} then "
                             f"{after.covered_start}..{after.covered_end}")
     return problems
+
+
+def next_mirrored(entries: Sequence[MapEntry], source_offset: int) -> tuple[int, int] | None:
+    """(source offset, target offset) of the first mirrored record at or after
+    `source_offset`, or None when there is none (yet). `entries` in source order."""
+    for entry in entries:
+        if entry.covered_end <= source_offset:
+            continue
+        for segment in entry.segments:
+            if segment.source_end > source_offset:
+                source = max(source_offset, segment.source_start)
+                return source, segment.target_start + (source - segment.source_start)
+    return None

@@ -91,3 +91,15 @@ def test_contiguity_check_names_holes() -> None:
     assert check_contiguous([entry(0, 5, []), entry(5, 9, [])]) == []
     assert check_contiguous([entry(0, 5, []), entry(6, 9, [])]) == [
         "orders-3: covered 0..5 then 6..9"]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [(0, (0, 0)), (5, (6, 5)), (11, (12, 11)), (13, None)],
+    ids=["exact", "marker-to-next", "trailing-marker-to-next-entry", "past-the-end"],
+)
+def test_next_mirrored(source: int, expected: tuple[int, int] | None) -> None:
+    from ferry.offsetmap import next_mirrored
+
+    entries = [entry(0, 12, [(0, 0, 5), (6, 5, 5)]), entry(12, 13, [(12, 11, 1)])]
+    assert next_mirrored(entries, source) == expected

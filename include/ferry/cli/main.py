@@ -53,6 +53,73 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _flow(args: argparse.Namespace) -> Any:
+    from ferry.config import load_config
+
+    config = load_config(args.file)
+    try:
+        flow = config.flow(args.flow)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    if not flow.enabled:
+        raise UsageError(f"flow {args.flow} is not enabled: set {args.flow}.enabled=true")
+    return flow
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ferry.mirror import prepare
+
+    flow = _flow(args)
+    prepared = prepare(flow, apply=False)
+    data = prepared.to_json()
+    lines = [f"flow {flow.name}: {len(prepared.plan.copies)} ranges, "
+             f"{prepared.plan.span:,} offsets to copy over {prepared.lanes} lanes"
+             + (" (idle: nothing to copy)" if prepared.plan.is_idle else "")]
+    for action in data["topology"]["create"]:
+        lines.append(f"  create {action['topic']} ({action['partitions']} partitions, "
+                     f"replication factor {action['replication_factor']})")
+    for action in data["topology"]["grow"]:
+        lines.append(f"  grow {action['topic']} from {action['from']} to {action['to']} "
+                     "partitions")
+    for r in prepared.plan.ranges:
+        what = f"[{r.start}, {r.end}) {r.span:,} offsets" if r.span else \
+            f"start at {r.start} (new partition)"
+        lines.append(f"  copy {r.topic}-{r.partition} {what} -> "
+                     f"{flow.remote_topic(r.topic)}-{r.partition}")
+    for g in prepared.plan.gaps:
+        lines.append(f"  GAP {g.topic}-{g.partition} offsets [{g.start}, {g.end}) "
+                     f"({g.count:,} records) deleted before they were mirrored "
+                     f"(ferry.on.gap={flow.ferry.on_gap})")
+    _emit(args, data, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from ferry import cycle
+
+    flow = _flow(args)
+    result = cycle.run(args.file, flow, master=args.master)
+    plan = result.prepared.plan
+    data = {"flow": flow.name, "run_id": result.prepared.run_id, "idle": not result.ran_job,
+            "ranges": len(plan.copies), "offsets": plan.span, "gaps": len(plan.gaps),
+            "job_exit_code": result.exit_code, "plan": result.plan_path}
+    text = (f"flow {flow.name}: idle, nothing to copy" if not result.ran_job else
+            f"flow {flow.name} run {result.prepared.run_id}: copy job "
+            f"{'succeeded' if result.exit_code == 0 else 'FAILED'} "
+            f"({len(plan.copies)} ranges, {plan.span:,} offsets, {len(plan.gaps)} gaps)")
+    _emit(args, data, text)
+    return EXIT_OK if result.exit_code == 0 else EXIT_FAILED
+
+
+def cmd_offsets(args: argparse.Namespace) -> int:
+    from ferry.lookup import find
+
+    flow = _flow(args)
+    answer = find(flow, args.topic, args.partition, args.source_offset)
+    _emit(args, answer.to_json(), answer.text())
+    return EXIT_OK if answer.status == "mirrored" else EXIT_FAILED
+
+
 def _aliases(config_file: str | None) -> tuple[str, ...]:
     """Cluster aliases named by a config (only `clusters` is read: the bootstrap servers
     of a local config usually point at what `up` is about to start)."""
@@ -134,6 +201,28 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file", help="an mm2.properties or a Strimzi KafkaMirrorMaker2 YAML")
     validate.add_argument("--flow", help="show only this flow, e.g. A->B")
     validate.set_defaults(func=cmd_validate)
+
+    plan = sub.add_parser("plan", parents=[common],
+                          help="show what the next run of a flow would copy (changes nothing)")
+    plan.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    plan.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    plan.set_defaults(func=cmd_plan)
+
+    mirror = sub.add_parser("mirror", parents=[common],
+                            help="run one mirror cycle of a flow (the DAG's code path)")
+    mirror.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    mirror.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
+    mirror.set_defaults(func=cmd_mirror)
+
+    offsets = sub.add_parser("offsets", parents=[common],
+                             help="where a mirrored source record went (from the offset map)")
+    offsets.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    offsets.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    offsets.add_argument("--topic", required=True, help="the source topic")
+    offsets.add_argument("--partition", required=True, type=int)
+    offsets.add_argument("--source-offset", required=True, type=int)
+    offsets.set_defaults(func=cmd_offsets)
 
     local = sub.add_parser("local", help="local single-node Kafka clusters for development")
     lsub = local.add_subparsers(dest="local_command", required=True, parser_class=_Parser)

@@ -43,10 +43,13 @@ class ClientConfig:
     role: str
     settings: Mapping[str, Setting] = field(default_factory=dict)
 
-    def confluent(self, **overrides: RdValue) -> dict[str, RdValue]:
-        """The dict to hand to confluent-kafka, secrets revealed. Never log it."""
+    def confluent(self, extra: Mapping[str, RdValue] | None = None,
+                  **overrides: RdValue) -> dict[str, RdValue]:
+        """The dict to hand to confluent-kafka, secrets revealed, `extra` and `overrides`
+        applied on top. Never log it."""
         conf: dict[str, RdValue] = {
             k: v.reveal() if isinstance(v, Secret) else v for k, v in self.settings.items()}
+        conf.update(extra or {})
         conf.update(overrides)
         return conf
 

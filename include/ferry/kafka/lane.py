@@ -161,11 +161,11 @@ class Lane:
         overrides.setdefault("transaction.timeout.ms", txn_timeout)
         overrides.update({"transactional.id": transactional_id(self.flow, self.lane),
                           "enable.idempotence": True, "acks": "all", "log_level": 3})
-        conf = self.flow.producer.confluent(**overrides)
+        conf = self.flow.producer.confluent(overrides)
         return Producer(conf)
 
     def _consumer(self) -> Consumer:
-        conf = self.flow.consumer.confluent(**{  # type: ignore[arg-type]
+        conf = self.flow.consumer.confluent({
             "group.id": f"{positions_group(self.flow)}.reader", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": True,
             "auto.offset.reset": "error", "log_level": 3})
@@ -173,7 +173,7 @@ class Lane:
 
     def _target_reader(self) -> Consumer:
         """A target consumer in the positions group: its metadata goes with each commit."""
-        conf = self.flow.target_admin.confluent(**{  # type: ignore[arg-type]
+        conf = self.flow.target_admin.confluent({
             "group.id": positions_group(self.flow), "enable.auto.commit": False,
             "isolation.level": "read_committed", "log_level": 3})
         return Consumer(conf)

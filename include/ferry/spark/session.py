@@ -34,11 +34,12 @@ def delta_classpath() -> list[str]:
     return sorted(str(j) for j in delta_jars().glob("*.jar") if _artifact(j) not in provided)
 
 
-def spark_conf(master: str) -> dict[str, str]:
-    """The Spark settings every Ferry session uses (also passed to spark-submit)."""
-    return {
+def spark_conf(master: str, jars: bool = True) -> dict[str, str]:
+    """The Spark settings every Ferry session uses (also passed to spark-submit).
+    `jars=False` leaves out `spark.jars` (a job already got it from spark-submit)."""
+    conf = {
         "spark.master": master,
-        "spark.jars": ",".join(delta_classpath()),
+        "spark.task.maxFailures": "4",
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.databricks.delta.snapshotPartitions": "2",
@@ -49,15 +50,21 @@ def spark_conf(master: str) -> dict[str, str]:
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
     }
+    if jars:
+        conf["spark.jars"] = ",".join(delta_classpath())
+    return conf
 
 
-def build_session(master: str = "local[*]", app_name: str = "ferry") -> SparkSession:
+def build_session(master: str | None = "local[*]", app_name: str = "ferry") -> SparkSession:
+    """A session with Ferry's settings. `master=None` means inside spark-submit: the
+    master and the jars are what spark-submit was given."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         os.environ.pop(var, None)  # these would switch the builder to Spark Connect
     builder = SparkSession.builder.appName(app_name)
-    for key, value in spark_conf(master).items():
-        builder = builder.config(key, value)
+    for key, value in spark_conf(master or "", jars=master is not None).items():
+        if key != "spark.master" or master:
+            builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -1,0 +1,158 @@
+"""The copy job: one Spark task per lane, then the run recorded in Delta (adapter).
+
+`spark.range(n, numPartitions=n)` gives exactly one row, hence one task, per lane, and
+`mapInArrow` runs the lane there (DataFrame API only, so Spark Connect can run it too).
+Each task loads the config itself from its path: secrets never travel in Spark's task
+closures. A lane that fails returns its ranges as `failed` rows instead of raising, so
+the other lanes finish their transactions and the runs table records what happened.
+
+Recording, after the copy: the gaps the plan found, one `runs` row per range, and the
+offset map — always rebuilt from what the target committed (the offset-map topic, from
+the last recorded topic offset on), so a crash between the Kafka commit and the Delta
+write loses nothing: the next job writes the missing rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ferry.config import Flow, load_config
+from ferry.internal import offset_map_topic
+from ferry.mirror import ranges_from_json
+from ferry.planner import Gap
+from ferry.state.tables import (
+    GAPS_DDL,
+    OFFSET_MAP_DDL,
+    RUNS_DDL,
+    SCHEMA_VERSION,
+    StatePaths,
+    gap_row,
+    offset_map_row,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    run_id: str
+    records: int
+    ranges: int
+    failed: list[str]
+    offset_map_rows: int
+    gaps: int
+
+
+def _runs_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("flow", pa.string()), ("run_id", pa.string()), ("lane", pa.int32()),
+        ("topic", pa.string()), ("partition", pa.int32()), ("range_start", pa.int64()),
+        ("range_end", pa.int64()), ("records", pa.int64()), ("bytes", pa.int64()),
+        ("seconds", pa.float64()), ("max_record_age_ms", pa.int64()), ("outcome", pa.string()),
+        ("error", pa.string()), ("delivery", pa.string()),
+        ("finished_at", pa.timestamp("us", tz="UTC")), ("schema_version", pa.int32()),
+    ])
+
+
+def lane_task(config_path: str, flow_name: str, run_id: str,
+              lanes: dict[int, list[dict[str, Any]]], lane_ids: list[int],
+              batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
+    import pyarrow as pa
+
+    from ferry import logs
+    from ferry.errors import FerryError
+    from ferry.kafka.lane import Lane
+    from ferry.planner import Range
+    from ferry.progress import Progress
+
+    logs.setup()
+    flow = load_config(config_path).flow(flow_name)
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            lane = lane_ids[index]
+            ranges = [Range(**r) for r in lanes[lane]]
+            context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane)
+            worker = Lane(flow, lane, ranges, run_id,
+                          progress=Progress(context, f"lane {lane}"))
+            started = datetime.now(UTC)
+            try:
+                worker.run()
+            except FerryError as exc:
+                context.error("lane %s failed: %s", lane, exc)
+            seconds = (datetime.now(UTC) - started).total_seconds()
+            rows = [{
+                "flow": flow.name, "run_id": run_id, "lane": lane, "topic": r.topic,
+                "partition": r.partition, "range_start": r.start, "range_end": r.end,
+                "records": r.records, "bytes": r.bytes, "seconds": seconds,
+                "max_record_age_ms": r.max_age_ms, "outcome": r.outcome, "error": r.error,
+                "delivery": flow.ferry.delivery, "finished_at": datetime.now(UTC),
+                "schema_version": SCHEMA_VERSION,
+            } for r in worker.results]
+            yield pa.RecordBatch.from_pylist(rows, schema=_runs_schema())
+
+
+def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str) -> None:
+    if rows:
+        frame = spark.createDataFrame(rows, schema=ddl)
+        frame.write.format("delta").mode("append").partitionBy("flow").save(path)
+
+
+def last_recorded_map_offset(path: str, flow: str) -> int:
+    """The highest offset-map topic offset already in the Delta offset map (-1: none)."""
+    from ferry.state.reader import max_map_offset
+
+    return max_map_offset(path, flow)
+
+
+def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths) -> int:
+    """Append the offset-map entries committed on the target but not yet in Delta."""
+    from ferry.kafka.mapreader import read_entries
+
+    after = last_recorded_map_offset(paths.offset_map, flow.name)
+    topic = offset_map_topic(flow)
+    rows = [offset_map_row(entry, topic, offset) for offset, entry in read_entries(flow, after)]
+    _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map)
+    return len(rows)
+
+
+def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
+                 plan_path: str) -> JobResult:
+    """Copy the plan's ranges, then record gaps, runs and the offset map."""
+    from functools import partial
+
+    flow = load_config(config_path).flow(flow_name)
+    plan = json.loads(Path(plan_path).read_text())
+    run_id = plan["run_id"]
+    paths = StatePaths(flow.ferry.state_dir)
+    from ferry.lanes import assign
+
+    by_lane = assign(ranges_from_json(plan), plan["lanes"])
+    gaps = [Gap(g["topic"], g["partition"], g["start"], g["end"]) for g in plan["gaps"]]
+    _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap) for g in gaps], GAPS_DDL,
+            paths.gaps)
+    runs: list[dict[str, Any]] = []
+    if by_lane:
+        lane_ids = sorted(by_lane)
+        lanes = {lane: [r.__dict__ for r in rs] for lane, rs in by_lane.items()}
+        frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
+        task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids)
+        runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
+        _append(spark, runs, RUNS_DDL, paths.runs)
+    mapped = record_offset_map(spark, flow, paths)
+    failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
+                     if r["outcome"] == "failed"})
+    return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
+                     len(gaps))

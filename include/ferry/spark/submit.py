@@ -1,0 +1,83 @@
+"""The spark-submit command for the copy job, as a plain list (one place builds it; the
+DAG's SparkSubmitOperator gets the same application, conf and arguments)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import ferry
+from ferry.local.jars import cache_dir
+
+JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
+# would shadow the standard library's `copy` module
+
+
+def jobs_dir() -> Path:
+    """`jobs/` of the checkout Ferry runs from (`$FERRY_JOBS_DIR` to override)."""
+    if os.environ.get("FERRY_JOBS_DIR"):
+        return Path(os.environ["FERRY_JOBS_DIR"])
+    return Path(ferry.__file__).resolve().parents[2] / "jobs"
+
+
+def job_path() -> str:
+    return str(jobs_dir() / JOB)
+
+
+def library_zip() -> str:
+    """The `ferry` package zipped for `--py-files`, so executors on other machines import
+    the same code as the driver. Rebuilt when any source file changes."""
+    package = Path(ferry.__file__).resolve().parent
+    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    target = cache_dir() / "py" / f"ferry-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, str(Path("ferry") / path.relative_to(package)))
+        partial.replace(target)
+    return str(target)
+
+
+def job_arguments(config_path: str, flow: str, plan_path: str) -> list[str]:
+    return ["--config", config_path, "--flow", flow, "--plan", plan_path]
+
+
+def job_conf() -> dict[str, str]:
+    """Spark settings for the job, minus the master (spark-submit's --master decides)."""
+    from ferry.spark.session import spark_conf
+
+    return {k: v for k, v in spark_conf("").items() if k != "spark.master"}
+
+
+def submit_command(config_path: str, flow: str, plan_path: str, master: str,
+                   spark_submit: str | None = None) -> list[str]:
+    binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
+    log4j = Path(__file__).with_name("log4j2.properties")
+    command = [binary, "--master", master, "--name", f"ferry-copy {flow}",
+               "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
+    for key, value in sorted(job_conf().items()):
+        command += ["--conf", f"{key}={value}"]
+    command += ["--py-files", library_zip(), job_path(),
+                *job_arguments(config_path, flow, plan_path)]
+    return command
+
+
+def submit_env() -> dict[str, str]:
+    """The environment spark-submit runs in: this Python for the workers, loopback only,
+    and no foreign Spark settings that would switch it to another install or to Connect."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED",
+                        "PYSPARK_DRIVER_PYTHON")}
+    env["PYSPARK_PYTHON"] = sys.executable
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env

@@ -1,0 +1,68 @@
+"""spark-submit entry point of the copy job.
+
+    spark-submit [spark options] jobs/ferry_copy.py --config mm2.properties --flow A->B --plan plan.json
+
+Parses the arguments, builds the session, runs `ferry.spark.copy_job.run_copy_job` and
+exits 0 on success, 1 when a lane failed or the plan found a gap that fails the run
+(`ferry.on.gap=fail`), 2 for bad arguments or config; one line per problem, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jobs/ferry_copy.py")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--flow", required=True)
+    parser.add_argument("--plan", required=True)
+    args = parser.parse_args(argv)
+
+    from ferry import logs
+    from ferry.config import load_config
+    from ferry.errors import ConfigError, FerryError
+    from ferry.mirror import describe_gaps
+    from ferry.spark.copy_job import run_copy_job
+    from ferry.spark.session import build_session
+
+    logs.setup()
+    try:
+        flow = load_config(args.config).flow(args.flow)
+    except (ConfigError, KeyError) as exc:
+        print(f"ferry copy job: {exc}", file=sys.stderr)
+        return 2
+    spark = build_session(master=None, app_name=f"ferry-copy {args.flow}")
+    try:
+        result = run_copy_job(spark, args.config, args.flow, args.plan)
+    except FerryError as exc:
+        print(f"ferry copy job: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(f"ferry copy job: flow {args.flow} run {result.run_id}: {result.records} records in "
+          f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
+          f"{result.gaps} gaps")
+    for failure in result.failed:
+        print(f"ferry copy job: failed: {failure}", file=sys.stderr)
+    if result.failed:
+        return 1
+    if result.gaps and flow.ferry.on_gap == "fail":
+        import json
+        from pathlib import Path
+
+        from ferry.planner import Gap
+
+        gaps = tuple(Gap(g["topic"], g["partition"], g["start"], g["end"])
+                     for g in json.loads(Path(args.plan).read_text())["gaps"])
+        print(f"ferry copy job: records deleted by retention before they were mirrored: "
+              f"{describe_gaps(gaps)} (recorded in the gaps table; set "
+              f"{args.flow}.ferry.on.gap=continue to copy on from the oldest record)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
