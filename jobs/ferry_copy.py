@@ -1,6 +1,6 @@
 """spark-submit entry point of the copy job.
 
-    spark-submit [spark options] jobs/ferry_copy.py --config mm2.properties --flow A->B --plan plan.json
+    spark-submit [options] jobs/ferry_copy.py --config mm2.properties --flow A->B --plan p.json
 
 Parses the arguments, builds the session, runs `ferry.spark.copy_job.run_copy_job` and
 exits 0 on success, 1 when a lane failed or the plan found a gap that fails the run

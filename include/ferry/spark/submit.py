@@ -51,19 +51,22 @@ def job_arguments(config_path: str, flow: str, plan_path: str) -> list[str]:
     return ["--config", config_path, "--flow", flow, "--plan", plan_path]
 
 
-def job_conf() -> dict[str, str]:
-    """Spark settings for the job, minus the master (spark-submit's --master decides)."""
+def job_conf(jars: bool = True) -> dict[str, str]:
+    """Spark settings for the job, minus the master (spark-submit's --master decides).
+    Spark's own logging is cut to warnings so task logs show Ferry's progress lines."""
     from ferry.spark.session import spark_conf
 
-    return {k: v for k, v in spark_conf("").items() if k != "spark.master"}
+    log4j = Path(__file__).with_name("log4j2.properties")
+    conf = {k: v for k, v in spark_conf("", jars=jars).items() if k != "spark.master"}
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    return conf
 
 
 def submit_command(config_path: str, flow: str, plan_path: str, master: str,
                    spark_submit: str | None = None) -> list[str]:
     binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
-    log4j = Path(__file__).with_name("log4j2.properties")
-    command = [binary, "--master", master, "--name", f"ferry-copy {flow}",
-               "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
+    command = [binary, "--master", master, "--name", f"ferry-copy {flow}"]
     for key, value in sorted(job_conf().items()):
         command += ["--conf", f"{key}={value}"]
     command += ["--py-files", library_zip(), job_path(),

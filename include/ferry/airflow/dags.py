@@ -1,0 +1,215 @@
+"""One Airflow DAG per enabled flow: sync_topology -> plan -> mirror -> record.
+
+- `sync_topology` creates missing remote topics (source partition count, the flow's
+  replication factor, the source's non-default configs) and adds partitions, before any
+  record of a new partition is copied; it also creates Ferry's offset-map topic.
+- `plan` reads watermarks and positions and writes the run's plan file; an idle plan
+  (nothing to copy, no gap, offset map up to date) skips `mirror`: no JVM starts.
+- `mirror` is the Spark provider's SparkSubmitOperator running `jobs/ferry_copy.py`
+  (`spark_default` connection, `local[*]` in the embedded setup); the job copies and
+  records gaps, runs and the offset map in Delta.
+- `record` reads back what the run recorded (delta-rs) and logs the summary.
+
+Parse time stays cheap: only the config file is read. Ferry errors become Airflow's
+fail-without-retry at the task edge when retrying cannot help.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ferry.config import Flow, MirrorConfig, load_config
+
+CONFIG_ENV = "FERRY_CONFIG"
+SPARK_CONN = "spark_default"
+
+
+def config_path() -> str:
+    """`$FERRY_CONFIG`, else `config/mm2.properties` in the checkout."""
+    default = Path(__file__).resolve().parents[3] / "config" / "mm2.properties"
+    return os.environ.get(CONFIG_ENV) or str(default)
+
+
+def schedule_of(flow: Flow) -> str | None:
+    return None if flow.ferry.schedule == "none" else flow.ferry.schedule
+
+
+def doc_md(flow: Flow, path: str) -> str:
+    policy = flow.policy.class_name.rsplit(".", 1)[-1]
+    return f"""### Ferry: {flow.source} → {flow.target}
+
+Mirrors the topics of **{flow.source}** matching `{flow.topics.include}` (excluding
+`{flow.topics.exclude}`) to **{flow.target}** in exact offset ranges, exactly once
+(`ferry.delivery={flow.ferry.delivery}`). Remote topics are named by {policy}:
+`orders` → `{flow.remote_topic("orders")}`.
+
+Each run: **sync_topology** (remote topics and partitions) → **plan** (exact ranges) →
+**mirror** (Spark copy job, skipped when idle) → **record** (what Delta recorded).
+
+Config: `{path}` · schedule `{flow.ferry.schedule}` · state `{flow.ferry.state_dir}`.
+Look up a record: `ferry offsets {path} --flow '{flow.name}' --topic T --partition P
+--source-offset N`.
+"""
+
+
+@contextmanager
+def task_edge() -> Iterator[None]:
+    """Terminal Ferry errors fail the task without retries; others may retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.errors import TerminalError
+
+    try:
+        yield
+    except TerminalError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+def _flow(path: str, name: str) -> Flow:
+    from ferry import logs
+
+    logs.setup()
+    return load_config(path).flow(name)
+
+
+def sync_topology(path: str, name: str) -> dict[str, Any]:
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.topology import apply_topology, ensure_offset_map_topic, plan_topology
+
+    with task_edge():
+        flow = _flow(path, name)
+        target = Admin(flow.target_admin)
+        actions, topics = plan_topology(flow, Admin(flow.source_admin), target)
+        apply_topology(flow, target, actions)
+        ensure_offset_map_topic(flow, target)
+        return {"created": [c.name for c in actions.create],
+                "grown": [g.name for g in actions.grow], "topics": len(topics)}
+
+
+def plan(path: str, name: str) -> dict[str, Any]:
+    import re
+
+    from airflow.sdk import BaseHook, get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.cycle import needs_job, offset_map_lag, write_plan
+    from ferry.mirror import prepare
+
+    with task_edge():
+        flow = _flow(path, name)
+        # Ferry's run id is Airflow's, made safe for file names.
+        run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(get_current_context()["run_id"]))
+        prepared = prepare(flow, apply=False, run_id=run_id)
+        lag = offset_map_lag(flow)
+        idle = not needs_job(prepared, lag)
+        result: dict[str, Any] = {"idle": idle, "run_id": prepared.run_id,
+                                  "ranges": len(prepared.plan.copies),
+                                  "offsets": prepared.plan.span,
+                                  "gaps": len(prepared.plan.gaps), "offset_map_lag": lag}
+        if idle:
+            return result
+        try:
+            BaseHook.get_connection(SPARK_CONN)
+        except Exception:  # the provider would silently fall back to YARN
+            raise AirflowFailException(
+                f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
+                f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
+                '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
+        from ferry.spark.submit import job_conf, library_zip
+
+        result.update(plan_path=write_plan(flow, prepared), spark_jars=job_conf()["spark.jars"],
+                      py_files=library_zip())
+        return result
+
+
+def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+
+    with task_edge():
+        flow = _flow(path, name)
+        if planned.get("idle"):
+            return {"idle": True}
+        paths = StatePaths(flow.ferry.state_dir)
+        runs = rows(paths.runs, flow.name, run_id=planned["run_id"])
+        summary = {"run_id": planned["run_id"], "ranges": len(runs),
+                   "records": sum(r["records"] for r in runs),
+                   "bytes": sum(r["bytes"] for r in runs),
+                   "failed": [f"{r['topic']}-{r['partition']}" for r in runs
+                              if r["outcome"] == "failed"],
+                   "gaps": len(rows(paths.gaps, flow.name, run_id=planned["run_id"]))}
+        import logging
+
+        logging.getLogger("ferry.record").info("run recorded: %s", summary,
+                                               extra={"flow": flow.name})
+        return summary
+
+
+def has_work(planned: dict[str, Any]) -> bool:
+    """False for an idle plan: the Spark task is skipped."""
+    return not planned["idle"]
+
+
+def _spark_env() -> dict[str, str]:
+    """The venv's bin first on PATH (the provider runs a bare `spark-submit`), this Python
+    for the workers, loopback only."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def build_dag(flow: Flow, path: str) -> Any:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG, task
+
+    from ferry.spark.submit import job_arguments, job_path
+
+    with DAG(
+        dag_id=flow.dag_id,
+        schedule=schedule_of(flow),
+        start_date=datetime(2024, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}"],
+        doc_md=doc_md(flow, path),
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    ) as dag:
+        topology = task(task_id="sync_topology")(sync_topology)(path, flow.name)
+        planned = task(task_id="plan")(plan)(path, flow.name)
+        gate: Callable[..., Any] = task.short_circuit(task_id="has_work")(has_work)
+        pull = "{{ ti.xcom_pull(task_ids='plan')"
+        mirror = SparkSubmitOperator(
+            task_id="mirror",
+            application=job_path(),
+            application_args=job_arguments(path, flow.name, pull + "['plan_path'] }}"),
+            conf={"spark.jars": pull + "['spark_jars'] }}", **_static_conf()},
+            py_files=pull + "['py_files'] }}",
+            conn_id=SPARK_CONN,
+            name=f"ferry-copy {flow.name}",
+            env_vars=_spark_env(),
+            retries=1,
+        )
+        recorded = task(task_id="record", trigger_rule="none_failed")(record)(
+            path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
+        topology >> planned
+        gate(planned) >> mirror >> recorded
+    return dag
+
+
+def _static_conf() -> dict[str, str]:
+    from ferry.spark.submit import job_conf
+
+    return job_conf(jars=False)
+
+
+def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
+    """dag_id -> DAG for every enabled flow of the config."""
+    path = path or config_path()
+    config = config or load_config(path)
+    return {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
