@@ -1,0 +1,125 @@
+"""One DAG per enabled flow: its shape, and real runs with dag.test() against real
+brokers, Spark and Delta (each run in its own process: Airflow keeps global state)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.kafka_data import (
+    create_topic,
+    flow_config,
+    produce,
+    produce_transactions,
+    wait_lso,
+)
+from tests.integration.test_lane import assert_exact
+
+MULTI = """
+clusters = A, B, C
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+C.bootstrap.servers = c:9092
+A->B.enabled = true
+A->B.topics = orders.*
+C->B.enabled = true
+ferry.schedule = */5 * * * *
+C->B.ferry.schedule = none
+"""
+
+
+def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> None:
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI)
+    dags = build_dags(path=str(path))
+    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B"]
+    dag = dags["ferry_A_to_B"]
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert set(dag.tags) == {"ferry", "source:A", "target:B"}
+    assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "sync_topology", "plan", "has_work", "mirror", "record"]
+    mirror = dag.get_task("mirror")
+    assert mirror._conn_id == "spark_default"
+    assert mirror.application.endswith("jobs/ferry_copy.py")
+    assert mirror.conf["spark.speculation"] == "false"
+    assert type(dags["ferry_C_to_B"].timetable).__name__ == "NullTimetable"  # manual only
+    assert dag.timetable._expression == "*/5 * * * *"
+
+
+def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:
+    from ferry.airflow.dags import build_dags
+    from ferry.errors import ConfigError
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A\nA->B.enabled = true\n")
+    with pytest.raises(ConfigError) as err:
+        build_dags(path=str(path))
+    assert {"A.bootstrap.servers", "A->B.enabled"} <= {p.key for p in err.value.problems}
+
+
+def run_dag(config: str, dag_id: str) -> dict[str, Any]:
+    """Run the DAG once with dag.test() in a fresh process; its run state and task states."""
+    from ferry.airflow.testing import airflow_env
+
+    env = airflow_env(os.environ["AIRFLOW_HOME"], config)
+    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id],
+                            env=env, capture_output=True, text=True, timeout=600, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
+    assert lines, result.stdout[-3000:] + result.stderr[-3000:]
+    run: dict[str, Any] = json.loads(lines[-1].removeprefix("FERRY_DAG_RUN "))
+    run["log"] = result.stdout + result.stderr
+    return run
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+
+    plain, txn = f"{topic_name}-plain", f"{topic_name}-txn"
+    create_topic(clusters["source"], plain, 3)
+    create_topic(clusters["source"], txn, 1)
+    produce(clusters["source"], plain, [(None if i % 5 == 0 else f"k{i}".encode(),
+                                         None if i % 9 == 0 else f"v{i}".encode(), i % 3)
+                                        for i in range(900)])
+    produce_transactions(clusters["source"], txn, [(20, True), (7, False), (5, True)], tid=txn)
+    wait_lso(clusters["source"], txn, 0, 35)
+    config = flow_config(tmp_path, clusters, f"{topic_name}-.*")
+    flow = config.flow("source->target")
+
+    first = run_dag(config.path, flow.dag_id)
+
+    assert first["state"] == "success", first["log"][-4000:]
+    assert first["tasks"]["mirror"] == "success"
+    assert_exact(flow, clusters, plain, 3)
+    assert_exact(flow, clusters, txn, 1)
+    state = StatePaths(flow.ferry.state_dir)
+    copied = rows(state.runs, flow.name)
+    assert sum(r["records"] for r in copied) == 900 + 25
+    assert {r["outcome"] for r in copied} == {"copied"}
+    assert len(rows(state.offset_map, flow.name)) >= 4
+
+    produce(clusters["source"], plain, [(b"new", b"record", 1)] * 7)
+    second = run_dag(config.path, flow.dag_id)
+    assert second["state"] == "success"
+    new_runs = [r for r in rows(state.runs, flow.name) if r["run_id"] not in
+                {c["run_id"] for c in copied}]
+    assert sum(r["records"] for r in new_runs) == 7
+    assert_exact(flow, clusters, plain, 3)
+
+    idle = run_dag(config.path, flow.dag_id)
+    assert idle["state"] == "success"
+    assert idle["tasks"]["mirror"] == "skipped"  # no Spark job for an idle cycle
+    assert "ferry copy job" not in idle["log"]
