@@ -52,7 +52,7 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert mirror.application.endswith("jobs/ferry_copy.py")
     assert mirror.conf["spark.speculation"] == "false"
     assert type(dags["ferry_C_to_B"].timetable).__name__ == "NullTimetable"  # manual only
-    assert dag.timetable._expression == "*/5 * * * *"
+    assert dag.timetable.expression == "*/5 * * * *"
 
 
 def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:
