@@ -49,6 +49,8 @@ class Range:
     partition: int
     start: int
     end: int
+    skip_from: int | None = None
+    """Set on the first range after an accepted gap: the mirrored position it skips from."""
 
     @property
     def tp(self) -> TopicPartition:
@@ -144,7 +146,11 @@ def plan(
             gaps.append(Gap(tp.topic, tp.partition, position, marks.low))
             if limits.on_gap != "continue":
                 continue
-            start = marks.low
+            split = _split(tp, marks.low, marks.high, limits.max_records) or [
+                Range(tp.topic, tp.partition, marks.low, marks.low)]
+            split[0] = Range(tp.topic, tp.partition, split[0].start, split[0].end, position)
+            ranges.extend(split)
+            continue
         else:
             start = position
         ranges.extend(_split(tp, start, marks.high, limits.max_records))

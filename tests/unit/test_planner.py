@@ -29,22 +29,24 @@ T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
         (10, (0, 10), Limits(), [], []),
         (0, (0, 0), Limits(), [], []),
         (2, (5, 10), Limits(), [], [(2, 5)]),
-        (2, (5, 10), Limits(on_gap="continue"), [(5, 10)], [(2, 5)]),
-        (2, (5, 5), Limits(on_gap="continue"), [], [(2, 5)]),
+        (2, (5, 10), Limits(on_gap="continue"), [(5, 10, 2)], [(2, 5)]),
+        (2, (5, 5), Limits(on_gap="continue"), [(5, 5, 2)], [(2, 5)]),
+        (2, (5, 25), Limits(on_gap="continue", max_records=10), [(5, 15, 2), (15, 25)],
+         [(2, 5)]),
         (0, (0, 25), Limits(max_records=10), [(0, 10), (10, 20), (20, 25)], []),
         (None, (0, 20), Limits(max_records=10), [(0, 10), (10, 20)], []),
     ],
     ids=["new-from-zero", "new-after-retention", "new-latest-marks-the-end",
          "new-empty-marks-start", "behind", "caught-up", "empty-caught-up", "gap-fails",
-         "gap-continues", "gap-then-nothing", "split-backlog", "split-new"],
+         "gap-continues", "gap-then-nothing", "gap-then-split", "split-backlog", "split-new"],
 )
 def test_plan_one_partition(
     position: int | None, marks: tuple[int, int], limits: Limits,
-    ranges: list[tuple[int, int]], gaps: list[tuple[int, int]],
+    ranges: list[tuple[int, ...]], gaps: list[tuple[int, int]],
 ) -> None:
     positions = {} if position is None else {T0: position}
     result = plan(positions, {T0: Watermarks(*marks)}, limits)
-    assert result.ranges == tuple(Range("t", 0, s, e) for s, e in ranges)
+    assert result.ranges == tuple(Range("t", 0, *r) for r in ranges)
     assert result.gaps == tuple(Gap("t", 0, s, e) for s, e in gaps)
 
 

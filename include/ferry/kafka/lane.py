@@ -90,6 +90,7 @@ class _Part:
     end: int
     ranges: list[RangeResult]
     covered: int = 0  # next source offset not yet committed
+    skip_from: int | None = None  # committed position before an accepted retention gap
     done: bool = False
     paused: bool = False
     # the open transaction
@@ -100,6 +101,11 @@ class _Part:
     last_target: int | None = None
     last_offset: int = -1
     touched: bool = False
+
+    @property
+    def read_from(self) -> int:
+        """Where the consumer reads: a skipped gap is covered, but never read."""
+        return max(self.covered, self.start)
 
     def reset_txn(self) -> None:
         self.builder = SegmentBuilder()
@@ -149,7 +155,8 @@ class Lane:
                 part.ranges.append(result)
             else:
                 parts[key] = _Part(r.topic, r.partition, self.flow.remote_topic(r.topic),
-                                   r.start, r.end, [result], covered=r.start)
+                                   r.start, r.end, [result], covered=r.start,
+                                   skip_from=r.skip_from)
         return parts
 
     # -- clients ------------------------------------------------------------------------
@@ -219,6 +226,11 @@ class Lane:
             part = self.parts[key]
             if tp.offset < 0:
                 continue
+            if part.skip_from is not None and tp.offset == part.skip_from:
+                # An accepted gap: the first entry covers it, with no records.
+                part.covered = part.skip_from
+                part.touched = True
+                continue
             if tp.offset < part.start:
                 raise TerminalError(
                     f"flow {self.flow.name}: {part.topic}-{part.partition} is committed at "
@@ -231,10 +243,10 @@ class Lane:
                 part.done = True
 
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
-        active = [p for p in self.parts.values() if not p.done and p.covered < p.end]
+        active = [p for p in self.parts.values() if not p.done and p.read_from < p.end]
         markers = [p for p in self.parts.values() if not p.done and p.start == p.end]
         if active:
-            consumer.assign([KTP(p.topic, p.partition, p.covered) for p in active])
+            consumer.assign([KTP(p.topic, p.partition, p.read_from) for p in active])
         if markers:  # new partitions under `latest`: record where copying starts
             for part in markers:
                 part.touched, part.done = True, True
@@ -261,12 +273,14 @@ class Lane:
             raise kafka_error(exc, self.flow.target, "aborting a transaction") from None
         for part in active:
             part.done = part.covered >= part.end
+            touched = part.touched and part.covered < part.start  # a gap not yet committed
             part.reset_txn()
+            part.touched = touched
             if not part.done:
                 if part.paused:
                     consumer.resume([KTP(part.topic, part.partition)])
                     part.paused = False
-                consumer.seek(KTP(part.topic, part.partition, part.covered))
+                consumer.seek(KTP(part.topic, part.partition, part.read_from))
 
     def _transaction(self, producer: Producer, consumer: Consumer, metadata: Any,
                      active: list[_Part]) -> None:
@@ -415,8 +429,10 @@ class Lane:
             raise _Refused(self.refused[2] if self.refused else f"{remaining} records unsent")
         now_ms = int(time.time() * 1000)
         offsets = []
+        ends: dict[tuple[str, int], int] = {}
         for part in touched:
-            covered_end = part.end if part.done else part.last_offset + 1
+            covered_end = part.end if part.done else max(part.read_from, part.last_offset + 1)
+            ends[(part.topic, part.partition)] = covered_end
             count = part.builder.count
             try:
                 segments = (part.builder.finish(part.first_target, part.last_target)
@@ -445,7 +461,7 @@ class Lane:
             raise kafka_error(exc, self.flow.target, "committing a transaction") from None
         self.transactions += 1
         for part in touched:
-            part.covered = part.end if part.done else part.last_offset + 1
+            part.covered = ends[(part.topic, part.partition)]
             part.reset_txn()
         for part in parts:
             for result in part.ranges:

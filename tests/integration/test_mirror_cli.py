@@ -1,0 +1,146 @@
+"""`ferry mirror`, `ferry plan` and `ferry offsets` on real brokers, Spark and Delta:
+the spark-submit path, retention gaps (G6), a recreated source topic, partition growth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from ferry.errors import TerminalError
+from ferry.mirror import prepare
+from ferry.state.reader import rows
+from ferry.state.tables import StatePaths
+from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
+from tests.integration.test_lane import assert_exact, run_cycle
+
+pytestmark = pytest.mark.integration
+
+
+def ferry(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = Path(sys.executable).parent / "ferry"
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600,
+                          check=False, env={**os.environ})
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(result.stdout)
+
+
+@pytest.mark.spark
+def test_mirror_cli_copies_records_and_offsets_finds_them(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 2)
+                                             for i in range(400)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.flow("source->target")
+
+    mirrored = ferry("mirror", config.path, "--flow", flow.name, "--json")
+
+    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
+    assert as_json(mirrored)["idle"] is False
+    assert_exact(flow, clusters, topic_name, 2)
+    target = read_all(clusters["target"], flow.remote_topic(topic_name), 1)
+    found = as_json(ferry("offsets", config.path, "--flow", flow.name, "--topic", topic_name,
+                          "--partition", "1", "--source-offset", "150", "--json"))
+    assert found["status"] == "mirrored"
+    assert target[[r.offset for r in target].index(found["target_offset"])].value == b"v301"
+    again = ferry("mirror", config.path, "--flow", flow.name, "--json")
+    assert again.returncode == 0 and as_json(again)["idle"] is True
+
+
+@pytest.mark.spark
+def test_records_lost_to_retention_are_a_recorded_gap_that_fails_the_run(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", f"a{i}".encode(), 0) for i in range(100)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.flow("source->target")
+    run_cycle(flow)
+    produce(clusters["source"], topic_name, [(b"k", f"b{i}".encode(), 0) for i in range(100)])
+    admin = AdminClient({"bootstrap.servers": clusters["source"]})
+    for future in admin.delete_records([TopicPartition(topic_name, 0, 150)]).values():
+        future.result(30)  # retention (here: DeleteRecords) removes [100, 150) unmirrored
+
+    plan = as_json(ferry("plan", config.path, "--flow", flow.name, "--json"))
+    assert plan["gaps"] == [{"topic": topic_name, "partition": 0, "start": 100, "end": 150,
+                             "count": 50}]
+    failed = ferry("mirror", config.path, "--flow", flow.name)
+    assert failed.returncode == 1
+    assert f"{topic_name}-0 offsets 100..149 (50 records)" in failed.stderr
+    gaps = rows(StatePaths(flow.ferry.state_dir).gaps, flow.name)
+    assert [(g["gap_start"], g["gap_end"], g["records"], g["action"]) for g in gaps] == [
+        (100, 150, 50, "fail")]
+    assert len(read_all(clusters["target"], flow.remote_topic(topic_name), 0)) == 100
+
+    # the operator accepts the loss: copying goes on from the oldest record left
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.on.gap = continue\n")
+    resumed = ferry("mirror", config.path, "--flow", flow.name)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    values = [r.value for r in read_all(clusters["target"], flow.remote_topic(topic_name), 0)]
+    assert values == [f"a{i}".encode() for i in range(100)] + \
+        [f"b{i}".encode() for i in range(50, 100)]
+    lost = as_json(ferry("offsets", config.path, "--flow", flow.name, "--topic", topic_name,
+                         "--partition", "0", "--source-offset", "120", "--json"))
+    assert (lost["status"], lost["next_source"], lost["next_target"]) == ("no-record", 150, 101)
+
+
+def test_a_recreated_source_topic_is_an_error_not_a_guess(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 20)
+    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    run_cycle(flow)
+    admin = AdminClient({"bootstrap.servers": clusters["source"]})
+    admin.delete_topics([topic_name])[topic_name].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            create_topic(clusters["source"], topic_name, 1)
+            break
+        except Exception:  # the deletion completes asynchronously
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 3)
+
+    with pytest.raises(TerminalError, match=f"{topic_name}-0 ends at offset 3 but offsets up "
+                                            "to 20 were already mirrored"):
+        prepare(flow, apply=False)
+
+
+def test_partition_growth_is_mirrored_before_its_data_and_records_keep_partitions(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(b"k", f"p{i % 2}".encode(), i % 2)
+                                             for i in range(40)])
+    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    run_cycle(flow)
+    admin = AdminClient({"bootstrap.servers": clusters["source"]})
+    admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)
+    produce(clusters["source"], topic_name, [(b"k", f"p{i % 5}".encode(), i % 5)
+                                             for i in range(50)])
+
+    prepared = prepare(flow, apply=False)
+    assert [(g.name, g.from_partitions, g.to_partitions) for g in prepared.topology.grow] == [
+        (flow.remote_topic(topic_name), 2, 5)]
+    run_cycle(flow, "grown")
+
+    target = AdminClient({"bootstrap.servers": clusters["target"]}).list_topics(timeout=10)
+    assert len(target.topics[flow.remote_topic(topic_name)].partitions) == 5
+    for p in range(5):
+        values = {r.value for r in read_all(clusters["target"], flow.remote_topic(topic_name), p)}
+        assert values == {f"p{p}".encode()}
+    assert_exact(flow, clusters, topic_name, 5)
