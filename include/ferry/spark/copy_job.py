@@ -78,7 +78,10 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
     from ferry.planner import Range
     from ferry.progress import Progress
 
+    import ferry
+
     logs.setup()
+    logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
     flow = load_config(config_path).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
