@@ -1,22 +1,49 @@
 #!/usr/bin/env bash
-# The demo command: sets everything up, starts two local Kafka clusters (source, target)
-# in .ferry/demo, and shows what Ferry resolves from the embedded default config.
-# The clusters keep running; stop them with: .venv/bin/ferry local down --dir .ferry/demo
+# The demo command: sets everything up, starts two fresh local Kafka clusters (source,
+# target) in .ferry/demo, creates sample topics, runs the flow's Airflow DAG once
+# in-process (dag.test: topology sync, plan, Spark copy job, record) and prints a report.
+# The clusters keep running afterwards; stop them with:
+#   .venv/bin/ferry local down --dir .ferry/demo
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$(pwd)/.venv/bin:$PATH"
+unset SPARK_HOME SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED
 dir=.ferry/demo
+started=$(date +%s)
 
-echo "== starting local clusters in $dir"
+echo "== fresh local clusters in $dir"
+ferry local down --dir "$dir" --wipe >/dev/null
+rm -rf "$dir/state" "$dir/airflow"
 clusters=$(ferry local up --dir "$dir" --json)
+bootstrap() { python -c 'import json,sys; print({c["alias"]: c["bootstrap"] for c in json.load(sys.stdin)}[sys.argv[1]])' "$1" <<<"$clusters"; }
 export FERRY_SOURCE_BOOTSTRAP FERRY_TARGET_BOOTSTRAP
-FERRY_SOURCE_BOOTSTRAP=$(python -c 'import json,sys; print({c["alias"]: c["bootstrap"] for c in json.load(sys.stdin)}["source"])' <<<"$clusters")
-FERRY_TARGET_BOOTSTRAP=$(python -c 'import json,sys; print({c["alias"]: c["bootstrap"] for c in json.load(sys.stdin)}["target"])' <<<"$clusters")
+FERRY_SOURCE_BOOTSTRAP=$(bootstrap source)
+FERRY_TARGET_BOOTSTRAP=$(bootstrap target)
 ferry local status --dir "$dir"
 
-echo "== ferry validate examples/demo.properties"
-ferry validate examples/demo.properties
+echo "== the config: examples/demo.properties"
+ferry validate examples/demo.properties | sed -n '1,8p'
 
+echo "== sample topics on the source"
+python -m ferry.demo seed examples/demo.properties
+
+echo "== the flow's DAG, once, in-process (dag.test)"
+mkdir -p "$dir/airflow"
+env_json=$(python - <<'PY'
+import json, os
+from ferry.airflow.testing import airflow_env
+env = airflow_env(os.path.abspath(".ferry/demo/airflow"), os.path.abspath("examples/demo.properties"))
+print(json.dumps({k: v for k, v in env.items() if k.startswith(("AIRFLOW", "FERRY"))}))
+PY
+)
+eval "$(python -c 'import json,shlex,sys; print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in json.loads(sys.argv[1]).items()))' "$env_json")"
+python -m ferry.airflow.testing "$(pwd)/examples/demo.properties" ferry_source_to_target \
+  > "$dir/dag-run.log" 2>&1 || { tail -40 "$dir/dag-run.log"; echo "demo: the DAG run failed (full log: $dir/dag-run.log)"; exit 1; }
+grep -E "FERRY_DAG_RUN|ferry copy job|lane [0-9]+:" "$dir/dag-run.log" | sed -E 's/.*(FERRY_DAG_RUN|ferry copy job|lane [0-9]+:)/\1/' || true
+
+echo "== report"
+python -m ferry.demo report examples/demo.properties
 echo
+echo "demo finished in $(( $(date +%s) - started ))s. DAG log: $dir/dag-run.log"
 echo "The clusters are still running. Stop them with: .venv/bin/ferry local down --dir $dir"

@@ -29,7 +29,11 @@ class Progress:
         self.last = self.started
 
     def __call__(self, done: int, total: int) -> None:
+        """`done == 0` (re)starts the clock: the rate covers the copying, not set-up."""
         now = self.clock()
+        if done == 0:
+            self.started = self.last = now
+            return
         if now - self.last >= self.every or done >= total:
             self.last = now
             self.log.info("%s: %s", self.what, describe(done, total, now - self.started))

@@ -34,3 +34,14 @@ def test_progress_is_throttled_but_always_logs_completion(
     assert [r.getMessage() for r in caplog.records] == [
         "lane 0: 60/100 records (60%), 10 records/s, ETA 4s",
         "lane 0: 100/100 records (100%), 14 records/s, done"]
+
+
+def test_zero_restarts_the_clock(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    progress = Progress(logging.getLogger("t"), "lane", every=5, clock=lambda: now[0])
+    now[0] = 100.0
+    progress(0, 10)  # copying starts only now
+    now[0] = 102.0
+    with caplog.at_level(logging.INFO):
+        progress(10, 10)
+    assert caplog.records[0].getMessage() == "lane: 10/10 records (100%), 5 records/s, done"

@@ -243,6 +243,8 @@ class Lane:
                 part.done = True
 
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
+        if self.progress is not None:
+            self.progress(0, self.total)
         active = [p for p in self.parts.values() if not p.done and p.read_from < p.end]
         markers = [p for p in self.parts.values() if not p.done and p.start == p.end]
         if active:
