@@ -28,7 +28,8 @@ def seed(flow: Flow) -> None:
                                    for name, (parts, cfg) in TOPICS.items()])
     for future in futures.values():
         future.result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 3})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "log_level": 3})
     for i in range(3000):  # headers, null keys, CreateTime
         producer.produce("orders", key=None if i % 10 == 0 else f"order-{i}".encode(),
                          value=f'{{"order": {i}, "amount": {i % 97}}}'.encode(),

@@ -72,13 +72,12 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
     """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
     import pyarrow as pa
 
+    import ferry
     from ferry import logs
     from ferry.errors import FerryError
     from ferry.kafka.lane import Lane
     from ferry.planner import Range
     from ferry.progress import Progress
-
-    import ferry
 
     logs.setup()
     logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
