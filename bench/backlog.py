@@ -1,0 +1,71 @@
+"""Backlog benchmark: N records of S bytes over P partitions, mirrored by one
+`ferry mirror` cycle, against the machine's limits measured in the same run.
+
+    .venv/bin/python bench/backlog.py [--records 1000000] [--size 1024] [--partitions 8]
+
+Prints the consume-only rate from the source and the produce-only rate to the target
+(confluent-kafka, the copy's producer settings, the copy's parallelism), then the copy
+alone (records / the slowest lane's time, from the runs table) and the whole cycle
+(JVM start included), and the copy's share of the smaller limit (target: >= 60%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (  # noqa: E402
+    consume,
+    create_topic,
+    ferry_mirror,
+    local_clusters,
+    produce,
+    rate,
+    write_config,
+)
+from ferry.state.reader import rows  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--lanes", type=int, default=2)
+    args = parser.parse_args()
+    n, size, parts = args.records, args.size, args.partitions
+    with tempfile.TemporaryDirectory(prefix="ferry-bench-") as tmp, \
+            local_clusters(Path(tmp) / "kafka") as clusters:
+        print(f"backlog: {n:,} records x {size} B over {parts} partitions, {args.lanes} lanes")
+        create_topic(clusters["source"], "bench", parts, {"retention.ms": "-1"})
+        seconds = produce(clusters["source"], "bench", parts, n, size)
+        print(f"  source data written        {rate(n, size, seconds)}")
+        consume_s = consume(clusters["source"], "bench", parts, n, processes=args.lanes)
+        print(f"  limit: consume-only        {rate(n, size, consume_s)}")
+        create_topic(clusters["target"], "bench-produce", parts)
+        produce_s = produce(clusters["target"], "bench-produce", parts, n, size,
+                            processes=args.lanes, transactional=True)
+        print(f"  limit: produce-only (txn)  {rate(n, size, produce_s)}")
+        config = write_config(Path(tmp) / "mm2.properties", clusters, "bench",
+                              Path(tmp) / "state", f"tasks.max = {args.lanes}\n")
+        cycle_s, result = ferry_mirror(config)
+        runs = rows(str(Path(tmp) / "state" / "runs"), "source->target")
+        copied = sum(r["records"] for r in runs)
+        lane_s = max(r["seconds"] for r in runs)
+        assert copied == n, f"copied {copied} of {n}"
+        print(f"  copy alone (slowest lane)  {rate(n, size, lane_s)}")
+        print(f"  whole cycle (JVM incl.)    {rate(n, size, cycle_s)}")
+        limit = max(consume_s, produce_s)
+        print(f"  copy / smaller limit = {limit / lane_s:.0%}  (target >= 60%); "
+              f"cycle / smaller limit = {limit / cycle_s:.0%}")
+        idle_s, idle = ferry_mirror(config)
+        print(f"  idle cycle                 {idle_s:.1f} s (idle={idle['idle']}, target < 5 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Shared pieces of the benchmarks: fresh local clusters, fast data generation, timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import Pool
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ferry.local import cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def local_clusters(root: Path) -> Iterator[dict[str, str]]:
+    cluster.down(root, wipe=True)
+    states = cluster.up(("source", "target"), root)
+    try:
+        yield {s.alias: s.bootstrap for s in states}
+    finally:
+        cluster.down(root, wipe=True)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int,
+                 config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(60)
+
+
+def _produce_part(args: tuple[str, str, list[int], int, int, bool]) -> int:
+    bootstrap, topic, partitions, count, size, transactional = args
+    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "linger.ms": 20,
+                               "batch.size": 1_000_000, "enable.idempotence": True,
+                               "log_level": 3}
+    if transactional:
+        conf["transactional.id"] = f"bench-{topic}-{partitions[0]}"
+    producer = Producer(conf)
+    value = b"x" * size
+    if transactional:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, f"k{i}".encode(),
+                                 partition=partitions[i % len(partitions)])
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if transactional and i % 200_000 == 199_999:
+            producer.commit_transaction(60)
+            producer.begin_transaction()
+    if transactional:
+        producer.commit_transaction(60)
+    assert producer.flush(120) == 0
+    return count
+
+
+def produce(bootstrap: str, topic: str, partitions: int, records: int, size: int,
+            processes: int = 2, transactional: bool = False) -> float:
+    """Write `records` records of `size` bytes; returns the seconds it took."""
+    parts = [list(range(partitions))[i::processes] for i in range(processes)]
+    jobs = [(bootstrap, topic, p, records // processes, size, transactional) for p in parts]
+    started = time.monotonic()
+    with Pool(processes) as pool:
+        pool.map(_produce_part, jobs)
+    return time.monotonic() - started
+
+
+def _consume_part(args: tuple[str, str, list[int], int]) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap, topic, partitions, expected = args
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    seen = 0
+    while seen < expected:
+        seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    consumer.close()
+    return seen
+
+
+def consume(bootstrap: str, topic: str, partitions: int, records: int,
+            processes: int = 2) -> float:
+    parts = [list(range(partitions))[i::processes] for i in range(processes)]
+    jobs = [(bootstrap, topic, p, records // processes) for p in parts]
+    started = time.monotonic()
+    with Pool(processes) as pool:
+        pool.map(_consume_part, jobs)
+    return time.monotonic() - started
+
+
+def write_config(path: Path, clusters: dict[str, str], topics: str, state: Path,
+                 extra: str = "") -> str:
+    path.write_text(
+        f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
+        f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
+        f"source->target.topics = {topics}\nreplication.factor = 1\n"
+        f"ferry.state.dir = {state}\n" + extra)
+    return str(path)
+
+
+def ferry_mirror(config: str) -> tuple[float, dict[str, object]]:
+    """One `ferry mirror` cycle; (wall seconds, its --json result)."""
+    started = time.monotonic()
+    result = subprocess.run([str(Path(sys.executable).parent / "ferry"), "mirror", config,
+                             "--flow", "source->target", "--json"], capture_output=True,
+                            text=True, check=False)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"ferry mirror failed:\n{result.stderr[-3000:]}")
+    return seconds, json.loads(result.stdout)
+
+
+def rate(records: int, size: int, seconds: float) -> str:
+    return (f"{records / seconds:>10,.0f} records/s  {records * size / seconds / 1e6:>7.1f} MB/s"
+            f"  ({seconds:.1f} s)")
