@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     consume,
     create_topic,
     ferry_mirror,
@@ -27,7 +27,7 @@ from bench.common import (  # noqa: E402
     rate,
     write_config,
 )
-from ferry.state.reader import rows  # noqa: E402
+from ferry.state.reader import rows
 
 
 def main() -> int:
@@ -52,7 +52,7 @@ def main() -> int:
         print(f"  limit: produce-only (txn)  {rate(n, size, produce_s)}")
         config = write_config(Path(tmp) / "mm2.properties", clusters, "bench",
                               Path(tmp) / "state", f"tasks.max = {args.lanes}\n")
-        cycle_s, result = ferry_mirror(config)
+        cycle_s, _ = ferry_mirror(config)
         runs = rows(str(Path(tmp) / "state" / "runs"), "source->target")
         copied = sum(r["records"] for r in runs)
         lane_s = max(r["seconds"] for r in runs)

@@ -19,7 +19,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import create_topic, local_clusters, produce, write_config  # noqa: E402
+from bench.common import create_topic, local_clusters, produce, write_config
 
 
 def peak_rss(command: list[str]) -> tuple[int, float, int]:

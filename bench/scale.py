@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import create_topic, ferry_mirror, local_clusters, produce, write_config  # noqa: E402
-from ferry.state.reader import rows  # noqa: E402
+from bench.common import create_topic, ferry_mirror, local_clusters, produce, write_config
+from ferry.state.reader import rows
 
 
 def main() -> int:

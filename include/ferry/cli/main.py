@@ -202,27 +202,24 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--flow", help="show only this flow, e.g. A->B")
     validate.set_defaults(func=cmd_validate)
 
-    plan = sub.add_parser("plan", parents=[common],
-                          help="show what the next run of a flow would copy (changes nothing)")
-    plan.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
-    plan.add_argument("--flow", required=True, help="the flow, e.g. A->B")
-    plan.set_defaults(func=cmd_plan)
+    def flow_verb(name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+                  ) -> argparse.ArgumentParser:
+        verb = sub.add_parser(name, parents=[common], help=help_text)
+        verb.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+        verb.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+        verb.set_defaults(func=func)
+        return verb
 
-    mirror = sub.add_parser("mirror", parents=[common],
-                            help="run one mirror cycle of a flow (the DAG's code path)")
-    mirror.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
-    mirror.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    flow_verb("plan", "show what the next run of a flow would copy (changes nothing)",
+              cmd_plan)
+    mirror = flow_verb("mirror", "run one mirror cycle of a flow (the DAG's code path)",
+                       cmd_mirror)
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
-    mirror.set_defaults(func=cmd_mirror)
-
-    offsets = sub.add_parser("offsets", parents=[common],
-                             help="where a mirrored source record went (from the offset map)")
-    offsets.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
-    offsets.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    offsets = flow_verb("offsets", "where a mirrored source record went (the offset map)",
+                        cmd_offsets)
     offsets.add_argument("--topic", required=True, help="the source topic")
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
-    offsets.set_defaults(func=cmd_offsets)
 
     local = sub.add_parser("local", help="local single-node Kafka clusters for development")
     lsub = local.add_subparsers(dest="local_command", required=True, parser_class=_Parser)
