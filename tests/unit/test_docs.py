@@ -36,8 +36,22 @@ def test_readme_cli_verbs_exist() -> None:
     help_text = build_parser().format_help()
     for verb in ("validate", "local"):
         assert verb in help_text
-    for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate"):
+    for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
+                  "ferry plan", "ferry mirror", "ferry offsets"):
         assert usage in README
+    for verb in ("plan", "mirror", "offsets"):
+        assert verb in help_text
+
+
+def test_readme_documents_every_state_table_column() -> None:
+    from ferry.state.tables import GAPS_DDL, OFFSET_MAP_DDL, RUNS_DDL
+
+    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL):
+        for column in ddl.split(", "):
+            name = column.split(" ")[0]
+            if name in ("schema_version",) or "<" in name or ":" in name:
+                continue
+            assert f"`{name}`" in README, name
 
 
 def test_docker_compose_parses_with_two_kafka_clusters() -> None:
