@@ -74,14 +74,14 @@ def run(config_path: str, flow: Flow, master: str | None = None) -> CycleResult:
     """One cycle: prepare, then the copy job when there is work. Job output goes to stderr."""
     from ferry.spark.submit import submit_command, submit_env
 
-    prepared = prepare(flow)
+    master = master or flow.ferry.spark_master
+    prepared = prepare(flow, master=master)
     lag = offset_map_lag(flow)
     if not needs_job(prepared, lag):
         log.info("nothing to copy: idle cycle, no job started", extra={"flow": flow.name})
         return CycleResult(prepared, False, 0, None, 0)
     plan_path = write_plan(flow, prepared)
-    command = submit_command(str(Path(config_path).resolve()), flow.name, plan_path,
-                             master or flow.ferry.spark_master)
+    command = submit_command(str(Path(config_path).resolve()), flow.name, plan_path, master)
     log.info("starting the copy job: %d ranges, %d offsets, %d gaps",
              len(prepared.plan.copies), prepared.plan.span, len(prepared.plan.gaps),
              extra={"flow": flow.name})

@@ -8,12 +8,24 @@ producer that fences a zombie is always the one that owns the partition.
 
 from __future__ import annotations
 
+import os
+import re
 import zlib
 from collections.abc import Iterable
 
 from ferry.planner import Range
 
 DEFAULT_LANES = 2
+
+
+def cores_of(master: str) -> int:
+    """Cores a Spark master offers Ferry's lanes: `local[N]` -> N, `local[*]`/`local` -> this
+    machine's; a cluster master's size is unknown here -> DEFAULT_LANES (set tasks.max)."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if match is None:
+        return DEFAULT_LANES
+    count = match.group(1)
+    return int(count) if count and count != "*" else (os.cpu_count() or DEFAULT_LANES)
 
 
 def lane_count(tasks_max: int | None, cores: int, partitions: int) -> int:

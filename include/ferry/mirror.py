@@ -76,11 +76,12 @@ def limits_for(flow: Flow) -> Limits:
 
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
-            cores: int = 2) -> Prepared:
-    """Sync the target's topics (unless `apply` is False: then only report) and plan."""
+            master: str | None = None) -> Prepared:
+    """Sync the target's topics (unless `apply` is False: then only report) and plan.
+    `master` (default `ferry.spark.master`) sizes the default lane count."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.topology import apply_topology, ensure_offset_map_topic, plan_topology
-    from ferry.lanes import lane_count
+    from ferry.lanes import cores_of, lane_count
 
     source, target = Admin(flow.source_admin), Admin(flow.target_admin)
     actions, topics = plan_topology(flow, source, target)
@@ -93,7 +94,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     positions = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
     result = plan(positions, marks, limits_for(flow))
-    lanes = lane_count(flow.tasks_max, cores, len(tps))
+    lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
     prepared = Prepared(flow.name, run_id or new_run_id(),
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
                         topics, marks, positions, actions)

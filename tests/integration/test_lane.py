@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ferry.config import Flow
+from ferry.errors import TerminalError
 from ferry.internal import offset_map_topic
 from ferry.kafka.lane import Lane
 from ferry.lanes import assign
@@ -196,3 +197,33 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
 
     assert_exact(flow, clusters, topic_name, 4)
     assert prepare(flow, apply=False).plan.is_idle
+
+
+def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name,
+            [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
+    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    # the remote topic exists already, with a smaller record limit than the source's
+    create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
+                 {"max.message.bytes": "10000"})
+
+    with pytest.raises(TerminalError) as err:
+        run_cycle(flow)
+
+    message = str(err.value)
+    assert f"cluster target refused the record of {topic_name}-0 at source offset 5" in message
+    assert read_all(clusters["target"], flow.remote_topic(topic_name), 0) == []  # nothing half
+
+
+def test_an_unreachable_cluster_is_named_with_what_to_check() -> None:
+    from ferry.config.clients import ClientConfig
+    from ferry.errors import TransientError
+    from ferry.kafka.admin import Admin
+
+    admin = Admin(ClientConfig("dr-site", "admin", {"bootstrap.servers": "127.0.0.1:1"}), 3)
+    with pytest.raises(TransientError, match=r"cluster dr-site: listing topics failed: .*"
+                                             r"reachable at its bootstrap.servers"):
+        admin.topics()

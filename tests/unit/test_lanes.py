@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.lanes import assign, lane_count, lane_of
+import os
+
+from ferry.lanes import DEFAULT_LANES, assign, cores_of, lane_count, lane_of
 from ferry.planner import Range
 
 
@@ -35,3 +37,12 @@ def test_assign_keeps_a_partitions_ranges_in_order_on_one_lane() -> None:
     assert sorted(r for rs in lanes.values() for r in rs) == sorted(ranges)
     lane0 = lanes[lane_of("t", 0, 2)]
     assert [r.start for r in lane0 if r.partition == 0] == [0, 10]
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [("local[3]", 3), ("local[4,2]", 4), ("local[*]", os.cpu_count()), ("local", os.cpu_count()),
+     ("spark://m:7077", DEFAULT_LANES), ("yarn", DEFAULT_LANES)],
+)
+def test_cores_of_a_spark_master(master: str, cores: int) -> None:
+    assert cores_of(master) == cores

@@ -105,7 +105,12 @@ def plan(path: str, name: str) -> dict[str, Any]:
         flow = _flow(path, name)
         # Ferry's run id is Airflow's, made safe for file names.
         run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(get_current_context()["run_id"]))
-        prepared = prepare(flow, apply=False, run_id=run_id)
+        try:
+            connection = BaseHook.get_connection(SPARK_CONN)
+        except Exception:  # the provider would silently fall back to YARN
+            connection = None
+        master = str(connection.host) if connection is not None and connection.host else None
+        prepared = prepare(flow, apply=False, run_id=run_id, master=master)
         lag = offset_map_lag(flow)
         idle = not needs_job(prepared, lag)
         result: dict[str, Any] = {"idle": idle, "run_id": prepared.run_id,
@@ -114,9 +119,7 @@ def plan(path: str, name: str) -> dict[str, Any]:
                                   "gaps": len(prepared.plan.gaps), "offset_map_lag": lag}
         if idle:
             return result
-        try:
-            BaseHook.get_connection(SPARK_CONN)
-        except Exception:  # the provider would silently fall back to YARN
+        if connection is None:
             raise AirflowFailException(
                 f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
                 f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="

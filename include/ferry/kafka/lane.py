@@ -18,7 +18,8 @@ one assigned consumer. The contract:
   partition and transaction; their distance must equal the record count (one writer per
   partition), or the transaction is refused (SegmentError).
 - A record the target refuses fails the lane with topic, partition and offset named: the
-  failed transaction is aborted and re-run once with a report per record to find it.
+  failed transaction is aborted and re-run once by a fresh producer that sends one record
+  per batch with a report per record (brokers refuse whole batches), which names it.
 """
 
 from __future__ import annotations
@@ -161,9 +162,11 @@ class Lane:
 
     # -- clients ------------------------------------------------------------------------
 
-    def _producer(self) -> Producer:
+    def _producer(self, diagnose: bool = False) -> Producer:
         overrides: dict[str, RdValue] = {k: v for k, v in PRODUCER_DEFAULTS.items()
-                                     if k not in self.flow.producer.settings}
+                                         if k not in self.flow.producer.settings}
+        if diagnose:  # one record per request, so a refusal names its record
+            overrides.update({"linger.ms": 0, "batch.num.messages": 1})
         txn_timeout = max(60_000, int(self.flow.ferry.transaction_max_seconds * 6_000))
         overrides.setdefault("transaction.timeout.ms", txn_timeout)
         overrides.update({"transactional.id": transactional_id(self.flow, self.lane),
@@ -191,12 +194,10 @@ class Lane:
         started = time.monotonic()
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
-        producer = self._producer()
         reader = self._target_reader()
         consumer = self._consumer()
         try:
-            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
-                       f"initialising transactions of lane {self.lane}")
+            producer = self._start_producer()
             self._resume_from_committed(reader)
             metadata = reader.consumer_group_metadata()
             self._copy(producer, consumer, metadata)
@@ -210,6 +211,14 @@ class Lane:
             reader.close()
         return LaneResult(self.lane, self.results, self.transactions,
                           time.monotonic() - started)
+
+    def _start_producer(self, diagnose: bool = False) -> Producer:
+        """A producer with the lane's transactional id; initialising it fences every older
+        one (a zombie task, or this lane's previous producer)."""
+        producer = self._producer(diagnose)
+        self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
+                   f"initialising transactions of lane {self.lane}")
+        return producer
 
     def _call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
         try:
@@ -253,26 +262,31 @@ class Lane:
             for part in markers:
                 part.touched, part.done = True, True
             self._transaction(producer, consumer, metadata, [])
-        attempts = 0
         while any(not p.done for p in active):
             try:
                 self._transaction(producer, consumer, metadata, active)
-                attempts = 0
             except _Refused as exc:
-                attempts += 1
                 self._abort(producer, consumer, active)
-                if self.refused is not None:
-                    raise TerminalError(self.refused[2]) from None
-                if attempts > 1:
+                if self.diagnose:
+                    if self.refused is not None:
+                        raise TerminalError(self.refused[2]) from None
                     raise TransientError(f"flow {self.flow.name} lane {self.lane}: the "
                                          f"transaction failed twice: {exc}") from None
-                self.diagnose = True  # the re-run reports every record, to name a refusal
+                # Re-run the same records one per request, each reported, to name a refusal.
+                self.diagnose, self.refused = True, None
+                producer = self._start_producer(diagnose=True)
+                continue
+            if self.diagnose:  # the re-run went through: back to batching
+                self.diagnose = False
+                producer = self._start_producer()
 
     def _abort(self, producer: Producer, consumer: Consumer, active: list[_Part]) -> None:
         try:
             producer.abort_transaction(CALL_TIMEOUT_S)
         except KafkaException as exc:
-            raise kafka_error(exc, self.flow.target, "aborting a transaction") from None
+            if not exc.args[0].fatal():
+                raise kafka_error(exc, self.flow.target, "aborting a transaction") from None
+            # A fatal producer cannot abort; the next init_transactions aborts for it.
         for part in active:
             part.done = part.covered >= part.end
             touched = part.touched and part.covered < part.start  # a gap not yet committed
@@ -420,13 +434,22 @@ class Lane:
         return (f"flow {self.flow.name} lane {self.lane}: no progress for {STALL_S:.0f}s on "
                 f"{waiting}; an open transaction on the source may hold the partition")
 
+    def _flush(self, producer: Producer) -> int:
+        """Wait for delivery reports; stop at the first refusal (after one, the transaction
+        must abort and the records queued behind it are never sent)."""
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        remaining = producer.flush(0.5)
+        while remaining and self.refused is None and time.monotonic() < deadline:
+            remaining = producer.flush(0.5)
+        return int(remaining)
+
     def _commit(self, producer: Producer, metadata: Any, parts: list[_Part]) -> None:
         touched = [p for p in parts if p.touched]
         for part in touched:
             if part.pending is not None:
                 self._send(producer, part, part.pending, report=True)
                 part.pending = None
-        remaining = producer.flush(CALL_TIMEOUT_S)
+        remaining = self._flush(producer)
         if self.refused is not None or remaining:
             raise _Refused(self.refused[2] if self.refused else f"{remaining} records unsent")
         now_ms = int(time.time() * 1000)
