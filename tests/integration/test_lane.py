@@ -166,9 +166,13 @@ def written(bootstrap: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
-@pytest.mark.parametrize("kill_at", [[0.3], [0.15, 0.6]], ids=["once", "twice"])
+@pytest.mark.parametrize(
+    ("kill_at", "how"),
+    [([0.3], "cycle"), ([0.15, 0.6], "cycle"), ([0.4], "spark-job")],
+    ids=["once", "twice", "spark-job"],
+)
 def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float]
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float], how: str
 ) -> None:
     create_topic(clusters["source"], topic_name, 4)
     total = 200_000
@@ -177,13 +181,17 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n")
     flow = config.flow("source->target")
     remote = flow.remote_topic(topic_name)
+    command = ([sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name]
+               if how == "cycle" else
+               [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
+                flow.name])
     for fraction in kill_at:
-        # given a cycle running in its own process group
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name],
-            start_new_session=True, cwd=Path(__file__).resolve().parents[2])
-        # when it is SIGKILLed once a fraction of the records has been written
-        deadline = time.monotonic() + 120
+        # given a cycle (in-process lanes, or the spark-submit job) in its own process group
+        child = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL,
+                                 cwd=Path(__file__).resolve().parents[2])
+        # when the whole group is SIGKILLed once a fraction of the records is written
+        deadline = time.monotonic() + 180
         while written(clusters["target"], remote, 4) < fraction * total:
             assert child.poll() is None, "the cycle ended before the kill point"
             assert time.monotonic() < deadline
