@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import os
+
+import pytest
 
 from ferry.lanes import DEFAULT_LANES, assign, cores_of, lane_count, lane_of
 from ferry.planner import Range
