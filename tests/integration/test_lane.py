@@ -235,3 +235,52 @@ def test_an_unreachable_cluster_is_named_with_what_to_check() -> None:
     with pytest.raises(TransientError, match=r"cluster dr-site: listing topics failed: .*"
                                              r"reachable at its bootstrap.servers"):
         admin.topics()
+
+
+def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    total = 100_000
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 2) for i in range(total)])
+    config = flow_config(tmp_path, clusters, topic_name,
+                         "ferry.delivery = at_least_once\n"
+                         "ferry.transaction.max.records = 40000\n")
+    flow = config.flow("source->target")
+    remote = flow.remote_topic(topic_name)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name],
+        start_new_session=True, cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while written(clusters["target"], remote, 2) < 0.5 * total:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    os.killpg(child.pid, signal.SIGKILL)  # mid-batch: written, positions not committed
+    child.wait()
+    written_before = written(clusters["target"], remote, 2)
+
+    prepared = prepare(flow, run_id="after-crash")
+    results = [r for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items()
+               for r in Lane(flow, lane, ranges, "after-crash").run().ranges]
+
+    on_target = sum(len(read_all(clusters["target"], remote, p)) for p in range(2))
+    duplicates = sum(r.duplicates for r in results)
+    assert on_target == total + duplicates  # every record at least once; extras counted
+    assert 0 < duplicates <= 2 * 40_000  # at most the unfinished batch of each lane
+    assert written_before >= duplicates
+    # the offset map points every source offset at an identical copy on the target
+    from ferry.offsetmap import lookup
+    entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    for p in range(2):
+        source = read_all(clusters["source"], topic_name, p)
+        target = {r.offset: r for r in read_all(clusters["target"], remote, p)}
+        latest = {e.covered_start: e for e in entries
+                  if e.source_topic == topic_name and e.source_partition == p}
+        mine = sorted(latest.values(), key=lambda e: e.covered_start)
+        for record in source[::97]:
+            found = lookup(mine, record.offset)
+            assert found is not None and found[1] is not None
+            assert target[found[1]].content() == record.content()

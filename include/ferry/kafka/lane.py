@@ -17,6 +17,11 @@ one assigned consumer. The contract:
 - Target offsets come from delivery reports on only the first and last record per
   partition and transaction; their distance must equal the record count (one writer per
   partition), or the transaction is refused (SegmentError).
+- `ferry.delivery=at_least_once` (targets without transactions): the same lane with an
+  idempotent producer and no transactions. Per batch: records acknowledged, then the
+  offset-map entries, then the positions (plain group offsets). A crash between them
+  re-copies only that batch; the next run counts those duplicates (the remote partition's
+  end against the end recorded with the last positions) in the `runs` table.
 - A record the target refuses fails the lane with topic, partition and offset named: the
   failed transaction is aborted and re-run once by a fresh producer that sends one record
   per batch with a report per record (brokers refuse whole batches), which names it.
@@ -24,6 +29,7 @@ one assigned consumer. The contract:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -66,6 +72,7 @@ class RangeResult:
     max_age_ms: int = 0
     outcome: str = "pending"  # copied | skipped (already committed) | failed
     error: str = ""
+    duplicates: int = 0  # at_least_once: records a crashed run wrote that this one re-copied
 
 
 @dataclass
@@ -101,6 +108,7 @@ class _Part:
     first_target: int | None = None
     last_target: int | None = None
     last_offset: int = -1
+    target_end: int | None = None  # next remote offset after what this lane recorded
     touched: bool = False
 
     @property
@@ -117,6 +125,19 @@ class _Part:
 
 class _Refused(Exception):
     """The transaction failed in a way an abort and a re-run may fix (or pinpoint)."""
+
+
+def _end_metadata(target_end: int | None) -> str:
+    """Commit metadata of a position: the remote partition's end after what was recorded."""
+    return "" if target_end is None else json.dumps({"ferry_target_end": target_end})
+
+
+def _recorded_end(metadata: str | None) -> int | None:
+    try:
+        value = json.loads(metadata or "{}").get("ferry_target_end")
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) else None
 
 
 def _offset(message: Message) -> int:
@@ -142,6 +163,8 @@ class Lane:
         self.copied = 0
         self.diagnose = False
         self.refused: tuple[str, int, str] | None = None
+        self.exactly_once = flow.ferry.delivery == "exactly_once"
+        self.reader: Consumer | None = None
 
     def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], _Part]:
         parts: dict[tuple[str, int], _Part] = {}
@@ -167,10 +190,11 @@ class Lane:
                                          if k not in self.flow.producer.settings}
         if diagnose:  # one record per request, so a refusal names its record
             overrides.update({"linger.ms": 0, "batch.num.messages": 1})
-        txn_timeout = max(60_000, int(self.flow.ferry.transaction_max_seconds * 6_000))
-        overrides.setdefault("transaction.timeout.ms", txn_timeout)
-        overrides.update({"transactional.id": transactional_id(self.flow, self.lane),
-                          "enable.idempotence": True, "acks": "all", "log_level": 3})
+        overrides.update({"enable.idempotence": True, "acks": "all", "log_level": 3})
+        if self.exactly_once:
+            txn_timeout = max(60_000, int(self.flow.ferry.transaction_max_seconds * 6_000))
+            overrides.setdefault("transaction.timeout.ms", txn_timeout)
+            overrides["transactional.id"] = transactional_id(self.flow, self.lane)
         conf = self.flow.producer.confluent(overrides)
         return Producer(conf)
 
@@ -194,7 +218,7 @@ class Lane:
         started = time.monotonic()
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
-        reader = self._target_reader()
+        reader = self.reader = self._target_reader()
         consumer = self._consumer()
         try:
             producer = self._start_producer()
@@ -216,8 +240,9 @@ class Lane:
         """A producer with the lane's transactional id; initialising it fences every older
         one (a zombie task, or this lane's previous producer)."""
         producer = self._producer(diagnose)
-        self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
-                   f"initialising transactions of lane {self.lane}")
+        if self.exactly_once:
+            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
+                       f"initialising transactions of lane {self.lane}")
         return producer
 
     def _call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
@@ -235,6 +260,9 @@ class Lane:
             part = self.parts[key]
             if tp.offset < 0:
                 continue
+            part.target_end = _recorded_end(tp.metadata)
+            if not self.exactly_once and part.target_end is not None:
+                self._count_duplicates(reader, part)
             if part.skip_from is not None and tp.offset == part.skip_from:
                 # An accepted gap: the first entry covers it, with no records.
                 part.covered = part.skip_from
@@ -251,6 +279,21 @@ class Lane:
             if tp.offset >= part.end and part.start < part.end:
                 part.done = True
 
+    def _count_duplicates(self, reader: Consumer, part: _Part) -> None:
+        """at_least_once: records past the end recorded with the last positions were written
+        by a run that crashed before committing them; this run copies them again."""
+        _, end = self._call(lambda: reader.get_watermark_offsets(
+            KTP(part.remote, part.partition), timeout=CALL_TIMEOUT_S), self.flow.target,
+            f"reading the end of {part.remote}-{part.partition}")
+        duplicates = max(0, end - (part.target_end or 0))
+        if duplicates:
+            part.ranges[0].duplicates = duplicates
+            log.warning("%d records of %s-%s were written by an unfinished run and will be "
+                        "copied again (at_least_once)", duplicates, part.remote, part.partition,
+                        extra={"flow": self.flow.name, "topic": part.topic,
+                               "partition": part.partition})
+        part.target_end = end
+
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
         if self.progress is not None:
             self.progress(0, self.total)
@@ -266,6 +309,8 @@ class Lane:
             try:
                 self._transaction(producer, consumer, metadata, active)
             except _Refused as exc:
+                if not self.exactly_once:  # nothing to abort: every record was reported
+                    raise TerminalError(self.refused[2] if self.refused else str(exc)) from None
                 self._abort(producer, consumer, active)
                 if self.diagnose:
                     if self.refused is not None:
@@ -300,7 +345,8 @@ class Lane:
 
     def _transaction(self, producer: Producer, consumer: Consumer, metadata: Any,
                      active: list[_Part]) -> None:
-        self._call(producer.begin_transaction, self.flow.target, "beginning a transaction")
+        if self.exactly_once:
+            self._call(producer.begin_transaction, self.flow.target, "beginning a transaction")
         opened = time.monotonic()
         records = 0
         last_progress = time.monotonic()
@@ -354,7 +400,8 @@ class Lane:
             return 0
         part.touched = True
         if part.pending is not None:
-            self._send(producer, part, part.pending, report=part.sent == 0 or self.diagnose)
+            self._send(producer, part, part.pending,
+                       report=part.sent == 0 or self.diagnose or not self.exactly_once)
         part.pending = message
         part.builder.add(offset)
         part.last_offset = offset
@@ -434,6 +481,28 @@ class Lane:
         return (f"flow {self.flow.name} lane {self.lane}: no progress for {STALL_S:.0f}s on "
                 f"{waiting}; an open transaction on the source may hold the partition")
 
+    def _commit_transaction(self, producer: Producer, metadata: Any, offsets: list[KTP]) -> None:
+        if offsets:
+            self._call(lambda: producer.send_offsets_to_transaction(
+                offsets, metadata, CALL_TIMEOUT_S), self.flow.target, "committing positions")
+        try:
+            producer.commit_transaction(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                raise _Refused(err.str()) from None
+            raise kafka_error(exc, self.flow.target, "committing a transaction") from None
+
+    def _commit_positions(self, producer: Producer, offsets: list[KTP]) -> None:
+        """at_least_once: the offset-map entries acknowledged, then the positions."""
+        if self._flush(producer) or self.refused is not None:
+            raise TransientError(f"flow {self.flow.name}: the offset-map entries were not "
+                                 "acknowledged; the next run copies this batch again")
+        if offsets and self.reader is not None:
+            reader = self.reader
+            self._call(lambda: reader.commit(offsets=offsets, asynchronous=False),
+                       self.flow.target, "committing positions")
+
     def _flush(self, producer: Producer) -> int:
         """Wait for delivery reports; stop at the first refusal (after one, the transaction
         must abort and the records queued behind it are never sent)."""
@@ -473,17 +542,14 @@ class Lane:
                              segments, now_ms)
             key, value = encode(entry)
             producer.produce(self.map_topic, value, key, partition=0)
-            offsets.append(KTP(part.remote, part.partition, covered_end))
-        if offsets:
-            self._call(lambda: producer.send_offsets_to_transaction(
-                offsets, metadata, CALL_TIMEOUT_S), self.flow.target, "committing positions")
-        try:
-            producer.commit_transaction(CALL_TIMEOUT_S)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.txn_requires_abort():
-                raise _Refused(err.str()) from None
-            raise kafka_error(exc, self.flow.target, "committing a transaction") from None
+            if segments:
+                part.target_end = segments[-1].target_end
+            offsets.append(KTP(part.remote, part.partition, covered_end,
+                               metadata=_end_metadata(part.target_end)))
+        if self.exactly_once:
+            self._commit_transaction(producer, metadata, offsets)
+        else:
+            self._commit_positions(producer, offsets)
         self.transactions += 1
         for part in touched:
             part.covered = ends[(part.topic, part.partition)]

@@ -61,7 +61,7 @@ def _runs_schema() -> pa.Schema:
         ("topic", pa.string()), ("partition", pa.int32()), ("range_start", pa.int64()),
         ("range_end", pa.int64()), ("records", pa.int64()), ("bytes", pa.int64()),
         ("seconds", pa.float64()), ("max_record_age_ms", pa.int64()), ("outcome", pa.string()),
-        ("error", pa.string()), ("delivery", pa.string()),
+        ("error", pa.string()), ("delivery", pa.string()), ("duplicates", pa.int64()),
         ("finished_at", pa.timestamp("us", tz="UTC")), ("schema_version", pa.int32()),
     ])
 
@@ -100,7 +100,8 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
                 "partition": r.partition, "range_start": r.start, "range_end": r.end,
                 "records": r.records, "bytes": r.bytes, "seconds": seconds,
                 "max_record_age_ms": r.max_age_ms, "outcome": r.outcome, "error": r.error,
-                "delivery": flow.ferry.delivery, "finished_at": datetime.now(UTC),
+                "delivery": flow.ferry.delivery, "duplicates": r.duplicates,
+                "finished_at": datetime.now(UTC),
                 "schema_version": SCHEMA_VERSION,
             } for r in worker.results]
             yield pa.RecordBatch.from_pylist(rows, schema=_runs_schema())
@@ -109,7 +110,9 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str) -> None:
     if rows:
         frame = spark.createDataFrame(rows, schema=ddl)
-        frame.write.format("delta").mode("append").partitionBy("flow").save(path)
+        # mergeSchema: tables written by an older Ferry take the new columns.
+        frame.write.format("delta").mode("append").option("mergeSchema", "true") \
+            .partitionBy("flow").save(path)
 
 
 def last_recorded_map_offset(path: str, flow: str) -> int:

@@ -49,8 +49,14 @@ def max_map_offset(path: str, flow: str) -> int:
 
 
 def map_entries(path: str, flow: str, topic: str, partition: int) -> list[MapEntry]:
-    """One source partition's offset-map entries, in source order."""
+    """One source partition's offset-map entries, in source order.
+
+    at_least_once only: a run that crashed after writing an entry but before committing
+    its positions leaves that entry behind, and the next run writes another from the same
+    start; the later one (higher topic offset) describes the records that count."""
     found = rows(path, flow, source_topic=topic, source_partition=partition)
+    latest = {r["covered_start"]: r for r in sorted(found, key=lambda r: r["map_offset"])}
+    found = list(latest.values())
     entries = [MapEntry(
         flow=r["flow"], run_id=r["run_id"], lane=r["lane"], source_topic=r["source_topic"],
         source_partition=r["source_partition"], target_topic=r["target_topic"],

@@ -20,8 +20,8 @@ OFFSET_MAP_DDL = (
 RUNS_DDL = (
     "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
-    "outcome string, error string, delivery string, finished_at timestamp, "
-    "schema_version int")
+    "outcome string, error string, delivery string, duplicates bigint, "
+    "finished_at timestamp, schema_version int")
 GAPS_DDL = (
     "flow string, run_id string, topic string, partition int, gap_start bigint, "
     "gap_end bigint, records bigint, action string, detected_at timestamp, schema_version int")
