@@ -35,8 +35,11 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    import logging
+
     from ferry.spark.session import build_session
 
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet at interpreter exit
     session = build_session("local[2]", "ferry-tests")
     try:
         yield session

@@ -8,7 +8,7 @@ from typing import Any
 
 from ferry.config import Flow
 from ferry.offsetmap import MapEntry, lookup, next_mirrored
-from ferry.state.reader import map_entries, max_map_offset
+from ferry.state.reader import latest_cover, map_entries, max_map_offset
 from ferry.state.tables import StatePaths
 
 
@@ -48,9 +48,9 @@ class Answer:
 
 def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
     paths = StatePaths(flow.ferry.state_dir)
-    entries = map_entries(paths.offset_map, flow.name, topic, partition)
-    if not entries or entries[-1].covered_end <= source_offset:
-        entries = entries + _from_topic(flow, paths, topic, partition)
+    # Delta first; what the target committed after Delta's last row completes it.
+    pairs = map_entries(paths.offset_map, flow.name, topic, partition)
+    entries = latest_cover(pairs + _from_topic(flow, paths, topic, partition))
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
             "source_offset": source_offset, "target_topic": remote,
@@ -70,9 +70,10 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
                   run_id=entry.run_id)
 
 
-def _from_topic(flow: Flow, paths: StatePaths, topic: str, partition: int) -> list[MapEntry]:
+def _from_topic(flow: Flow, paths: StatePaths, topic: str, partition: int
+                ) -> list[tuple[int, MapEntry]]:
     from ferry.kafka.mapreader import read_entries
 
     after = max_map_offset(paths.offset_map, flow.name)
-    return [e for _, e in read_entries(flow, after)
+    return [(offset, e) for offset, e in read_entries(flow, after)
             if e.source_topic == topic and e.source_partition == partition]

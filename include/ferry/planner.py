@@ -111,9 +111,10 @@ class PositionAheadError(TerminalError):
         super().__init__(
             f"source partition {tp} ends at offset {high} but offsets up to {position} were "
             f"already mirrored: the source topic was deleted and recreated (or truncated). "
-            f"Nothing was copied. To mirror the new topic from its start, delete or rename "
-            f"the remote topic on the target and reset the flow's positions for "
-            f"{tp.topic} (ferry positions reset), then run again.")
+            f"Nothing was copied. To mirror the new topic from its start, either delete the "
+            f"remote topic on the target (the flow's positions on it go with it), or keep it "
+            f"and run `ferry positions reset CONFIG --flow FLOW --topic {tp.topic} --to "
+            f"earliest`; then run again.")
 
 
 def plan(

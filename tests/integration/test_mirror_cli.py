@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from ferry.errors import TerminalError
 from ferry.mirror import prepare
+from ferry.planner import TopicPartition as TopicPartition_
 from ferry.state.reader import rows
 from ferry.state.tables import StatePaths
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
@@ -118,6 +119,39 @@ def test_a_recreated_source_topic_is_an_error_not_a_guess(
     with pytest.raises(TerminalError, match=f"{topic_name}-0 ends at offset 3 but offsets up "
                                             "to 20 were already mirrored"):
         prepare(flow, apply=False)
+
+    # the operator keeps the remote topic and resets the positions, as the message says
+    config = str(tmp_path / "mm2.properties")
+    dry = as_json(ferry("positions", "reset", config, "--flow", flow.name, "--topic",
+                        topic_name, "--to", "earliest", "--dry-run", "--json"))
+    assert dry["positions"] == [{"topic": topic_name, "partition": 0, "before": 20, "after": 0}]
+    done = ferry("positions", "reset", config, "--flow", flow.name, "--topic", topic_name,
+                 "--to", "earliest")
+    assert done.returncode == 0 and done.stdout.strip() == f"reset {topic_name}-0: 20 -> 0"
+    run_cycle(flow, "after-reset")
+    remote = flow.remote_topic(topic_name)
+    assert len(read_all(clusters["target"], remote, 0)) == 23  # 20 old, then the 3 new
+    found = as_json(ferry("offsets", config, "--flow", flow.name, "--topic", topic_name,
+                          "--partition", "0", "--source-offset", "1", "--json"))
+    assert found["status"] == "mirrored" and found["target_offset"] > 20  # the new record
+
+
+def test_deleting_the_remote_topic_also_drops_its_positions(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 5)
+    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    run_cycle(flow)
+    target = AdminClient({"bootstrap.servers": clusters["target"]})
+    remote = flow.remote_topic(topic_name)
+    target.delete_topics([remote])[remote].result(30)
+    deadline = time.monotonic() + 30
+    while remote in target.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert prepare(flow, apply=False).positions == {
+        TopicPartition_(topic_name, 0): None}  # a new partition to the plan
 
 
 def test_partition_growth_is_mirrored_before_its_data_and_records_keep_partitions(

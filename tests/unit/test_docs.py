@@ -37,7 +37,7 @@ def test_readme_cli_verbs_exist() -> None:
     for verb in ("validate", "local"):
         assert verb in help_text
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
-                  "ferry plan", "ferry mirror", "ferry offsets"):
+                  "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset"):
         assert usage in README
     for verb in ("plan", "mirror", "offsets"):
         assert verb in help_text

@@ -120,6 +120,18 @@ def cmd_offsets(args: argparse.Namespace) -> int:
     return EXIT_OK if answer.status == "mirrored" else EXIT_FAILED
 
 
+def cmd_positions_reset(args: argparse.Namespace) -> int:
+    from ferry.positions import reset
+
+    flow = _flow(args)
+    resets = reset(flow, args.topic, args.to, dry_run=args.dry_run)
+    verb = "would reset" if args.dry_run else "reset"
+    _emit(args, {"flow": flow.name, "dry_run": args.dry_run,
+                 "positions": [r.__dict__ for r in resets]},
+          "\n".join(f"{verb} {r.topic}-{r.partition}: {r.before} -> {r.after}" for r in resets))
+    return EXIT_OK
+
+
 def _aliases(config_file: str | None) -> tuple[str, ...]:
     """Cluster aliases named by a config (only `clusters` is read: the bootstrap servers
     of a local config usually point at what `up` is about to start)."""
@@ -220,6 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.add_argument("--topic", required=True, help="the source topic")
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
+
+    positions = sub.add_parser("positions", help="a flow's positions (where copying goes on)")
+    psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=_Parser)
+    reset = psub.add_parser("reset", parents=[common],
+                            help="set where a flow continues copying a topic")
+    reset.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    reset.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    reset.add_argument("--topic", required=True, help="the source topic")
+    reset.add_argument("--to", required=True, help="earliest, latest, or a source offset")
+    reset.add_argument("--dry-run", action="store_true", help="show, change nothing")
+    reset.set_defaults(func=cmd_positions_reset)
 
     local = sub.add_parser("local", help="local single-node Kafka clusters for development")
     lsub = local.add_subparsers(dest="local_command", required=True, parser_class=_Parser)

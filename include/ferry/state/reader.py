@@ -48,21 +48,28 @@ def max_map_offset(path: str, flow: str) -> int:
     return -1 if value is None else int(value)
 
 
-def map_entries(path: str, flow: str, topic: str, partition: int) -> list[MapEntry]:
-    """One source partition's offset-map entries, in source order.
+def latest_cover(entries: list[tuple[int, MapEntry]]) -> list[MapEntry]:
+    """Entries in source order, where overlapping ones (an at_least_once crash, or positions
+    reset after a source topic was recreated) resolve to the later one (higher offset in
+    the offset-map topic). `entries` are (topic offset, entry) pairs."""
+    kept: list[MapEntry] = []
+    for _, entry in sorted(entries, key=lambda pair: pair[0], reverse=True):
+        start, end = entry.covered_start, entry.covered_end
+        if start == end or all(end <= k.covered_start or start >= k.covered_end for k in kept):
+            kept.append(entry)
+    return sorted(kept, key=lambda e: e.covered_start)
 
-    at_least_once only: a run that crashed after writing an entry but before committing
-    its positions leaves that entry behind, and the next run writes another from the same
-    start; the later one (higher topic offset) describes the records that count."""
+
+def map_entries(path: str, flow: str, topic: str, partition: int
+                ) -> list[tuple[int, MapEntry]]:
+    """One source partition's offset-map entries with their offsets in the offset-map
+    topic (resolve overlaps with `latest_cover`)."""
     found = rows(path, flow, source_topic=topic, source_partition=partition)
-    latest = {r["covered_start"]: r for r in sorted(found, key=lambda r: r["map_offset"])}
-    found = list(latest.values())
-    entries = [MapEntry(
+    return [(r["map_offset"], MapEntry(
         flow=r["flow"], run_id=r["run_id"], lane=r["lane"], source_topic=r["source_topic"],
         source_partition=r["source_partition"], target_topic=r["target_topic"],
         target_partition=r["target_partition"], covered_start=r["covered_start"],
         covered_end=r["covered_end"],
         segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
                        for s in r["segments"]),
-        committed_at_ms=int(r["committed_at"].timestamp() * 1000)) for r in found]
-    return sorted(entries, key=lambda e: e.covered_start)
+        committed_at_ms=int(r["committed_at"].timestamp() * 1000))) for r in found]
