@@ -58,6 +58,7 @@ class MapEntry:
     covered_end: int
     segments: tuple[Segment, ...]
     committed_at_ms: int
+    bytes: int = 0  # keys + values written, so the runs table can be rebuilt from entries
 
     @property
     def records(self) -> int:
@@ -137,6 +138,7 @@ def encode(entry: MapEntry) -> tuple[bytes, bytes]:
         "ce": entry.covered_end,
         "seg": [[s.source_start, s.target_start, s.count] for s in entry.segments],
         "at": entry.committed_at_ms,
+        "b": entry.bytes,
     }
     return key, json.dumps(value, separators=(",", ":")).encode()
 
@@ -153,6 +155,7 @@ def decode(value: bytes) -> MapEntry:
         covered_start=int(data["cs"]), covered_end=int(data["ce"]),
         segments=tuple(Segment(int(a), int(b), int(c)) for a, b, c in data["seg"]),
         committed_at_ms=int(data["at"]),
+        bytes=int(data.get("b", 0)),
     )
 
 

@@ -97,7 +97,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     produce_transactions(clusters["source"], txn, [(20, True), (7, False), (5, True)], tid=txn)
     wait_lso(clusters["source"], txn, 0, 35)
     config = flow_config(tmp_path, clusters, f"{topic_name}-.*")
-    flow = config.flow("source->target")
+    flow = config.enabled_flows[0]
 
     first = run_dag(config.path, flow.dag_id)
 

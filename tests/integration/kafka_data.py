@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,11 +112,20 @@ def wait_lso(bootstrap: str, topic: str, partition: int, end: int, timeout: floa
 
 
 def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "") -> MirrorConfig:
-    """A config mirroring `topics` from the session's source to its target."""
+    """A config mirroring `topics` from the session's source cluster to its target.
+
+    The aliases are unique to the test directory (`src_<id>`, `tgt_<id>`): tests share the
+    brokers, and what a flow keeps on the target (offset-map topic, positions group) is
+    named by its aliases, so each test's flow gets its own."""
     path = tmp / "mm2.properties"
+    if path.exists():  # the same test rewriting its config keeps its aliases
+        source = load_config(path).enabled_flows[0].source
+    else:
+        source = f"src_{uuid.uuid4().hex[:6]}"
+    target = "tgt_" + source[4:]
     path.write_text(
-        f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
-        f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
-        f"source->target.topics = {topics}\nreplication.factor = 1\n"
-        f"ferry.state.dir = {tmp / 'state'}\n" + extra)
+        f"clusters = {source}, {target}\n{source}.bootstrap.servers = {clusters['source']}\n"
+        f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"
+        f"{source}->{target}.topics = {topics}\nreplication.factor = 1\n"
+        f"emit.heartbeats.enabled = false\nferry.state.dir = {tmp / 'state'}\n" + extra)
     return load_config(path)

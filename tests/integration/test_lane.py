@@ -67,7 +67,7 @@ def test_copies_records_with_headers_null_keys_tombstones_and_timestamps(
     records = [(None if i % 7 == 0 else f"k{i}".encode(),
                 None if i % 11 == 0 else f"value-{i}".encode(), i % 3) for i in range(600)]
     produce(clusters["source"], topic_name, records)
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
 
     assert run_cycle(flow) == 600
 
@@ -80,7 +80,7 @@ def test_second_run_copies_only_what_is_new(
 ) -> None:
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(b"a", b"1", 0), (b"b", b"2", 1)])
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     assert run_cycle(flow) == 2
     produce(clusters["source"], topic_name, [(b"c", b"3", 0)] * 5)
     assert prepare(flow, apply=False).plan.span == 5
@@ -97,7 +97,7 @@ def test_transactional_source_skips_aborted_records_and_maps_across_markers(
                          [(10, True), (5, False), (3, True), (1, True), (4, False), (2, True)],
                          tid=topic_name)
     wait_lso(clusters["source"], topic_name, 0, 31)
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
 
     assert run_cycle(flow) == 16
 
@@ -114,7 +114,7 @@ def test_small_transactions_split_a_range_and_stay_exact(
     produce(clusters["source"], topic_name, [(b"k", str(i).encode(), i % 2) for i in range(5000)])
     flow = flow_config(tmp_path, clusters, topic_name,
                        "ferry.transaction.max.records = 700\nferry.range.max.records = 1100\n"
-                       ).flow("source->target")
+                       ).enabled_flows[0]
     prepared = prepare(flow)
     assert len(prepared.plan.ranges) == 6  # 2500 per partition, in ranges of 1100
     assert run_cycle(flow) == 5000
@@ -142,7 +142,7 @@ def test_compacted_topic_maps_exactly_across_compaction_holes(
     # cleaner settings it stays uncompacted, so the two logs compare record by record.
     flow = flow_config(tmp_path, clusters, topic_name, (
         "config.properties.exclude = segment\\.ms, min\\.cleanable\\.dirty\\.ratio, "
-        "min\\.compaction\\.lag\\.ms\n")).flow("source->target")
+        "min\\.compaction\\.lag\\.ms\n")).enabled_flows[0]
 
     run_cycle(flow)
 
@@ -179,7 +179,7 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     produce(clusters["source"], topic_name,
             [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n")
-    flow = config.flow("source->target")
+    flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
     command = ([sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name]
                if how == "cycle" else
@@ -213,7 +213,7 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name,
             [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     # the remote topic exists already, with a smaller record limit than the source's
     create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
                  {"max.message.bytes": "10000"})
@@ -222,7 +222,8 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
         run_cycle(flow)
 
     message = str(err.value)
-    assert f"cluster target refused the record of {topic_name}-0 at source offset 5" in message
+    assert (f"cluster {flow.target} refused the record of {topic_name}-0 at source offset 5"
+            in message)
     assert read_all(clusters["target"], flow.remote_topic(topic_name), 0) == []  # nothing half
 
 
@@ -246,15 +247,17 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
             [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 2) for i in range(total)])
     config = flow_config(tmp_path, clusters, topic_name,
                          "ferry.delivery = at_least_once\n"
-                         "ferry.transaction.max.records = 40000\n")
-    flow = config.flow("source->target")
+                         # one batch per lane: any kill before the end lands mid-batch
+                         "ferry.transaction.max.records = 100000\n"
+                         "ferry.transaction.max.seconds = 300\n")
+    flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name],
         start_new_session=True, cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while written(clusters["target"], remote, 2) < 0.5 * total:
+    while written(clusters["target"], remote, 2) < 0.3 * total:
         assert child.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
     os.killpg(child.pid, signal.SIGKILL)  # mid-batch: written, positions not committed
@@ -268,8 +271,7 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     on_target = sum(len(read_all(clusters["target"], remote, p)) for p in range(2))
     duplicates = sum(r.duplicates for r in results)
     assert on_target == total + duplicates  # every record at least once; extras counted
-    assert 0 < duplicates <= 2 * 40_000  # at most the unfinished batch of each lane
-    assert written_before >= duplicates
+    assert 0 < duplicates <= written_before  # only what the unfinished batches wrote
     # the offset map points every source offset at an identical copy on the target
     from ferry.offsetmap import lookup
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)

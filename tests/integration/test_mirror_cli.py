@@ -44,7 +44,7 @@ def test_mirror_cli_copies_records_and_offsets_finds_them(
     produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 2)
                                              for i in range(400)])
     config = flow_config(tmp_path, clusters, topic_name)
-    flow = config.flow("source->target")
+    flow = config.enabled_flows[0]
 
     mirrored = ferry("mirror", config.path, "--flow", flow.name, "--json")
 
@@ -61,13 +61,39 @@ def test_mirror_cli_copies_records_and_offsets_finds_them(
 
 
 @pytest.mark.spark
+def test_state_lost_after_the_kafka_commit_is_rebuilt_from_the_target(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", f"a{i}".encode(), 0) for i in range(50)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    # given a run whose records and entries the target committed, but nothing in Delta
+    # (the in-process cycle writes no Delta rows: as if the job died right after the commit)
+    run_cycle(flow, "lost-state")
+    produce(clusters["source"], topic_name, [(b"k", f"b{i}".encode(), 0) for i in range(5)])
+
+    # when the next job runs
+    assert ferry("mirror", config.path, "--flow", flow.name).returncode == 0
+
+    # then both runs are in Delta: the lost one rebuilt from the offset-map topic
+    state = StatePaths(flow.ferry.state_dir)
+    runs = {r["run_id"]: r for r in rows(state.runs, flow.name)}
+    assert runs["lost-state"]["records"] == 50
+    assert runs["lost-state"]["bytes"] == sum(1 + len(f"a{i}") for i in range(50))
+    assert "rebuilt" in runs["lost-state"]["error"]
+    assert sum(r["records"] for r in rows(state.offset_map, flow.name, source_topic=topic_name)) \
+        == 55
+
+
+@pytest.mark.spark
 def test_records_lost_to_retention_are_a_recorded_gap_that_fails_the_run(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(b"k", f"a{i}".encode(), 0) for i in range(100)])
     config = flow_config(tmp_path, clusters, topic_name)
-    flow = config.flow("source->target")
+    flow = config.enabled_flows[0]
     run_cycle(flow)
     produce(clusters["source"], topic_name, [(b"k", f"b{i}".encode(), 0) for i in range(100)])
     admin = AdminClient({"bootstrap.servers": clusters["source"]})
@@ -102,7 +128,7 @@ def test_a_recreated_source_topic_is_an_error_not_a_guess(
 ) -> None:
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 20)
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow)
     admin = AdminClient({"bootstrap.servers": clusters["source"]})
     admin.delete_topics([topic_name])[topic_name].result(30)
@@ -141,7 +167,7 @@ def test_deleting_the_remote_topic_also_drops_its_positions(
 ) -> None:
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 5)
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow)
     target = AdminClient({"bootstrap.servers": clusters["target"]})
     remote = flow.remote_topic(topic_name)
@@ -160,7 +186,7 @@ def test_partition_growth_is_mirrored_before_its_data_and_records_keep_partition
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(b"k", f"p{i % 2}".encode(), i % 2)
                                              for i in range(40)])
-    flow = flow_config(tmp_path, clusters, topic_name).flow("source->target")
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow)
     admin = AdminClient({"bootstrap.servers": clusters["source"]})
     admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)

@@ -68,7 +68,7 @@ def test_the_copy_job_runs_on_a_standalone_cluster(
     produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 3)
                                              for i in range(600)])
     config = flow_config(tmp_path, clusters, topic_name)
-    flow = config.flow("source->target")
+    flow = config.enabled_flows[0]
 
     result = ferry("mirror", config.path, "--flow", flow.name, "--master", master)
 

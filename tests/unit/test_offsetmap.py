@@ -103,3 +103,26 @@ def test_next_mirrored(source: int, expected: tuple[int, int] | None) -> None:
 
     entries = [entry(0, 12, [(0, 0, 5), (6, 5, 5)]), entry(12, 13, [(12, 11, 1)])]
     assert next_mirrored(entries, source) == expected
+
+
+def test_runs_rows_are_rebuilt_only_for_runs_without_any() -> None:
+    from ferry.state.tables import REBUILT, runs_from_entries
+
+    lost = [MapEntry("A->B", "lost", 1, "orders", 3, "A.orders", 3, 0, 10,
+                     (Segment(0, 0, 10),), 1_000_000, bytes=100),
+            MapEntry("A->B", "lost", 1, "orders", 3, "A.orders", 3, 10, 15,
+                     (Segment(10, 11, 5),), 1_004_000, bytes=50)]
+    kept = [entry(15, 20, [(15, 17, 5)])]
+    rows = runs_from_entries(lost + kept, recorded_runs={"run-1"}, delivery="exactly_once")
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["run_id"], row["lane"], row["topic"], row["partition"]) == ("lost", 1, "orders", 3)
+    assert (row["range_start"], row["range_end"], row["records"], row["bytes"]) == (0, 15, 15, 150)
+    assert row["seconds"] == 4.0 and row["error"] == REBUILT
+
+
+def test_entries_without_bytes_still_decode() -> None:
+    _, value = encode(entry(0, 1, [(0, 0, 1)]))
+    assert b',"b":0' in value
+    legacy = value.replace(b',"b":0', b"")
+    assert decode(legacy).bytes == 0

@@ -109,6 +109,7 @@ class _Part:
     last_target: int | None = None
     last_offset: int = -1
     target_end: int | None = None  # next remote offset after what this lane recorded
+    txn_bytes: int = 0
     touched: bool = False
 
     @property
@@ -121,6 +122,7 @@ class _Part:
         self.pending, self.sent = None, 0
         self.first_target = self.last_target = None
         self.touched = False
+        self.txn_bytes = 0
 
 
 class _Refused(Exception):
@@ -223,6 +225,8 @@ class Lane:
         try:
             producer = self._start_producer()
             self._resume_from_committed(reader)
+            if not self.exactly_once:
+                self._mark_starts(reader)
             metadata = reader.consumer_group_metadata()
             self._copy(producer, consumer, metadata)
         except (TerminalError, TransientError) as exc:
@@ -278,6 +282,24 @@ class Lane:
                     result.outcome = "skipped"
             if tp.offset >= part.end and part.start < part.end:
                 part.done = True
+
+    def _mark_starts(self, reader: Consumer) -> None:
+        """at_least_once: before a partition's first batch, commit its start position with
+        the remote partition's current end, so that a crash in that batch can be measured
+        (anything already in the remote topic is not counted as a duplicate)."""
+        new = [p for p in self.parts.values() if p.target_end is None and not p.done]
+        if not new:
+            return
+        offsets = []
+        for part in new:
+            _, end = self._call(lambda p=part: reader.get_watermark_offsets(  # type: ignore[misc]
+                KTP(p.remote, p.partition), timeout=CALL_TIMEOUT_S), self.flow.target,
+                f"reading the end of {part.remote}-{part.partition}")
+            part.target_end = end
+            offsets.append(KTP(part.remote, part.partition, part.covered,
+                               metadata=_end_metadata(end)))
+        self._call(lambda: reader.commit(offsets=offsets, asynchronous=False),
+                   self.flow.target, "committing start positions")
 
     def _count_duplicates(self, reader: Consumer, part: _Part) -> None:
         """at_least_once: records past the end recorded with the last positions were written
@@ -415,8 +437,10 @@ class Lane:
         for result in part.ranges:
             if result.start <= offset < result.end:
                 value, key = message.value(), message.key()
+                size = (len(value) if value else 0) + (len(key) if key else 0)
                 result.records += 1
-                result.bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                result.bytes += size
+                part.txn_bytes += size
                 if result.records == 1:
                     kind, ts = message.timestamp()
                     if kind:
@@ -539,7 +563,7 @@ class Lane:
                 raise _Refused(f"no delivery report for {part.topic}-{part.partition}")
             entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
                              part.remote, part.partition, part.covered, covered_end,
-                             segments, now_ms)
+                             segments, now_ms, part.txn_bytes)
             key, value = encode(entry)
             producer.produce(self.map_topic, value, key, partition=0)
             if segments:

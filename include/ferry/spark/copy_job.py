@@ -34,6 +34,7 @@ from ferry.state.tables import (
     StatePaths,
     gap_row,
     offset_map_row,
+    runs_from_entries,
 )
 
 if TYPE_CHECKING:
@@ -123,13 +124,20 @@ def last_recorded_map_offset(path: str, flow: str) -> int:
 
 
 def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths) -> int:
-    """Append the offset-map entries committed on the target but not yet in Delta."""
+    """Append the offset-map entries committed on the target but not yet in Delta, and
+    `runs` rows for any run among them that has none (its job died before writing them)."""
     from ferry.kafka.mapreader import read_entries
+    from ferry.state.reader import rows as read_rows
 
     after = last_recorded_map_offset(paths.offset_map, flow.name)
     topic = offset_map_topic(flow)
-    rows = [offset_map_row(entry, topic, offset) for offset, entry in read_entries(flow, after)]
+    found = list(read_entries(flow, after))
+    rows = [offset_map_row(entry, topic, offset) for offset, entry in found]
     _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map)
+    if found:
+        recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
+        _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
+                RUNS_DDL, paths.runs)
     return len(rows)
 
 

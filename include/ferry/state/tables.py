@@ -16,7 +16,7 @@ OFFSET_MAP_DDL = (
     "target_partition int, covered_start bigint, covered_end bigint, records bigint, "
     "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
     "run_id string, lane int, committed_at timestamp, map_topic string, map_offset bigint, "
-    "schema_version int")
+    "bytes bigint, schema_version int")
 RUNS_DDL = (
     "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
@@ -57,8 +57,39 @@ def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str
                       "count": s.count} for s in entry.segments],
         "run_id": entry.run_id, "lane": entry.lane,
         "committed_at": datetime.fromtimestamp(entry.committed_at_ms / 1000, UTC),
-        "map_topic": map_topic, "map_offset": map_offset, "schema_version": SCHEMA_VERSION,
+        "map_topic": map_topic, "map_offset": map_offset, "bytes": entry.bytes,
+        "schema_version": SCHEMA_VERSION,
     }
+
+
+REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended before it "
+           "recorded its runs")
+
+
+def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
+                      delivery: str) -> list[dict[str, Any]]:
+    """`runs` rows for runs whose entries the target committed but whose rows are missing
+    (the job died between the Kafka commit and the Delta write): one row per run, lane and
+    partition, from what the entries say (records, bytes, covered offsets, commit times)."""
+    groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
+    for entry in entries:
+        if entry.run_id not in recorded_runs:
+            key = (entry.run_id, entry.lane, entry.source_topic, entry.source_partition)
+            groups.setdefault(key, []).append(entry)
+    rows = []
+    for (run_id, lane, topic, partition), found in sorted(groups.items()):
+        times = [e.committed_at_ms for e in found]
+        rows.append({
+            "flow": found[0].flow, "run_id": run_id, "lane": lane, "topic": topic,
+            "partition": partition, "range_start": min(e.covered_start for e in found),
+            "range_end": max(e.covered_end for e in found),
+            "records": sum(e.records for e in found), "bytes": sum(e.bytes for e in found),
+            "seconds": (max(times) - min(times)) / 1000, "max_record_age_ms": 0,
+            "outcome": "copied", "error": REBUILT, "delivery": delivery, "duplicates": 0,
+            "finished_at": datetime.fromtimestamp(max(times) / 1000, UTC),
+            "schema_version": SCHEMA_VERSION,
+        })
+    return rows
 
 
 def gap_row(flow: str, run_id: str, gap: Gap, action: str) -> dict[str, Any]:
