@@ -15,6 +15,14 @@ _TERMINAL = {
     KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART,
 }
 
+# Leadership moves and coordinator loading pass by themselves: retry, whatever the flag says.
+_TRANSIENT = {
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION,
+    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+}
+
 
 def kafka_error(exc: BaseException, cluster: str, action: str) -> FerryError:
     """A Ferry error for a failed Kafka call: `action` says what was attempted."""
@@ -25,6 +33,8 @@ def kafka_error(exc: BaseException, cluster: str, action: str) -> FerryError:
                           KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
             return TransientError(f"{text}; is the cluster reachable at its "
                                   "bootstrap.servers?")
+        if err.code() in _TRANSIENT:
+            return TransientError(text)
         if err.code() in _TERMINAL or err.fatal():
             return TerminalError(text)
         return TransientError(text) if err.retriable() else TerminalError(text)
