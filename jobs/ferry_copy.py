@@ -43,21 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     print(f"ferry copy job: flow {args.flow} run {result.run_id}: {result.records} records in "
           f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
-          f"{result.gaps} gaps")
+          f"{len(result.gaps)} gaps")
     for failure in result.failed:
         print(f"ferry copy job: failed: {failure}", file=sys.stderr)
     if result.failed:
         return 1
     if result.gaps and flow.ferry.on_gap == "fail":
-        import json
-        from pathlib import Path
-
-        from ferry.planner import Gap
-
-        gaps = tuple(Gap(g["topic"], g["partition"], g["start"], g["end"])
-                     for g in json.loads(Path(args.plan).read_text())["gaps"])
         print(f"ferry copy job: records deleted by retention before they were mirrored: "
-              f"{describe_gaps(gaps)} (recorded in the gaps table; set "
+              f"{describe_gaps(result.gaps)} (recorded in the gaps table; set "
               f"{args.flow}.ferry.on.gap=continue to copy on from the oldest record)",
               file=sys.stderr)
         return 1

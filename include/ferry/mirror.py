@@ -7,7 +7,6 @@ there. The plan is fixed when it is made; the copy step receives it whole.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from dataclasses import asdict, dataclass
@@ -107,7 +106,3 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
 def describe_gaps(gaps: tuple[Gap, ...]) -> str:
     return "; ".join(f"{g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count} "
                      "records)" for g in gaps)
-
-
-def dumps(prepared: Prepared) -> str:
-    return json.dumps(prepared.to_json(), indent=2)

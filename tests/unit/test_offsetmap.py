@@ -126,3 +126,13 @@ def test_entries_without_bytes_still_decode() -> None:
     assert b',"b":0' in value
     legacy = value.replace(b',"b":0', b"")
     assert decode(legacy).bytes == 0
+
+
+def test_the_runs_arrow_schema_is_derived_from_the_table_ddl() -> None:
+    from ferry.spark.copy_job import arrow_schema
+    from ferry.state.tables import RUNS_DDL
+
+    schema = arrow_schema(RUNS_DDL)
+    assert schema.names == [c.split(" ")[0] for c in RUNS_DDL.split(", ")]
+    assert str(schema.field("partition").type) == "int32"
+    assert str(schema.field("finished_at").type) == "timestamp[us, tz=UTC]"

@@ -187,7 +187,3 @@ class Providers:
                                     fix=f"add {var}=... to {path}"))
             return None
         return values[var]
-
-
-def has_variable(value: str) -> bool:
-    return VARIABLE.search(value) is not None

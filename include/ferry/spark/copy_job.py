@@ -51,20 +51,17 @@ class JobResult:
     ranges: int
     failed: list[str]
     offset_map_rows: int
-    gaps: int
+    gaps: tuple[Gap, ...]
 
 
-def _runs_schema() -> pa.Schema:
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a flat Spark DDL string (one definition of each table)."""
     import pyarrow as pa
 
-    return pa.schema([
-        ("flow", pa.string()), ("run_id", pa.string()), ("lane", pa.int32()),
-        ("topic", pa.string()), ("partition", pa.int32()), ("range_start", pa.int64()),
-        ("range_end", pa.int64()), ("records", pa.int64()), ("bytes", pa.int64()),
-        ("seconds", pa.float64()), ("max_record_age_ms", pa.int64()), ("outcome", pa.string()),
-        ("error", pa.string()), ("delivery", pa.string()), ("duplicates", pa.int64()),
-        ("finished_at", pa.timestamp("us", tz="UTC")), ("schema_version", pa.int32()),
-    ])
+    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(),
+             "double": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC")}
+    return pa.schema([(name, types[kind]) for name, kind in
+                      (column.split(" ") for column in ddl.split(", "))])
 
 
 def lane_task(config_path: str, flow_name: str, run_id: str,
@@ -105,7 +102,7 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
                 "finished_at": datetime.now(UTC),
                 "schema_version": SCHEMA_VERSION,
             } for r in worker.results]
-            yield pa.RecordBatch.from_pylist(rows, schema=_runs_schema())
+            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str) -> None:
@@ -116,20 +113,14 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
             .partitionBy("flow").save(path)
 
 
-def last_recorded_map_offset(path: str, flow: str) -> int:
-    """The highest offset-map topic offset already in the Delta offset map (-1: none)."""
-    from ferry.state.reader import max_map_offset
-
-    return max_map_offset(path, flow)
-
-
 def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta, and
     `runs` rows for any run among them that has none (its job died before writing them)."""
     from ferry.kafka.mapreader import read_entries
+    from ferry.state.reader import max_map_offset
     from ferry.state.reader import rows as read_rows
 
-    after = last_recorded_map_offset(paths.offset_map, flow.name)
+    after = max_map_offset(paths.offset_map, flow.name)
     topic = offset_map_topic(flow)
     found = list(read_entries(flow, after))
     rows = [offset_map_row(entry, topic, offset) for offset, entry in found]
@@ -168,4 +159,4 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
                      if r["outcome"] == "failed"})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
-                     len(gaps))
+                     tuple(gaps))
