@@ -75,18 +75,21 @@ def limits_for(flow: Flow) -> Limits:
 
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
-            master: str | None = None) -> Prepared:
-    """Sync the target's topics (unless `apply` is False: then only report) and plan.
+            master: str | None = None, sync: bool = True) -> Prepared:
+    """Sync the target's shape (the steps that are due; unless `apply` is False: then
+    only report) and plan the partitions that have a remote partition (in a dry run: as
+    they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
     `master` (default `ferry.spark.master`) sizes the default lane count."""
     from ferry.kafka.admin import Admin
-    from ferry.kafka.topology import apply_topology, ensure_offset_map_topic, plan_topology
     from ferry.lanes import cores_of, lane_count
+    from ferry.syncing import sync_flow
 
+    run_id = run_id or new_run_id()
     source, target = Admin(flow.source_admin), Admin(flow.target_admin)
-    actions, topics = plan_topology(flow, source, target)
-    if apply:
-        apply_topology(flow, target, actions)
-        ensure_offset_map_topic(flow, target)
+    report = sync_flow(flow, apply=apply, run_id=run_id, source=source, target=target,
+                       steps=None if sync else ())
+    topics = report.ready(flow)
+    actions = report.topics
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
     committed = target.group_offsets(
@@ -94,7 +97,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     positions = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
     result = plan(positions, marks, limits_for(flow))
     lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
-    prepared = Prepared(flow.name, run_id or new_run_id(),
+    prepared = Prepared(flow.name, run_id,
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
                         topics, marks, positions, actions)
     log.info("planned %d ranges (%d offsets) and %d gaps over %d partitions",

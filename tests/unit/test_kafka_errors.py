@@ -28,3 +28,30 @@ def test_errors_name_the_cluster_and_the_action(code: int, kind: type, says: str
     assert isinstance(error, kind)
     assert str(error).startswith("cluster dr-site: reading orders-3 failed: ")
     assert says.lower() in str(error).lower()
+
+
+@pytest.mark.parametrize(
+    ("code", "needs", "says"),
+    [
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, "CREATE on TOPIC A.orders",
+         "User:ferry may not CREATE on TOPIC A.orders: grant it with kafka-acls --add "
+         "--allow-principal User:ferry --operation Create --topic 'A.orders'"),
+        (KafkaError.GROUP_AUTHORIZATION_FAILED,
+         {"GROUP": "READ on GROUP g1", "TOPIC": "READ on TOPIC t"},
+         "User:ferry may not READ on GROUP g1: grant it with kafka-acls --add "
+         "--allow-principal User:ferry --operation Read --group 'g1'"),
+        (KafkaError.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE_CONFIGS on CLUSTER kafka-cluster",
+         "--operation DescribeConfigs --cluster"),
+        (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None,
+         "User:ferry lacks a TRANSACTIONAL_ID right"),
+    ],
+    ids=["topic", "group-of-several", "cluster", "unknown-right"],
+)
+def test_authorization_failures_name_principal_operation_resource_and_cluster(
+    code: int, needs: str | dict[str, str] | None, says: str
+) -> None:
+    error = kafka_error(KafkaException(KafkaError(code)), "dr-site", "creating remote topic",
+                        principal="User:ferry", needs=needs)
+    assert isinstance(error, TerminalError)
+    assert str(error).startswith("cluster dr-site: creating remote topic failed: ")
+    assert says in str(error)

@@ -129,7 +129,7 @@ def test_entries_without_bytes_still_decode() -> None:
 
 
 def test_the_runs_arrow_schema_is_derived_from_the_table_ddl() -> None:
-    from ferry.spark.copy_job import arrow_schema
+    from ferry.state.writer import arrow_schema
     from ferry.state.tables import RUNS_DDL
 
     schema = arrow_schema(RUNS_DDL)

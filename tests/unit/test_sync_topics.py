@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ferry.config import Flow, load_config
+from ferry.sync.configs import ConfigValue
 from ferry.sync.topics import CreateTopic, GrowTopic, diff_topics, mirrored_topics
 
 
@@ -20,8 +21,10 @@ def test_missing_remote_topics_are_created_with_partitions_rf_and_configs(
 ) -> None:
     actions = diff_topics(
         flow(tmp_path), {"orders": 6, "payments": 2}, {"A.payments": 2},
-        {"orders": {"cleanup.policy": "compact", "min.insync.replicas": "2",
-                    "retention.ms": "1000"}})
+        {"orders": {"cleanup.policy": ConfigValue("compact"),
+                    "min.insync.replicas": ConfigValue("2"),
+                    "retention.ms": ConfigValue("1000"),
+                    "segment.ms": ConfigValue("604800000", "DEFAULT_CONFIG")}})
     assert actions.create == (CreateTopic("A.orders", 6, 3, {"cleanup.policy": "compact",
                                                              "retention.ms": "1000"},
                                           "orders"),)

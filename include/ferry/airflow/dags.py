@@ -79,17 +79,17 @@ def _flow(path: str, name: str) -> Flow:
 
 
 def sync_topology(path: str, name: str) -> dict[str, Any]:
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.topology import apply_topology, ensure_offset_map_topic, plan_topology
+    """The sync step (topics, partitions, configs, ACLs; each when due). Its XCom holds
+    names and counts only, never client settings."""
+    from airflow.sdk import get_current_context
+
+    from ferry.syncing import sync_flow
 
     with task_edge():
         flow = _flow(path, name)
-        target = Admin(flow.target_admin)
-        actions, topics = plan_topology(flow, Admin(flow.source_admin), target)
-        apply_topology(flow, target, actions)
-        ensure_offset_map_topic(flow, target)
-        return {"created": [c.name for c in actions.create],
-                "grown": [g.name for g in actions.grow], "topics": len(topics)}
+        report = sync_flow(flow, apply=True, run_id=str(get_current_context()["run_id"]))
+        return {"steps": dict(report.steps), "changes": report.lines(),
+                "warnings": list(report.warnings), "topics": len(report.mirrored)}
 
 
 def plan(path: str, name: str) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def plan(path: str, name: str) -> dict[str, Any]:
         except Exception:  # the provider would silently fall back to YARN
             connection = None
         master = str(connection.host) if connection is not None and connection.host else None
-        prepared = prepare(flow, apply=False, run_id=run_id, master=master)
+        prepared = prepare(flow, apply=False, run_id=run_id, master=master, sync=False)
         lag = offset_map_lag(flow)
         idle = not needs_job(prepared, lag)
         result: dict[str, Any] = {"idle": idle, "run_id": prepared.run_id,

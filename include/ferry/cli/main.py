@@ -94,6 +94,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    from ferry.syncing import sync_flow
+
+    flow = _flow(args)
+    report = sync_flow(flow, apply=not args.dry_run, force=True)
+    verb = "would" if args.dry_run else "did"
+    lines = [f"flow {flow.name}: {len(report.mirrored)} mirrored topics; "
+             + ("dry run, nothing changed" if args.dry_run else "applied")]
+    lines += [f"  {step}: {state}" for step, state in report.steps.items()]
+    changes = report.lines()
+    lines += [f"  {verb} {line}" for line in changes] or ["  in step: nothing to change"]
+    lines += [f"  ACL not copied: {acl.describe()}: {why}" for acl, why in report.acls.skipped]
+    lines += [f"  WARNING {w}" for w in report.warnings]
+    _emit(args, report.to_json(), "\n".join(lines))
+    return EXIT_OK
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     from ferry import cycle
 
@@ -224,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     flow_verb("plan", "show what the next run of a flow would copy (changes nothing)",
               cmd_plan)
+    sync = flow_verb("sync", "bring the target's topics, partitions, configs and ACLs in "
+                     "step with the source (every enabled step, whatever its interval)",
+                     cmd_sync)
+    sync.add_argument("--dry-run", action="store_true",
+                      help="list what would be created, set, deleted; change nothing")
     mirror = flow_verb("mirror", "run one mirror cycle of a flow (the DAG's code path)",
                        cmd_mirror)
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")

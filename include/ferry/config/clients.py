@@ -53,6 +53,18 @@ class ClientConfig:
         conf.update(overrides)
         return conf
 
+    @property
+    def principal(self) -> str:
+        """The principal the brokers see (for error messages): `User:<sasl.username>`, the
+        TLS certificate's, or `User:ANONYMOUS`."""
+        username = self.settings.get("sasl.username")
+        if username is not None:  # a user name is not a secret, even when read from one
+            return f"User:{username.reveal() if isinstance(username, Secret) else username}"
+        protocol = str(self.settings.get("security.protocol", "plaintext")).lower()
+        if protocol == "ssl":
+            return "the principal of the client's TLS certificate"
+        return "User:ANONYMOUS"
+
     def shown(self) -> dict[str, str]:
         """The settings for display: every secret masked, PEM blocks summarised."""
         return {k: _pem_summary(shown(v)) for k, v in sorted(self.settings.items())}

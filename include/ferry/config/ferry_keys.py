@@ -68,6 +68,13 @@ def _schedule(text: str) -> str:
     return value
 
 
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return value == "true"
+
+
 def _text(text: str) -> str:
     value = text.strip()
     if not value:
@@ -104,6 +111,14 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.schedule", "* * * * *",
              "How often the flow's DAG runs: a cron expression or an Airflow preset "
              "(@hourly, @daily, ..., none for manual runs only).", _schedule, "*/5 * * * *"),
+    FerryKey("ferry.sync.acls.prefixed", "true",
+             "ACL sync also copies PREFIXED topic ACLs to the remote prefix (A. + prefix "
+             "under the default policy) and a literal * topic ACL to PREFIXED A. (MM2 copies "
+             "literal ACLs only). WRITE is never granted either way.", _bool, "false"),
+    FerryKey("ferry.sync.acls.groups", "true",
+             "ACL sync also copies READ/DESCRIBE (and DENY) ACLs of consumer groups that "
+             "pass the group filter, so consumers fail over with their own principals.",
+             _bool, "false"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -120,6 +135,8 @@ class FerrySettings:
     transaction_max_records: int
     transaction_max_seconds: float
     schedule: str
+    sync_acls_prefixed: bool = True
+    sync_acls_groups: bool = True
 
 
 def resolve_ferry_settings(
@@ -147,6 +164,8 @@ def resolve_ferry_settings(
         transaction_max_records=parsed["ferry.transaction.max.records"],
         transaction_max_seconds=parsed["ferry.transaction.max.seconds"],
         schedule=parsed["ferry.schedule"],
+        sync_acls_prefixed=parsed["ferry.sync.acls.prefixed"],
+        sync_acls_groups=parsed["ferry.sync.acls.groups"],
     )
 
 

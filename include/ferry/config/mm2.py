@@ -350,7 +350,7 @@ def _feature(conn: Props, name: str, default_on: bool, default_seconds: int,
              problems: list[Problem]) -> Interval:
     enabled = _bool(conn, f"{name}.enabled", default_on, problems)
     seconds = _int(conn, f"{name}.interval.seconds", default_seconds, problems)
-    return Interval(enabled, seconds)
+    return Interval(enabled, seconds, explicit=f"{name}.interval.seconds" in conn)
 
 
 def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list[Problem],

@@ -18,10 +18,15 @@ from ferry.policy import ReplicationPolicy
 
 @dataclass(frozen=True)
 class Interval:
-    """A periodic MM2 feature: on or off, and how often. A negative interval means off."""
+    """A periodic MM2 feature: on or off, and how often. A negative interval means off.
+
+    `explicit` says the interval was set in the config: Ferry's batch runs then do the
+    feature at most that often; otherwise at every run (each run is a fresh look).
+    """
 
     enabled: bool
     seconds: int
+    explicit: bool = False
 
     @property
     def active(self) -> bool:

@@ -17,7 +17,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.config.clients import ClientConfig
-from ferry.kafka.errors import kafka_error
+from ferry.errors import FerryError
+from ferry.kafka.errors import Needs, kafka_error
 from ferry.planner import TopicPartition as TP
 from ferry.planner import Watermarks
 
@@ -37,17 +38,23 @@ class Admin:
 
     def __init__(self, client: ClientConfig, timeout: float = TIMEOUT_S) -> None:
         self.cluster = client.cluster
+        self.principal = client.principal
         self.timeout = timeout
         self._admin = AdminClient(client.confluent(log_level=3))
 
-    def _wait(self, future: Future[T], action: str) -> T:
+    def error(self, exc: BaseException, action: str, needs: Needs | None = None) -> FerryError:
+        """A Ferry error for a failed call on this cluster, naming this client's principal."""
+        return kafka_error(exc, self.cluster, action, principal=self.principal, needs=needs)
+
+    def wait(self, future: Future[T], action: str, needs: Needs | None = None) -> T:
+        """The future's result; a failure becomes a Ferry error naming cluster and action."""
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
-            raise kafka_error(exc, self.cluster, action) from None
+            raise self.error(exc, action, needs) from None
         except TimeoutError:
-            raise kafka_error(TimeoutError(f"no answer in {self.timeout:.0f}s"), self.cluster,
-                              action) from None
+            raise self.error(TimeoutError(f"no answer in {self.timeout:.0f}s"), action) \
+                from None
 
     @property
     def raw(self) -> AdminClient:
@@ -58,7 +65,7 @@ class Admin:
         try:
             meta = self._admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise kafka_error(exc, self.cluster, "listing topics") from None
+            raise self.error(exc, "listing topics", "DESCRIBE on TOPIC *") from None
         return {name: TopicInfo(name, len(t.partitions)) for name, t in meta.topics.items()
                 if t.error is None}
 
@@ -76,7 +83,8 @@ class Admin:
         futures = self._admin.list_offsets(request,
                                            isolation_level=IsolationLevel.READ_COMMITTED,
                                            request_timeout=self.timeout)
-        return {TP(k.topic, k.partition): int(self._wait(f, f"{action} of {k.topic}").offset)
+        return {TP(k.topic, k.partition): int(self.wait(
+            f, f"{action} of {k.topic}", f"DESCRIBE on TOPIC {k.topic}").offset)
                 for k, f in futures.items()}
 
     def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int],
@@ -86,6 +94,8 @@ class Admin:
         request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
         futures = self._admin.list_consumer_group_offsets(request, require_stable=True,
                                                           request_timeout=self.timeout)
-        result = self._wait(futures[group], f"reading offsets of group {group}")
+        result = self.wait(futures[group], f"reading offsets of group {group}",
+                           {"GROUP": f"DESCRIBE on GROUP {group}",
+                            "TOPIC": "DESCRIBE on TOPIC (the group's topics)"})
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
                 if tp.offset >= 0}

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.errors import TransientError
 
+Settings = Mapping[str, str]
+Config = dict[str, str | int | float | bool]
 
-def answers(bootstrap: str, timeout: float = 3.0) -> bool:
-    """True when the cluster returns metadata within `timeout` seconds."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+def _config(bootstrap: str, settings: Settings | None, **extra: str | int | float | bool
+            ) -> Config:
+    """librdkafka config: the caller's client settings (security), then `bootstrap`."""
+    return {**(settings or {}), "bootstrap.servers": bootstrap, **extra}
+
+
+def answers(bootstrap: str, timeout: float = 3.0, settings: Settings | None = None) -> bool:
+    """True when the cluster returns metadata within `timeout` seconds. `settings` are
+    librdkafka client settings (e.g. SASL_SSL credentials); PLAINTEXT without them."""
+    admin = AdminClient(_config(bootstrap, settings, log_level=0))
     try:
         admin.list_topics(timeout=timeout)
         return True
@@ -22,23 +32,25 @@ def answers(bootstrap: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool]) -> None:
-    """Wait until the cluster answers, then prove a produce and a consume round trip."""
-    while not answers(bootstrap, timeout=1.0):
+def wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool],
+               settings: Settings | None = None) -> None:
+    """Wait until the cluster answers, then prove a produce and a consume round trip
+    (with the client `settings`: a secure cluster needs its super user's)."""
+    while not answers(bootstrap, timeout=1.0, settings=settings):
         if not alive():
             raise TransientError("the broker process exited")
         if time.monotonic() > deadline:
             raise TransientError("no metadata answer before the deadline")
         time.sleep(0.5)
-    _round_trip(bootstrap, deadline)
+    _round_trip(bootstrap, deadline, settings)
 
 
-def _round_trip(bootstrap: str, deadline: float) -> None:
+def _round_trip(bootstrap: str, deadline: float, settings: Settings | None) -> None:
     topic = f"ferry-ready-probe-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(_config(bootstrap, settings))
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     try:
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        producer = Producer(_config(bootstrap, settings, acks="all"))
         payload = uuid.uuid4().bytes
         while True:
             producer.produce(topic, value=payload)
@@ -46,7 +58,7 @@ def _round_trip(bootstrap: str, deadline: float) -> None:
                 break
             if time.monotonic() > deadline:
                 raise TransientError("produce did not complete before the deadline")
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+        consumer = Consumer({**_config(bootstrap, settings), "group.id": topic,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         try:
             consumer.subscribe([topic])

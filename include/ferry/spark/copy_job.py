@@ -36,6 +36,7 @@ from ferry.state.tables import (
     offset_map_row,
     runs_from_entries,
 )
+from ferry.state.writer import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,16 +53,6 @@ class JobResult:
     failed: list[str]
     offset_map_rows: int
     gaps: tuple[Gap, ...]
-
-
-def arrow_schema(ddl: str) -> pa.Schema:
-    """The Arrow schema of a flat Spark DDL string (one definition of each table)."""
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(),
-             "double": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC")}
-    return pa.schema([(name, types[kind]) for name, kind in
-                      (column.split(" ") for column in ddl.split(", "))])
 
 
 def lane_task(config_path: str, flow_name: str, run_id: str,

@@ -26,6 +26,12 @@ GAPS_DDL = (
     "flow string, run_id string, topic string, partition int, gap_start bigint, "
     "gap_end bigint, records bigint, action string, detected_at timestamp, schema_version int")
 
+SYNCS_DDL = (
+    "flow string, run_id string, step string, synced_at timestamp, changes bigint, "
+    "detail string, schema_version int")
+"""One row per applied sync step (`topics`, `configs`, `acls`): written with delta-rs by the
+sync step (no JVM), read to honour MM2's sync intervals; `detail` lists the changes."""
+
 
 @dataclass(frozen=True)
 class StatePaths:
@@ -45,6 +51,10 @@ class StatePaths:
     @property
     def gaps(self) -> str:
         return self.table("gaps")
+
+    @property
+    def syncs(self) -> str:
+        return self.table("syncs")
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ferry.config import Flow
 from ferry.replication import should_replicate_topic
+from ferry.sync.configs import TopicConfig, creation_configs
 
 
 @dataclass(frozen=True)
@@ -51,22 +52,16 @@ def mirrored_topics(flow: Flow, source_topics: Mapping[str, int]) -> dict[str, i
     }
 
 
-def creation_configs(flow: Flow, non_default: Mapping[str, str]) -> dict[str, str]:
-    """The source's non-default topic configs a new remote topic takes (MM2 `targetConfig`
-    at creation), minus `config.properties.exclude`."""
-    return {k: v for k, v in sorted(non_default.items()) if flow.config_properties.accepts(k)}
-
-
 def diff_topics(
     flow: Flow,
     source_topics: Mapping[str, int],
     target_topics: Mapping[str, int],
-    source_configs: Mapping[str, Mapping[str, str]] | None = None,
+    source_configs: Mapping[str, TopicConfig] | None = None,
 ) -> TopicActions:
     """Actions that make every mirrored topic's remote topic exist with enough partitions.
 
     `source_topics`/`target_topics` map names to partition counts; `source_configs` holds
-    each source topic's non-default configs.
+    each source topic's described configs (only topics to create need them).
     """
     create: list[CreateTopic] = []
     grow: list[GrowTopic] = []

@@ -1,0 +1,53 @@
+"""When each sync step runs: MM2's intervals, read for batch runs.
+
+Steps: `topics` (remote topics and partitions; `refresh.topics.*`), `configs`
+(`sync.topic.configs.*`), `acls` (`sync.topic.acls.*`).
+
+- A step that is off never runs, except `topics` before its first sync: MM2 creates the
+  remote topics when it starts even with refresh off.
+- An interval set in the config is honoured: the step runs when its last sync is at least
+  that old. Left at MM2's default, the step runs every run (a run is a fresh look; the
+  default 600 s would hide a new topic for ten minutes).
+- `force` (the `ferry sync` command) runs every step that is on, whatever the interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from ferry.config import Flow, Interval
+
+STEPS = ("topics", "configs", "acls")
+DUE = "due"
+
+
+def _interval(flow: Flow, step: str) -> tuple[Interval, str]:
+    return {
+        "topics": (flow.refresh_topics, "refresh.topics"),
+        "configs": (flow.sync_topic_configs, "sync.topic.configs"),
+        "acls": (flow.sync_topic_acls, "sync.topic.acls"),
+    }[step]
+
+
+def due_steps(flow: Flow, last: Mapping[str, datetime], now: datetime,
+              force: bool = False) -> dict[str, str]:
+    """Each step -> `DUE`, or why it does not run now. `last` holds each step's last
+    applied sync (absent: never)."""
+    result: dict[str, str] = {}
+    for step in STEPS:
+        interval, key = _interval(flow, step)
+        before = last.get(step)
+        if not interval.active:
+            why = f"{key}.enabled=false" if not interval.enabled else \
+                f"{key}.interval.seconds={interval.seconds}"
+            first = step == "topics" and before is None
+            result[step] = DUE if first else f"off ({why})"
+        elif (force or not interval.explicit or before is None
+              or now - before >= timedelta(seconds=interval.seconds)):
+            result[step] = DUE
+        else:
+            next_at = before + timedelta(seconds=interval.seconds)
+            result[step] = (f"not due until {next_at.isoformat(timespec='seconds')} "
+                            f"({key}.interval.seconds={interval.seconds})")
+    return result

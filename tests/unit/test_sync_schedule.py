@@ -1,0 +1,62 @@
+"""Which sync steps run now: MM2's intervals, read for batch runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ferry.config import Flow, load_config
+from ferry.sync.schedule import DUE, due_steps
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+def flow(tmp_path: Path, extra: str = "") -> Flow:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
+                    "A->B.enabled = true\n" + extra)
+    return load_config(path).flow("A->B")
+
+
+def test_default_intervals_sync_every_run(tmp_path: Path) -> None:
+    recent = {s: NOW - timedelta(seconds=1) for s in ("topics", "configs", "acls")}
+    assert due_steps(flow(tmp_path), recent, NOW) == {"topics": DUE, "configs": DUE,
+                                                      "acls": DUE}
+
+
+@pytest.mark.parametrize(
+    ("ago", "due"), [(None, True), (59, False), (60, True), (3600, True)],
+    ids=["never", "too-soon", "exactly", "long-ago"])
+def test_an_explicit_interval_is_honoured(tmp_path: Path, ago: int | None, due: bool) -> None:
+    f = flow(tmp_path, "sync.topic.configs.interval.seconds = 60\n")
+    last = {} if ago is None else {"configs": NOW - timedelta(seconds=ago)}
+    state = due_steps(f, last, NOW)["configs"]
+    assert (state == DUE) is due
+    if not due:
+        assert "not due until 2026-11-26T12:00:01+00:00" in state
+        assert "sync.topic.configs.interval.seconds=60" in state
+
+
+def test_force_runs_every_enabled_step(tmp_path: Path) -> None:
+    f = flow(tmp_path, "sync.topic.acls.interval.seconds = 600\n"
+                       "sync.topic.configs.enabled = false\n")
+    steps = due_steps(f, {"acls": NOW}, NOW, force=True)
+    assert steps["acls"] == DUE
+    assert steps["configs"] == "off (sync.topic.configs.enabled=false)"
+
+
+@pytest.mark.parametrize(
+    ("extra", "label"),
+    [("sync.topic.acls.enabled = false\n", "sync.topic.acls.enabled=false"),
+     ("sync.topic.acls.interval.seconds = -1\n", "sync.topic.acls.interval.seconds=-1")],
+)
+def test_a_step_that_is_off_never_runs(tmp_path: Path, extra: str, label: str) -> None:
+    assert due_steps(flow(tmp_path, extra), {}, NOW)["acls"] == f"off ({label})"
+
+
+def test_topics_are_created_once_even_with_refresh_off(tmp_path: Path) -> None:
+    f = flow(tmp_path, "refresh.topics.enabled = false\n")
+    assert due_steps(f, {}, NOW)["topics"] == DUE
+    assert due_steps(f, {"topics": NOW}, NOW)["topics"].startswith("off")
