@@ -1,8 +1,10 @@
-"""Session-wide real services: one pair of local Kafka clusters, one SparkSession.
+"""Session-wide real services: one pair of local Kafka clusters, one pair of secure ones
+(SASL + ACLs + TLS), one SparkSession.
 
 Started lazily (only when a test asks for them) and once per session; each test creates
 its own topics so tests can share the brokers. Set FERRY_TEST_KEEP=1 to leave the
-clusters running after the session (for debugging), FERRY_TEST_DIR to choose where.
+clusters running after the session (for debugging), FERRY_TEST_DIR to choose where (the
+secure pair then lives in its `secure/` subdirectory).
 """
 
 from __future__ import annotations
@@ -28,6 +30,23 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     states = cluster.up(("source", "target"), root)
     try:
         yield {s.alias: s.bootstrap for s in states}
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
+
+
+@pytest.fixture(scope="session")
+def secure_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.SecureClusters]:
+    """Two running secure local clusters, `ssource` and `starget`: SASL_SSL on `bootstrap`,
+    SASL_PLAINTEXT on `plaintext_bootstrap`, PLAIN and SCRAM-SHA-512 for the users `admin`
+    (super user), `ferry`, `alice` and `mallory` (`passwords`), StandardAuthorizer with no
+    ACLs to begin with, TLS trusting `ca`. `client(alias, user, mechanism, tls)` gives
+    librdkafka settings."""
+    base = os.environ.get("FERRY_TEST_DIR")
+    root = Path(base) / "secure" if base else tmp_path_factory.mktemp("kafka-secure")
+    try:  # `up` inside: a half-started pair is stopped too
+        states = cluster.up(("ssource", "starget"), root, secure=True)
+        yield cluster.SecureClusters.of(root, states)
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):
             cluster.down(root, wipe=True)

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.config import MirrorConfig, load_config
+
+Conn = str | Mapping[str, str]
+"""A cluster to talk to: bootstrap servers, or librdkafka settings (secure clusters)."""
+
+
+def conf(conn: Conn, **extra: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"bootstrap.servers": conn} if isinstance(conn, str) else dict(conn)
+    return base | extra
 
 
 @dataclass(frozen=True)
@@ -26,17 +36,16 @@ class Rec:
         return (self.key, self.value, self.headers, self.timestamp)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1,
+def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
                  config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(conf(bootstrap))
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
+def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
             headers: bool = True) -> None:
     """(key, value, partition) records with CreateTime now-ish and a header per record."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                         "enable.idempotence": True})
+    producer = Producer(conf(bootstrap, **{"linger.ms": 5, "enable.idempotence": True}))
     base = int(time.time() * 1000) - 60_000
     for i, (key, value, partition) in enumerate(records):
         while True:
@@ -51,11 +60,11 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
     assert producer.flush(60) == 0
 
 
-def produce_transactions(bootstrap: str, topic: str, batches: list[tuple[int, bool]],
+def produce_transactions(bootstrap: Conn, topic: str, batches: list[tuple[int, bool]],
                          tid: str, partition: int = 0) -> None:
     """Batches of (count, commit?) in transactions; aborted ones are flushed first so their
     records really are in the log."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer = Producer(conf(bootstrap, **{"transactional.id": tid}))
     producer.init_transactions(30)
     n = 0
     for count, commit in batches:
@@ -71,11 +80,12 @@ def produce_transactions(bootstrap: str, topic: str, batches: list[tuple[int, bo
             producer.abort_transaction(30)
 
 
-def read_all(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> list[Rec]:
+def read_all(bootstrap: Conn, topic: str, partition: int, timeout: float = 30.0,
+             group: str = "ferry-test-reader") -> list[Rec]:
     """Every committed record of one partition, from the start to the current end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True})
+    consumer = Consumer(conf(bootstrap, **{
+        "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
+        "enable.partition.eof": True}))
     tp = TopicPartition(topic, partition)
     try:
         low, high = consumer.get_watermark_offsets(tp, timeout=10)
@@ -98,10 +108,10 @@ def read_all(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) 
         consumer.close()
 
 
-def wait_lso(bootstrap: str, topic: str, partition: int, end: int, timeout: float = 15) -> None:
+def wait_lso(bootstrap: Conn, topic: str, partition: int, end: int, timeout: float = 15) -> None:
     """Wait until the partition's last stable offset reaches `end` (markers are async)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-lso",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(conf(bootstrap, **{"group.id": "ferry-test-lso",
+                                           "isolation.level": "read_committed"}))
     try:
         deadline = time.monotonic() + timeout
         while consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1] < end:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from ferry.lanes import assign
 from ferry.mirror import prepare
 from ferry.offsetmap import decode, lookup
 from tests.integration.kafka_data import (
+    Conn,
     create_topic,
     flow_config,
     produce,
@@ -42,7 +44,7 @@ def run_cycle(flow: Flow, run_id: str = "run") -> int:
     return copied
 
 
-def assert_exact(flow: Flow, clusters: dict[str, str], topic: str, partitions: int) -> None:
+def assert_exact(flow: Flow, clusters: Mapping[str, Conn], topic: str, partitions: int) -> None:
     """Every source record is on the target once, in order, unchanged, and the offset map
     sends each source offset to the target offset that holds that record."""
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)

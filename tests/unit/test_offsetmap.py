@@ -129,8 +129,8 @@ def test_entries_without_bytes_still_decode() -> None:
 
 
 def test_the_runs_arrow_schema_is_derived_from_the_table_ddl() -> None:
-    from ferry.state.writer import arrow_schema
     from ferry.state.tables import RUNS_DDL
+    from ferry.state.writer import arrow_schema
 
     schema = arrow_schema(RUNS_DDL)
     assert schema.names == [c.split(" ")[0] for c in RUNS_DDL.split(", ")]

@@ -44,9 +44,29 @@ def main(config: str, dag_id: str) -> int:
     dag = build_dags(path=config)[dag_id]
     run = dag.test()
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    xcoms, rendered = _stored(dag_id, run.run_id)
     print("FERRY_DAG_RUN " + json.dumps({"state": str(run.state), "tasks": states,
-                                         "run_id": run.run_id}))
+                                         "run_id": run.run_id, "xcoms": xcoms,
+                                         "rendered": rendered}))
     return 0 if str(run.state) == "success" else 1
+
+
+def _stored(dag_id: str, run_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What the run left in the metadata DB for anyone to see: XComs and rendered template
+    fields (tests check that no secret is among them)."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        xcoms = {f"{x.task_id}.{x.key}": json.dumps(x.value, default=str) for x in
+                 session.query(XComModel).filter(XComModel.dag_id == dag_id,
+                                                 XComModel.run_id == run_id)}
+        rendered = {r.task_id: json.dumps(r.rendered_fields, default=str) for r in
+                    session.query(RenderedTaskInstanceFields).filter(
+                        RenderedTaskInstanceFields.dag_id == dag_id,
+                        RenderedTaskInstanceFields.run_id == run_id)}
+    return xcoms, rendered
 
 
 if __name__ == "__main__":

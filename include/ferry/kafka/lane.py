@@ -41,7 +41,7 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.config.clients import RdValue
-from ferry.errors import TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.internal import offset_map_topic, positions_group, transactional_id
 from ferry.kafka.errors import kafka_error
 from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode
@@ -253,7 +253,21 @@ class Lane:
         try:
             return call()
         except KafkaException as exc:
-            raise kafka_error(exc, cluster, action) from None
+            raise self._error(exc, cluster, action) from None
+
+    def _error(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
+        """A Ferry error naming the principal and, when access was denied, the right."""
+        if cluster == self.flow.source:
+            topics = sorted({p.topic for p in self.parts.values()})
+            return kafka_error(exc, cluster, action, principal=self.flow.consumer.principal,
+                               needs={"TOPIC": f"READ on TOPIC {','.join(topics)}"})
+        remote = sorted({p.remote for p in self.parts.values()})
+        txn = transactional_id(self.flow, self.lane)
+        return kafka_error(exc, cluster, action, principal=self.flow.producer.principal, needs={
+            "TOPIC": f"WRITE on TOPIC {','.join(remote)}",
+            "TRANSACTIONAL_ID": f"WRITE on TRANSACTIONAL_ID {txn}",
+            "GROUP": f"READ on GROUP {positions_group(self.flow)}",
+            "CLUSTER": "IDEMPOTENT_WRITE on CLUSTER kafka-cluster"})
 
     def _resume_from_committed(self, reader: Consumer) -> None:
         keys = list(self.parts)
@@ -352,7 +366,7 @@ class Lane:
             producer.abort_transaction(CALL_TIMEOUT_S)
         except KafkaException as exc:
             if not exc.args[0].fatal():
-                raise kafka_error(exc, self.flow.target, "aborting a transaction") from None
+                raise self._error(exc, self.flow.target, "aborting a transaction") from None
             # A fatal producer cannot abort; the next init_transactions aborts for it.
         for part in active:
             part.done = part.covered >= part.end
@@ -412,7 +426,7 @@ class Lane:
                     f"flow {self.flow.name}: {key[0]}-{key[1]}: offsets from "
                     f"{part.covered if part else '?'} were deleted by retention while being "
                     "copied; the next run records the gap")
-            raise kafka_error(KafkaException(error), self.flow.source,
+            raise self._error(KafkaException(error), self.flow.source,
                               f"reading {key[0]}-{key[1]}")
         if part is None or part.done:
             return 0
@@ -486,6 +500,10 @@ class Lane:
 
     def _refusal(self, part: _Part, source_offset: int, err: Any) -> str:
         text = err.str() if isinstance(err, KafkaError) else str(err)
+        if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            text = str(kafka_error(KafkaException(err), self.flow.target, "writing",
+                                   principal=self.flow.producer.principal,
+                                   needs=f"WRITE on TOPIC {part.remote}"))
         return (f"flow {self.flow.name}: cluster {self.flow.target} refused the record of "
                 f"{part.topic}-{part.partition} at source offset {source_offset} (remote "
                 f"topic {part.remote}): {text}")
@@ -515,7 +533,7 @@ class Lane:
             err = exc.args[0]
             if err.txn_requires_abort():
                 raise _Refused(err.str()) from None
-            raise kafka_error(exc, self.flow.target, "committing a transaction") from None
+            raise self._error(exc, self.flow.target, "committing a transaction") from None
 
     def _commit_positions(self, producer: Producer, offsets: list[KTP]) -> None:
         """at_least_once: the offset-map entries acknowledged, then the positions."""

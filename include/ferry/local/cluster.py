@@ -101,6 +101,8 @@ class SecureClusters:
 
     @classmethod
     def of(cls, root: Path, states: Iterable[ClusterState]) -> SecureClusters:
+        """The secure clusters `up(..., root, secure=True)` returned."""
+        root = root.resolve()
         states = list(states)
         if not all(s.secure and s.plaintext_bootstrap for s in states):
             raise ValueError("SecureClusters needs clusters started with secure=True")
@@ -486,7 +488,8 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
 
 
 def down(root: Path | None = None, wipe: bool = False, timeout: float = 30.0) -> list[str]:
-    """Stop every cluster `up` started in `root`; returns the aliases stopped."""
+    """Stop every cluster `up` started in `root`; returns the aliases stopped. `wipe` also
+    deletes their data and, with them, the secure profile's credentials and TLS files."""
     root = (root or default_dir()).resolve()
     stopped: list[str] = []
     states = states_in(root)

@@ -1,0 +1,79 @@
+"""A whole flow between two SASL_SSL clusters (SCRAM-SHA-512 source, PLAIN target, a
+private CA, the password from `${file:...}`) through the flow's DAG; the mirror principal
+holds only the rights an operator gives it; no password reaches a log, an XCom or a
+rendered field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import (
+    AclOperation,
+    NewPartitions,
+    ResourceType,
+)
+
+from ferry.local.cluster import SecureClusters
+from tests.dags.test_flow_dags import run_dag
+from tests.integration.kafka_data import create_topic, produce, read_all
+from tests.integration.secure_data import (
+    SOURCE,
+    TARGET,
+    acl,
+    admin,
+    grant,
+    grant_mirror_rights,
+    secure_config,
+)
+from tests.integration.test_lane import assert_exact
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leaked_secret(
+    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path
+) -> None:
+    sc = secure_clusters
+    conns = {"source": sc.client(SOURCE), "target": sc.client(TARGET)}
+    create_topic(conns["source"], topic_name, 2, {"retention.ms": "86400000"})
+    produce(conns["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 2)
+                                          for i in range(400)])
+    group = f"{topic_name}-readers"
+    grant(sc, SOURCE, [acl(ResourceType.TOPIC, topic_name, AclOperation.READ, "User:alice"),
+                       acl(ResourceType.GROUP, group, AclOperation.READ, "User:alice")])
+    config = secure_config(tmp_path, sc, f"{topic_name}.*")
+    flow = config.enabled_flows[0]
+    grant_mirror_rights(sc, flow, topic_name)
+
+    first = run_dag(config.path, flow.dag_id)
+
+    assert first["state"] == "success", first["log"][-4000:]
+    assert_exact(flow, conns, topic_name, 2)
+
+    # Partition growth on the source: the remote topic grows before their records are copied.
+    admin(sc, SOURCE).create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(30)
+    produce(conns["source"], topic_name, [(b"late", f"n{i}".encode(), 2 + i % 2)
+                                          for i in range(50)])
+    second = run_dag(config.path, flow.dag_id)
+    assert second["state"] == "success", second["log"][-4000:]
+    assert_exact(flow, conns, topic_name, 4)
+
+    # alice may read the source topic, so she can read the remote one, and not write it.
+    remote = flow.remote_topic(topic_name)
+    alice = sc.client(TARGET, "alice", "SCRAM-SHA-512")
+    assert sum(len(read_all(alice, remote, p, group=group)) for p in range(4)) == 450
+    errors: list[KafkaError | None] = []
+    producer = Producer(alice | {"message.timeout.ms": 10000})
+    producer.produce(remote, b"x", partition=0, on_delivery=lambda e, _m: errors.append(e))
+    producer.flush(15)
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # No password anywhere a user could look.
+    for run in (first, second):
+        seen = run["log"] + str(run["xcoms"]) + str(run["rendered"])
+        assert run["xcoms"] and run["rendered"]
+        for user, password in sc.passwords.items():
+            assert password not in seen, f"{user}'s password leaked"
