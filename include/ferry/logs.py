@@ -36,9 +36,21 @@ def context_logger(name: str, **context: object) -> ContextLogger:
     return ContextLogger(logging.getLogger(name), context)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is now (test runners swap and close it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def setup(verbose: bool = False) -> None:
     """Log to stderr; INFO by default, DEBUG with `verbose`."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(ContextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()

@@ -257,13 +257,13 @@ def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
     except TerminalError as exc:
         raise TerminalError(f"{exc}; or set {flow.name}.sync.topic.acls.enabled=false") \
             from None
+    no_authorizer = (f"ACL sync skipped: cluster {flow.target} has no authorizer (its ACL "
+                     "API is disabled); set sync.topic.acls.enabled=false if that is intended")
     try:
         target_acls = describe_acls(target)
     except NoAuthorizer:
-        warnings.append(f"ACL sync skipped: cluster {flow.target} has no authorizer (its "
-                        "ACL API is disabled); set sync.topic.acls.enabled=false if that "
-                        "is intended")
-        log.warning(warnings[-1], extra={"flow": flow.name})
+        warnings.append(no_authorizer)
+        log.warning(no_authorizer, extra={"flow": flow.name})
         return None, f"skipped: {flow.target} has no authorizer"
     actions = diff_acls(flow, source_acls, target_acls,
                         prefixed=flow.ferry.sync_acls_prefixed,
@@ -273,6 +273,12 @@ def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
     if apply:
         try:
             create_acls(target, actions.create)
+        except NoAuthorizer:
+            # Kafka answers DescribeAcls without an authorizer with an error librdkafka
+            # drops (an empty list), so the missing authorizer shows only here.
+            warnings.append(no_authorizer)
+            log.warning(no_authorizer, extra={"flow": flow.name})
+            return None, f"skipped: {flow.target} has no authorizer"
         except TerminalError as exc:
             raise TerminalError(f"{exc}; or set {flow.name}.sync.topic.acls.enabled=false") \
                 from None

@@ -53,7 +53,8 @@ def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leake
     assert_exact(flow, conns, topic_name, 2)
 
     # Partition growth on the source: the remote topic grows before their records are copied.
-    admin(sc, SOURCE).create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(30)
+    source_admin = admin(sc, SOURCE)
+    source_admin.create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(30)
     produce(conns["source"], topic_name, [(b"late", f"n{i}".encode(), 2 + i % 2)
                                           for i in range(50)])
     second = run_dag(config.path, flow.dag_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -11,13 +12,14 @@ from typing import Any, TypeVar
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     IsolationLevel,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.config.clients import ClientConfig
-from ferry.errors import FerryError
+from ferry.errors import FerryError, TerminalError
 from ferry.kafka.errors import Needs, kafka_error
 from ferry.planner import TopicPartition as TP
 from ferry.planner import Watermarks
@@ -40,7 +42,26 @@ class Admin:
         self.cluster = client.cluster
         self.principal = client.principal
         self.timeout = timeout
-        self._admin = AdminClient(client.confluent(log_level=3))
+        self._refused: KafkaError | None = None
+        conf: dict[str, Any] = client.confluent(log_level=3)
+        conf["error_cb"] = self._on_error
+        self._admin = AdminClient(conf)
+
+    def _on_error(self, err: KafkaError) -> None:
+        # librdkafka reports a failed login or TLS handshake here; calls just time out.
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                          KafkaError._SSL):
+            self._refused = err
+
+    def _connection_refused(self, action: str) -> FerryError | None:
+        err = self._refused
+        if err is None:
+            return None
+        fix = ("check the CA (ssl.truststore.location) and the broker's certificate"
+               if err.code() == KafkaError._SSL else
+               "check the user name and password in sasl.jaas.config and sasl.mechanism")
+        return TerminalError(f"cluster {self.cluster}: {action} failed: the brokers refused "
+                             f"the connection of {self.principal}: {err.str()}; {fix}")
 
     def error(self, exc: BaseException, action: str, needs: Needs | None = None) -> FerryError:
         """A Ferry error for a failed call on this cluster, naming this client's principal."""
@@ -62,10 +83,18 @@ class Admin:
 
     def topics(self) -> dict[str, TopicInfo]:
         """Every topic with its partition count (internal ones included)."""
-        try:
-            meta = self._admin.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise self.error(exc, "listing topics", "DESCRIBE on TOPIC *") from None
+        deadline = time.monotonic() + self.timeout
+        while True:  # in short slices: a refused login ends the wait at once
+            try:
+                meta = self._admin.list_topics(timeout=min(1.0, self.timeout))
+                break
+            except KafkaException as exc:
+                self._admin.poll(0)  # serves error_cb
+                refused = self._connection_refused("listing topics")
+                if refused is not None:
+                    raise refused from None
+                if time.monotonic() >= deadline:
+                    raise self.error(exc, "listing topics", "DESCRIBE on TOPIC *") from None
         return {name: TopicInfo(name, len(t.partitions)) for name, t in meta.topics.items()
                 if t.error is None}
 
