@@ -21,6 +21,14 @@ def positions_group(flow: Flow) -> str:
     return f"__ferry-positions.{flow.source}"
 
 
+def reader_group(flow: Flow, role: str) -> str:
+    """The group id of a Ferry consumer that never joins or commits (librdkafka insists on
+    one, and looks up its coordinator, so the principal needs DESCRIBE on it): the
+    source reader of the lanes (`reader`), the offset-map reader on the target
+    (`map-reader`). One prefix, `__ferry-positions.<source>.`, to grant."""
+    return f"{positions_group(flow)}.{role}"
+
+
 def transactional_id(flow: Flow, lane: int) -> str:
     """Stable per flow and lane, so a restarted lane fences its zombie."""
     return f"ferry.{flow.source}->{flow.target}.lane-{lane}"

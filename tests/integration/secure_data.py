@@ -90,14 +90,17 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
     """What an operator grants the mirror principal (README: "Rights Ferry needs").
 
     Source: read and describe (configs too) the mirrored topics; describe the cluster's
-    ACLs. Target: everything on the remote topics but no more, Ferry's offset-map topic,
-    positions group and transactional ids, and ALTER on the cluster to create ACLs.
+    ACLs and Ferry's reader groups. Target: everything on the remote topics but no more,
+    Ferry's offset-map topic, positions and reader groups and transactional ids, and ALTER
+    on the cluster to create ACLs.
     """
     prefixed = ResourcePatternType.PREFIXED
     grant(sc, SOURCE, [
         *(acl(ResourceType.TOPIC, topic_prefix, op, pattern=prefixed)
           for op in (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)),
         acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,
+            pattern=prefixed),
     ])
     if not target:
         return
@@ -112,6 +115,8 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
                      AclOperation.DESCRIBE)),
         *(acl(ResourceType.GROUP, positions_group(flow), op)
           for op in (AclOperation.READ, AclOperation.DESCRIBE)),
+        acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,
+            pattern=prefixed),
         *(acl(ResourceType.TRANSACTIONAL_ID, f"ferry.{flow.name}", op, pattern=prefixed)
           for op in (AclOperation.WRITE, AclOperation.DESCRIBE)),
         acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),

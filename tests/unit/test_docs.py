@@ -37,16 +37,17 @@ def test_readme_cli_verbs_exist() -> None:
     for verb in ("validate", "local"):
         assert verb in help_text
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
-                  "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset"):
+                  "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
+                  "ferry sync", "ferry local up --secure"):
         assert usage in README
-    for verb in ("plan", "mirror", "offsets"):
+    for verb in ("plan", "mirror", "offsets", "sync"):
         assert verb in help_text
 
 
 def test_readme_documents_every_state_table_column() -> None:
-    from ferry.state.tables import GAPS_DDL, OFFSET_MAP_DDL, RUNS_DDL
+    from ferry.state.tables import GAPS_DDL, OFFSET_MAP_DDL, RUNS_DDL, SYNCS_DDL
 
-    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL):
+    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL, SYNCS_DDL):
         for column in ddl.split(", "):
             name = column.split(" ")[0]
             if name in ("schema_version",) or "<" in name or ":" in name:

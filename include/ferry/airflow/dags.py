@@ -1,8 +1,8 @@
 """One Airflow DAG per enabled flow: sync_topology -> plan -> mirror -> record.
 
-- `sync_topology` creates missing remote topics (source partition count, the flow's
-  replication factor, the source's non-default configs) and adds partitions, before any
-  record of a new partition is copied; it also creates Ferry's offset-map topic.
+- `sync_topology` keeps the target's shape in step (`ferry.syncing`): remote topics and
+  partitions before any record of them is copied, topic configs, ACLs, each when due; it
+  also creates Ferry's offset-map topic.
 - `plan` reads watermarks and positions and writes the run's plan file; an idle plan
   (nothing to copy, no gap, offset map up to date) skips `mirror`: no JVM starts.
 - `mirror` is the Spark provider's SparkSubmitOperator running `jobs/ferry_copy.py`
@@ -49,7 +49,8 @@ Mirrors the topics of **{flow.source}** matching `{flow.topics.include}` (exclud
 (`ferry.delivery={flow.ferry.delivery}`). Remote topics are named by {policy}:
 `orders` → `{flow.remote_topic("orders")}`.
 
-Each run: **sync_topology** (remote topics and partitions) → **plan** (exact ranges) →
+Each run: **sync_topology** (remote topics, partitions, configs, ACLs) → **plan** (exact
+ranges) →
 **mirror** (Spark copy job, skipped when idle) → **record** (what Delta recorded).
 
 Config: `{path}` · schedule `{flow.ferry.schedule}` · state `{flow.ferry.state_dir}`.

@@ -178,10 +178,13 @@ def _aliases(config_file: str | None) -> tuple[str, ...]:
 def cmd_local_up(args: argparse.Namespace) -> int:
     from ferry.local import cluster
 
-    states = cluster.up(_aliases(args.config), Path(args.dir) if args.dir else None)
-    _emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir}
+    states = cluster.up(_aliases(args.config), Path(args.dir) if args.dir else None,
+                        secure=args.secure)
+    _emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir,
+                  "secure": s.secure, "sasl_plaintext": s.plaintext_bootstrap}
                  for s in states],
-          "\n".join(f"{s.alias} {s.bootstrap}" for s in states))
+          "\n".join(f"{s.alias} {s.bootstrap}" + (" (SASL_SSL)" if s.secure else "")
+                    for s in states))
     return EXIT_OK
 
 
@@ -272,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = lsub.add_parser("up", parents=[common], help="start one cluster per alias")
     up.add_argument("--config", help="take the aliases from this config's clusters=")
     up.add_argument("--dir", help=dir_help)
+    up.add_argument("--secure", action="store_true",
+                    help="SASL_SSL (PLAIN, SCRAM-SHA-512) with a private CA and ACLs enforced; "
+                         "passwords in <dir>/credentials.properties")
     up.set_defaults(func=cmd_local_up)
     st = lsub.add_parser("status", parents=[common], help="show the local clusters")
     st.add_argument("--dir", help=dir_help)

@@ -42,7 +42,7 @@ from confluent_kafka import TopicPartition as KTP
 from ferry.config import Flow
 from ferry.config.clients import RdValue
 from ferry.errors import FerryError, TerminalError, TransientError
-from ferry.internal import offset_map_topic, positions_group, transactional_id
+from ferry.internal import offset_map_topic, positions_group, reader_group, transactional_id
 from ferry.kafka.errors import kafka_error
 from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode
 from ferry.planner import Range
@@ -202,7 +202,7 @@ class Lane:
 
     def _consumer(self) -> Consumer:
         conf = self.flow.consumer.confluent({
-            "group.id": f"{positions_group(self.flow)}.reader", "enable.auto.commit": False,
+            "group.id": reader_group(self.flow, "reader"), "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": True,
             "auto.offset.reset": "error", "log_level": 3})
         return Consumer(conf)
@@ -259,8 +259,10 @@ class Lane:
         """A Ferry error naming the principal and, when access was denied, the right."""
         if cluster == self.flow.source:
             topics = sorted({p.topic for p in self.parts.values()})
+            reader = reader_group(self.flow, "reader")
             return kafka_error(exc, cluster, action, principal=self.flow.consumer.principal,
-                               needs={"TOPIC": f"READ on TOPIC {','.join(topics)}"})
+                               needs={"TOPIC": f"READ on TOPIC {','.join(topics)}",
+                                      "GROUP": f"DESCRIBE on GROUP {reader}"})
         remote = sorted({p.remote for p in self.parts.values()})
         txn = transactional_id(self.flow, self.lane)
         return kafka_error(exc, cluster, action, principal=self.flow.producer.principal, needs={

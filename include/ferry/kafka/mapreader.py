@@ -9,12 +9,18 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ferry.config import Flow
-from ferry.errors import TransientError
-from ferry.internal import offset_map_topic
+from ferry.errors import FerryError, TransientError
+from ferry.internal import offset_map_topic, reader_group
 from ferry.kafka.errors import kafka_error
 from ferry.offsetmap import MapEntry, decode
 
 log = logging.getLogger(__name__)
+
+
+def _error(flow: Flow, exc: KafkaException, action: str) -> FerryError:
+    return kafka_error(exc, flow.target, action, principal=flow.target_admin.principal,
+                       needs={"TOPIC": f"READ on TOPIC {offset_map_topic(flow)}",
+                              "GROUP": f"DESCRIBE on GROUP {reader_group(flow, 'map-reader')}"})
 
 
 def read_entries(flow: Flow, after: int = -1, timeout: float = 60.0
@@ -23,13 +29,13 @@ def read_entries(flow: Flow, after: int = -1, timeout: float = 60.0
     `after`, up to the topic's current last stable offset."""
     topic = offset_map_topic(flow)
     consumer = Consumer(flow.target_admin.confluent({
-        "group.id": f"__ferry-offset-map-reader.{flow.source}", "enable.auto.commit": False,
+        "group.id": reader_group(flow, "map-reader"), "enable.auto.commit": False,
         "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 3}))
     try:
         try:
             low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         except KafkaException as exc:
-            raise kafka_error(exc, flow.target, f"reading the end of {topic}") from None
+            raise _error(flow, exc, f"reading the end of {topic}") from None
         start = max(after + 1, low)
         if start >= end:
             return
@@ -41,7 +47,7 @@ def read_entries(flow: Flow, after: int = -1, timeout: float = 60.0
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         return
-                    raise kafka_error(KafkaException(err), flow.target, f"reading {topic}")
+                    raise _error(flow, KafkaException(err), f"reading {topic}")
                 offset = msg.offset()
                 value = msg.value()
                 if offset is None or value is None:
