@@ -39,12 +39,13 @@ def acl(kind: ResourceType, name: str, op: AclOperation, principal: str = "User:
 
 
 def secure_config(tmp: Path, sc: SecureClusters, topics: str, extra: str = "",
-                  password: str | None = None, plain_target: str | None = None
-                  ) -> MirrorConfig:
+                  password: str | None = None, plain_target: str | None = None,
+                  tls: bool = True) -> MirrorConfig:
     """A flow from the secure source (SCRAM-SHA-512 over SASL_SSL) to the secure target
     (PLAIN over SASL_SSL) as `ferry`, its password read with `${file:...}`; aliases unique
     to the test (what a flow keeps on the target is named by them). `plain_target`: a
-    PLAINTEXT cluster (no authorizer) as the target instead."""
+    PLAINTEXT cluster (no authorizer) as the target instead; without `tls` both sides use
+    the SASL_PLAINTEXT listeners."""
     path = tmp / "mm2.properties"
     if path.exists():
         source = load_config(path).enabled_flows[0].source
@@ -57,8 +58,10 @@ def secure_config(tmp: Path, sc: SecureClusters, topics: str, extra: str = "",
     ref = f"${{file:{secrets}:ferry.password}}"
     scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
     plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
-    target_settings = f"""{target}.bootstrap.servers = {sc.bootstrap[TARGET]}
-{target}.security.protocol = SASL_SSL
+    servers = sc.bootstrap if tls else sc.plaintext_bootstrap
+    protocol = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+    target_settings = f"""{target}.bootstrap.servers = {servers[TARGET]}
+{target}.security.protocol = {protocol}
 {target}.sasl.mechanism = PLAIN
 {target}.sasl.jaas.config = {plain} required username="ferry" password="{ref}";
 {target}.ssl.truststore.type = PEM
@@ -69,8 +72,8 @@ def secure_config(tmp: Path, sc: SecureClusters, topics: str, extra: str = "",
 clusters = {source}, {target}
 config.providers = file
 config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider
-{source}.bootstrap.servers = {sc.bootstrap[SOURCE]}
-{source}.security.protocol = SASL_SSL
+{source}.bootstrap.servers = {servers[SOURCE]}
+{source}.security.protocol = {protocol}
 {source}.sasl.mechanism = SCRAM-SHA-512
 {source}.sasl.jaas.config = {scram} required username="ferry" password="{ref}";
 {source}.ssl.truststore.type = PEM

@@ -215,8 +215,10 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name,
             [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
-    # the remote topic exists already, with a smaller record limit than the source's
+    # The remote topic exists already, with a smaller record limit than the source's, which
+    # config sync would revert (the source has the default): kept by excluding the key.
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "config.properties.exclude = max\\.message\\.bytes\n").enabled_flows[0]
     create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
                  {"max.message.bytes": "10000"})
 

@@ -42,7 +42,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
     for file, data in paths.items():
         (root / file).write_bytes(data)
-    return {k: root / k for k in paths} | {"ca_text": Path(pem.decode())}
+    return {k: root / k for k in paths}
 
 
 SASL_SSL = BASE + """
@@ -72,7 +72,7 @@ def test_pkcs12_truststore_is_converted_to_pem(load: Loader, stores: dict[str, P
     text = SASL_SSL + (f"A.ssl.truststore.location = {stores['trust.p12']}\n"
                        "A.ssl.truststore.type = PKCS12\nA.ssl.truststore.password = store-pw\n")
     ca = load(text).flow("A->B").consumer.settings["ssl.ca.pem"]
-    assert ca == str(stores["ca_text"])
+    assert ca == stores["ca.pem"].read_text()
 
 
 def test_pkcs12_truststore_with_wrong_password_is_an_error(
@@ -105,7 +105,7 @@ def test_declared_type_contradicting_the_file_is_an_error(
 
 
 def test_inline_pem_truststore(load: Loader, stores: dict[str, Path]) -> None:
-    pem = str(stores["ca_text"]).replace("\n", "\\n\\\n")
+    pem = stores["ca.pem"].read_text().replace("\n", "\\n\\\n")
     text = SASL_SSL + f"A.ssl.truststore.type = PEM\nA.ssl.truststore.certificates = {pem}\n"
     assert "BEGIN CERTIFICATE" in str(load(text).flow("A->B").consumer.settings["ssl.ca.pem"])
 

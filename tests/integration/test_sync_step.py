@@ -1,4 +1,4 @@
-"""The sync step on secure clusters (SASL_SSL, StandardAuthorizer): remote topics and
+"""The sync step (mostly on secure clusters: SASL_SSL, StandardAuthorizer): remote topics and
 partitions, topic configs and ACLs follow the source by MM2's rules; the mirror principal
 has only the rights an operator would give it."""
 
@@ -15,6 +15,7 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -327,3 +328,46 @@ def test_an_explicit_interval_is_honoured_across_runs(
     assert sync_flow(flow, apply=True, force=True).topics.create[0].source_topic == \
         f"{topic_name}-later"
 
+
+
+def test_sync_over_sasl_plaintext_with_scram_and_plain(
+    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path
+) -> None:
+    sc = secure_clusters
+    create_topic(sc.client(SOURCE), topic_name, 2)
+    flow = secure_config(tmp_path, sc, topic_name, tls=False).enabled_flows[0]
+    assert flow.source_admin.settings["security.protocol"] == "SASL_PLAINTEXT"
+    grant_mirror_rights(sc, flow, topic_name)
+
+    report = sync_flow(flow, apply=True)
+
+    assert [c.name for c in report.topics.create] == [flow.remote_topic(topic_name)]
+
+
+def test_legacy_alter_configs_replaces_whole_configs_but_keeps_excluded_overrides(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1, {"retention.ms": "3600000"})
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "use.incremental.alter.configs = never\n").enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    sync_flow(flow, apply=True)
+    target = AdminClient({"bootstrap.servers": clusters["target"]})
+    source = AdminClient({"bootstrap.servers": clusters["source"]})
+
+    def own(client: AdminClient, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = client.describe_configs([resource])[resource].result(timeout=30)
+        return {k: e.value for k, e in entries.items() if e.source == 1}
+
+    for client, topic, entry in ((target, remote, ConfigEntry(
+            "min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)),
+            (source, topic_name, ConfigEntry(
+                "retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET))):
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+        client.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    report = sync_flow(flow, apply=True)
+
+    assert report.config_api == "legacy"
+    assert own(target, remote) == {"retention.ms": "7200000", "min.insync.replicas": "1"}
