@@ -106,6 +106,7 @@ def write_config(path: Path, clusters: dict[str, str], topics: str, state: Path,
         f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
         f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
         f"source->target.topics = {topics}\nreplication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
         f"ferry.state.dir = {state}\n" + extra)
     return str(path)
 

@@ -70,6 +70,22 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
                   run_id=entry.run_id)
 
 
+def partition_entries(flow: Flow) -> dict[tuple[str, int], list[MapEntry]]:
+    """Every source partition's offset-map entries (overlaps resolved, source order): Delta
+    first, completed from the offset-map topic where Delta has not caught up."""
+    from ferry.kafka.mapreader import read_entries
+    from ferry.state.reader import map_rows
+
+    paths = StatePaths(flow.ferry.state_dir)
+    pairs = map_rows(paths.offset_map, flow.name)
+    pairs += read_entries(flow, max_map_offset(paths.offset_map, flow.name))
+    grouped: dict[tuple[str, int], list[tuple[int, MapEntry]]] = {}
+    for offset, entry in pairs:
+        key = (entry.source_topic, entry.source_partition)
+        grouped.setdefault(key, []).append((offset, entry))
+    return {key: latest_cover(found) for key, found in grouped.items()}
+
+
 def _from_topic(flow: Flow, paths: StatePaths, topic: str, partition: int
                 ) -> list[tuple[int, MapEntry]]:
     from ferry.kafka.mapreader import read_entries

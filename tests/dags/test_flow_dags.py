@@ -46,7 +46,7 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
     assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
     assert [t.task_id for t in dag.topological_sort()] == [
-        "sync_topology", "plan", "has_work", "mirror", "record"]
+        "sync_topology", "plan", "has_work", "mirror", "record", "checkpoints"]
     mirror = dag.get_task("mirror")
     assert mirror._conn_id == "spark_default"
     assert mirror.application.endswith("jobs/ferry_copy.py")

@@ -137,5 +137,30 @@ def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "
         f"clusters = {source}, {target}\n{source}.bootstrap.servers = {clusters['source']}\n"
         f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"
         f"{source}->{target}.topics = {topics}\nreplication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
         f"emit.heartbeats.enabled = false\nferry.state.dir = {tmp / 'state'}\n" + extra)
     return load_config(path)
+
+
+COMPACTION_EXCLUDE = ("config.properties.exclude = segment\\.ms, min\\.cleanable\\.dirty\\.ratio, "
+                      "min\\.compaction\\.lag\\.ms\n")
+"""Keeps the remote topic uncompacted (it takes the source's non-default configs), so the
+two logs compare record by record."""
+
+
+def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
+    """A one-partition compacted topic whose cleaner has already made holes: even records
+    overwrite 10 keys (compacted away), odd ones are unique (kept), some are tombstones."""
+    create_topic(bootstrap, topic, 1, {
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
+    for round_ in range(rounds):  # segments roll by time: the cleaner compacts all but the last
+        time.sleep(0.3)
+        produce(bootstrap, topic,
+                [((f"key-{i % 10}" if i % 2 == 0 else f"u{round_}-{i}").encode(),
+                  None if i % 13 == 0 else f"v{round_}-{i}".encode(), 0)
+                 for i in range(60)], headers=False)
+    deadline = time.monotonic() + 90
+    while len(read_all(bootstrap, topic, 0)) >= rounds * 60:
+        assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
+        time.sleep(1)

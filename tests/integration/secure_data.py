@@ -82,6 +82,7 @@ config.providers.file.class = org.apache.kafka.common.config.provider.FileConfig
 {source}->{target}.enabled = true
 {source}->{target}.topics = {topics}
 replication.factor = 1
+checkpoints.topic.replication.factor = 1
 emit.heartbeats.enabled = false
 ferry.state.dir = {tmp / 'state'}
 """ + extra)
@@ -104,6 +105,7 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
         acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
         acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,
             pattern=prefixed),
+        acl(ResourceType.GROUP, "*", AclOperation.DESCRIBE),  # committed offsets (checkpoints)
     ])
     if not target:
         return

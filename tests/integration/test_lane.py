@@ -23,7 +23,9 @@ from ferry.lanes import assign
 from ferry.mirror import prepare
 from ferry.offsetmap import decode, lookup
 from tests.integration.kafka_data import (
+    COMPACTION_EXCLUDE,
     Conn,
+    compacted_topic,
     create_topic,
     flow_config,
     produce,
@@ -126,25 +128,8 @@ def test_small_transactions_split_a_range_and_stay_exact(
 def test_compacted_topic_maps_exactly_across_compaction_holes(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    create_topic(clusters["source"], topic_name, 1, {
-        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-        "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
-    for round_ in range(6):  # segments roll by time: the cleaner compacts all but the last
-        time.sleep(0.3)
-        # even records overwrite 10 keys (compacted away), odd ones are unique (kept)
-        produce(clusters["source"], topic_name,
-                [((f"key-{i % 10}" if i % 2 == 0 else f"u{round_}-{i}").encode(),
-                  None if i % 13 == 0 else f"v{round_}-{i}".encode(), 0)
-                 for i in range(60)], headers=False)
-    deadline = time.monotonic() + 90
-    while len(read_all(clusters["source"], topic_name, 0)) >= 360:
-        assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
-        time.sleep(1)
-    # The remote topic takes the source's non-default configs; without the aggressive
-    # cleaner settings it stays uncompacted, so the two logs compare record by record.
-    flow = flow_config(tmp_path, clusters, topic_name, (
-        "config.properties.exclude = segment\\.ms, min\\.cleanable\\.dirty\\.ratio, "
-        "min\\.compaction\\.lag\\.ms\n")).enabled_flows[0]
+    compacted_topic(clusters["source"], topic_name)
+    flow = flow_config(tmp_path, clusters, topic_name, COMPACTION_EXCLUDE).enabled_flows[0]
 
     run_cycle(flow)
 

@@ -155,6 +155,24 @@ def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
         return summary
 
 
+def checkpoints(path: str, name: str) -> dict[str, Any]:
+    """Translate the flow's consumer groups (every run, idle or not): checkpoints, and group
+    offsets on the target with sync.group.offsets.enabled."""
+    from airflow.sdk import get_current_context
+
+    from ferry.checkpointing import DUE, due, run
+
+    with task_edge():
+        flow = _flow(path, name)
+        state = due(flow)
+        if state != DUE:
+            return {"ran": False, "why": state}
+        report = run(flow, run_id=str(get_current_context()["run_id"]))
+        return {"ran": True, "translated": len(report.translations),
+                "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
+                "active_groups_left_untouched": report.active}
+
+
 def has_work(planned: dict[str, Any]) -> bool:
     """False for an idle plan: the Spark task is skipped."""
     return not planned["idle"]
@@ -186,7 +204,9 @@ def build_dag(flow: Flow, path: str) -> Any:
     ) as dag:
         topology = task(task_id="sync_topology")(sync_topology)(path, flow.name)
         planned = task(task_id="plan")(plan)(path, flow.name)
-        gate: Callable[..., Any] = task.short_circuit(task_id="has_work")(has_work)
+        # Only `mirror` is skipped when idle: record and checkpoints still run.
+        gate: Callable[..., Any] = task.short_circuit(
+            task_id="has_work", ignore_downstream_trigger_rules=False)(has_work)
         pull = "{{ ti.xcom_pull(task_ids='plan')"
         mirror = SparkSubmitOperator(
             task_id="mirror",
@@ -201,8 +221,10 @@ def build_dag(flow: Flow, path: str) -> Any:
         )
         recorded = task(task_id="record", trigger_rule="none_failed")(record)(
             path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
+        translated = task(task_id="checkpoints", trigger_rule="none_failed")(checkpoints)(
+            path, flow.name)
         topology >> planned
-        gate(planned) >> mirror >> recorded
+        gate(planned) >> mirror >> recorded >> translated
     return dag
 
 

@@ -111,6 +111,36 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_translate(args: argparse.Namespace) -> int:
+    from ferry.checkpointing import translate_groups
+
+    flow = _flow(args)
+    found = translate_groups(flow, args.group)
+    lines = [f"group {args.group} on {flow.source} -> {flow.target}"
+             + ("" if found else ": no committed offsets on mirrored topics")]
+    for t in found:
+        where = (f"{t.target_topic}-{t.partition}@{t.target_offset}"
+                 if t.target_offset is not None else "(nothing mirrored yet)")
+        lines.append(f"  {t.topic}-{t.partition}@{t.source_offset} -> {where} {t.status}")
+    _emit(args, {"flow": flow.name, "group": args.group,
+                 "partitions": [t.__dict__ for t in found]}, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from ferry.checkpointing import run
+
+    flow = _flow(args)
+    report = run(flow)
+    text = (f"flow {flow.name}: {len(report.translations)} group partitions translated, "
+            f"{len(report.emitted)} checkpoints emitted"
+            + (f", offsets committed for {', '.join(report.synced)}" if report.synced else "")
+            + (f"; active on {flow.target}, left untouched: {', '.join(report.active)}"
+               if report.active else ""))
+    _emit(args, report.to_json(), text)
+    return EXIT_OK
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     from ferry import cycle
 
@@ -249,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
                      cmd_sync)
     sync.add_argument("--dry-run", action="store_true",
                       help="list what would be created, set, deleted; change nothing")
+    translate = flow_verb("translate", "where a source consumer group resumes on the target "
+                          "(exact, through the offset map)", cmd_translate)
+    translate.add_argument("--group", required=True, help="the consumer group id")
+    flow_verb("checkpoints", "translate every group now: checkpoints, and group offsets when "
+              "sync.group.offsets.enabled=true", cmd_checkpoints)
     mirror = flow_verb("mirror", "run one mirror cycle of a flow (the DAG's code path)",
                        cmd_mirror)
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")

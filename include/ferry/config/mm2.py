@@ -404,6 +404,8 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list
         config_properties=config_filter,
         policy=policy,
         replication_factor=_replication_factor(conn, problems),
+        checkpoints_replication_factor=_replication_factor(
+            conn, problems, "checkpoints.topic.replication.factor", 3),
         refresh_topics=_feature(conn, "refresh.topics", True, 600, problems),
         refresh_groups=_feature(conn, "refresh.groups", True, 600, problems),
         sync_topic_configs=_feature(conn, "sync.topic.configs", True, 600, problems),
@@ -432,13 +434,14 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list
     return flow
 
 
-def _replication_factor(conn: Props, problems: list[Problem]) -> int:
-    factor = _int(conn, "replication.factor", 2, problems)
+def _replication_factor(conn: Props, problems: list[Problem], key: str = "replication.factor",
+                        default: int = 2) -> int:
+    factor = _int(conn, key, default, problems)
     if factor == 0 or factor < -1:
-        value = conn["replication.factor"]
+        value = conn[key]
         problems.append(Problem(value.origin, "must be at least 1, or -1 for the broker's "
                                 "default", f"set {value.origin}=3", value.text))
-        return 2
+        return default
     return factor
 
 

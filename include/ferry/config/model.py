@@ -80,6 +80,8 @@ class Flow:
     source_admin: ClientConfig
     target_admin: ClientConfig
     ferry: FerrySettings
+    checkpoints_replication_factor: int = 3
+    """`checkpoints.topic.replication.factor`: for `<source>.checkpoints.internal`."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """The flow's resolved MM2 connector settings (secrets masked), for display."""
 

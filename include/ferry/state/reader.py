@@ -64,7 +64,15 @@ def map_entries(path: str, flow: str, topic: str, partition: int
                 ) -> list[tuple[int, MapEntry]]:
     """One source partition's offset-map entries with their offsets in the offset-map
     topic (resolve overlaps with `latest_cover`)."""
-    found = rows(path, flow, source_topic=topic, source_partition=partition)
+    return _entries(rows(path, flow, source_topic=topic, source_partition=partition))
+
+
+def map_rows(path: str, flow: str) -> list[tuple[int, MapEntry]]:
+    """Every offset-map entry of the flow, with its offset in the offset-map topic."""
+    return _entries(rows(path, flow))
+
+
+def _entries(found: list[dict[str, Any]]) -> list[tuple[int, MapEntry]]:
     return [(r["map_offset"], MapEntry(
         flow=r["flow"], run_id=r["run_id"], lane=r["lane"], source_topic=r["source_topic"],
         source_partition=r["source_partition"], target_topic=r["target_topic"],

@@ -32,6 +32,13 @@ SYNCS_DDL = (
 """One row per applied sync step (`topics`, `configs`, `acls`): written with delta-rs by the
 sync step (no JVM), read to honour MM2's sync intervals; `detail` lists the changes."""
 
+CHECKPOINTS_DDL = (
+    "flow string, run_id string, group_id string, source_topic string, "
+    "source_partition int, source_offset bigint, target_topic string, target_offset bigint, "
+    "status string, emitted boolean, group_synced boolean, translated_at timestamp, "
+    "schema_version int")
+"""One row per group partition translated by a checkpoint step (delta-rs)."""
+
 
 @dataclass(frozen=True)
 class StatePaths:
@@ -55,6 +62,10 @@ class StatePaths:
     @property
     def syncs(self) -> str:
         return self.table("syncs")
+
+    @property
+    def checkpoints(self) -> str:
+        return self.table("checkpoints")
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str, Any]:

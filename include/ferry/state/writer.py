@@ -18,7 +18,8 @@ def arrow_schema(ddl: str) -> pa.Schema:
     import pyarrow as pa
 
     types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(),
-             "double": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC")}
+             "double": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"),
+             "boolean": pa.bool_()}
     return pa.schema([(name, types[kind]) for name, kind in
                       (column.split(" ") for column in ddl.split(", "))])
 

@@ -27,15 +27,17 @@ def _interval(flow: Flow, step: str) -> tuple[Interval, str]:
         "topics": (flow.refresh_topics, "refresh.topics"),
         "configs": (flow.sync_topic_configs, "sync.topic.configs"),
         "acls": (flow.sync_topic_acls, "sync.topic.acls"),
+        "checkpoints": (flow.emit_checkpoints, "emit.checkpoints"),
     }[step]
 
 
 def due_steps(flow: Flow, last: Mapping[str, datetime], now: datetime,
-              force: bool = False) -> dict[str, str]:
+              force: bool = False, steps: tuple[str, ...] = STEPS) -> dict[str, str]:
     """Each step -> `DUE`, or why it does not run now. `last` holds each step's last
-    applied sync (absent: never)."""
+    applied sync (absent: never). `checkpoints` (`emit.checkpoints.*`) follows the same
+    rules."""
     result: dict[str, str] = {}
-    for step in STEPS:
+    for step in steps:
         interval, key = _interval(flow, step)
         before = last.get(step)
         if not interval.active:

@@ -1,0 +1,188 @@
+"""The checkpoint step: translate source consumer groups exactly, write MM2-format
+checkpoints, and (with `sync.group.offsets.enabled`) move idle target groups forward.
+
+Each source group that passes the flow's group filter and has committed offsets on
+mirrored topics is translated through the offset map (`ferry.checkpoints.translate`).
+A checkpoint is emitted by MM2's rule (new, downstream advanced, or the source group
+rewound) to `<source>.checkpoints.internal` on the target; group offsets are committed
+on the target only into groups nobody consumes there (EMPTY or absent) and only forward;
+active groups are left alone and reported. Every translation is a row in the Delta
+`checkpoints` table.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.checkpoints import (
+    BOUNDED,
+    Checkpoint,
+    latest,
+    offsets_to_commit,
+    should_emit,
+    translate,
+)
+from ferry.config import Flow
+from ferry.errors import UsageError
+from ferry.sync.schedule import DUE
+from ferry.sync.topics import mirrored_topics
+
+log = logging.getLogger(__name__)
+NOT_MIRRORED = "not-mirrored"
+
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One group partition: where it committed on the source, where that is on the
+    target."""
+
+    group: str
+    topic: str
+    partition: int
+    source_offset: int
+    metadata: str
+    target_topic: str
+    target_offset: int | None
+    status: str
+    """exact, bounded (the group is ahead of the mirror: the end of what was mirrored),
+    or not-mirrored (nothing of the partition is on the target yet)."""
+
+    def checkpoint(self) -> Checkpoint | None:
+        if self.target_offset is None:
+            return None
+        return Checkpoint(self.group, self.target_topic, self.partition, self.source_offset,
+                          self.target_offset, self.metadata)
+
+
+@dataclass
+class CheckpointReport:
+    flow: str
+    translations: list[Translation] = field(default_factory=list)
+    emitted: list[Checkpoint] = field(default_factory=list)
+    synced: dict[str, int] = field(default_factory=dict)
+    """Target group -> partitions whose offsets were committed."""
+    active: list[str] = field(default_factory=list)
+    """Target groups left untouched because consumers are active there."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flow": self.flow,
+                "translations": [t.__dict__ for t in self.translations],
+                "emitted": len(self.emitted), "synced_groups": dict(self.synced),
+                "active_groups_left_untouched": list(self.active)}
+
+
+def checkpoints_topic(flow: Flow) -> str:
+    return flow.policy.checkpoints_topic(flow.source)
+
+
+def translate_groups(flow: Flow, group: str | None = None) -> list[Translation]:
+    """Translations of every eligible source group (or only `group`), read-only."""
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import committed, list_groups
+    from ferry.lookup import partition_entries
+
+    source = Admin(flow.source_admin)
+    mirrored = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
+    if group is not None:
+        if not flow.groups.accepts(group):
+            raise UsageError(f"group {group!r} does not pass the flow's group filter "
+                             f"(groups={flow.groups.include}, "
+                             f"groups.exclude={flow.groups.exclude})")
+        groups = [group]
+    else:
+        groups = [g for g in list_groups(source) if flow.groups.accepts(g)]
+    entries = partition_entries(flow)
+    found: list[Translation] = []
+    for name in groups:
+        for (topic, partition), (offset, metadata) in sorted(committed(source, name).items()):
+            if topic not in mirrored:
+                continue
+            answer = translate(entries.get((topic, partition), []), offset)
+            target, status = answer if answer else (None, NOT_MIRRORED)
+            found.append(Translation(name, topic, partition, offset, metadata,
+                                     flow.remote_topic(topic), target, status))
+    return found
+
+
+def run(flow: Flow, run_id: str = "") -> CheckpointReport:
+    """Translate, emit checkpoints, sync idle target groups (when enabled), record."""
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import (
+        commit,
+        describe,
+        ensure_topic,
+        read_checkpoints,
+        write_checkpoints,
+    )
+
+    report = CheckpointReport(flow.name, translate_groups(flow))
+    target = Admin(flow.target_admin)
+    topic = checkpoints_topic(flow)
+    ensure_topic(flow, target, topic, flow.checkpoints_replication_factor)
+    before = latest(read_checkpoints(flow, topic))
+    current = [c for t in report.translations if (c := t.checkpoint()) is not None]
+    report.emitted = [c for c in current if should_emit(c, before.get(c.key))]
+    write_checkpoints(flow, topic, report.emitted)
+    if flow.sync_group_offsets.active:
+        by_group: dict[str, list[Checkpoint]] = {}
+        for checkpoint in current:
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        for group, state in describe(target, sorted(by_group)).items():
+            writes = offsets_to_commit(by_group[group], state)
+            if writes is None:
+                report.active.append(group)
+                log.warning("group %s is active on %s (%s): its offsets are left untouched",
+                            group, flow.target, state.state, extra={"flow": flow.name})
+            elif writes:
+                commit(target, group, list(writes.values()))
+                report.synced[group] = len(writes)
+    bounded = [t for t in report.translations if t.status == BOUNDED]
+    if bounded:
+        log.info("%d group partitions are ahead of the mirror: checkpointed at the end of "
+                 "what was mirrored", len(bounded), extra={"flow": flow.name})
+    _record(flow, report, run_id)
+    log.info("checkpoints: %d group partitions translated, %d emitted, %d groups synced, %d "
+             "active groups untouched", len(report.translations), len(report.emitted),
+             len(report.synced), len(report.active), extra={"flow": flow.name})
+    return report
+
+
+def due(flow: Flow) -> str:
+    """`due`, or why the checkpoint step does not run now (`emit.checkpoints.*`; an
+    interval you set is honoured across runs, the default runs every run)."""
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+    from ferry.sync.schedule import due_steps
+
+    last: dict[str, datetime] = {}
+    if flow.emit_checkpoints.explicit:
+        times = [r["synced_at"] for r in rows(StatePaths(flow.ferry.state_dir).syncs,
+                                               flow.name, step="checkpoints")]
+        if times:
+            last["checkpoints"] = max(times)
+    return due_steps(flow, last, datetime.now(UTC), steps=("checkpoints",))["checkpoints"]
+
+
+def _record(flow: Flow, report: CheckpointReport, run_id: str) -> None:
+    from ferry.state.tables import CHECKPOINTS_DDL, SCHEMA_VERSION, SYNCS_DDL, StatePaths
+    from ferry.state.writer import append
+
+    now = datetime.now(UTC)
+    emitted = {c.key for c in report.emitted}
+    rows = [{"flow": flow.name, "run_id": run_id, "group_id": t.group,
+             "source_topic": t.topic, "source_partition": t.partition,
+             "source_offset": t.source_offset, "target_topic": t.target_topic,
+             "target_offset": t.target_offset, "status": t.status,
+             "emitted": (t.group, t.target_topic, t.partition) in emitted,
+             "group_synced": t.group in report.synced, "translated_at": now,
+             "schema_version": SCHEMA_VERSION} for t in report.translations]
+    paths = StatePaths(flow.ferry.state_dir)
+    append(paths.checkpoints, CHECKPOINTS_DDL, rows)
+    if flow.emit_checkpoints.explicit:  # remembered to honour the interval
+        append(paths.syncs, SYNCS_DDL, [{
+            "flow": flow.name, "run_id": run_id, "step": "checkpoints", "synced_at": now,
+            "changes": len(report.emitted), "detail": "[]", "schema_version": SCHEMA_VERSION}])

@@ -1,0 +1,281 @@
+"""Exact failover (G5): a group that committed on the source resumes on the target at
+exactly the first record it had not committed: no record read twice, none skipped,
+counted record by record on real brokers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from ferry.checkpointing import checkpoints_topic, run, translate_groups
+from ferry.checkpoints import BOUNDED, EXACT, decode
+from ferry.cli.main import main
+from ferry.config import Flow
+from tests.integration.kafka_data import (
+    COMPACTION_EXCLUDE,
+    Rec,
+    compacted_topic,
+    create_topic,
+    flow_config,
+    produce,
+    produce_transactions,
+    read_all,
+    wait_lso,
+)
+from tests.integration.test_lane import run_cycle
+
+pytestmark = pytest.mark.integration
+SYNC = "sync.group.offsets.enabled = true\n"
+
+
+def commit_source(bootstrap: str, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+    """The group's consumers committed these offsets on the source (with metadata)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = [ConsumerGroupTopicPartitions(group, [
+        TopicPartition(topic, p, o, f"meta-{p}") for p, o in offsets.items()])]
+    admin.alter_consumer_group_offsets(request)[group].result(timeout=30)
+
+
+def resume_on_target(bootstrap: str, group: str, topic: str, partitions: int
+                     ) -> dict[int, list[Rec]]:
+    """What the group's consumer reads on the target after failover: from its committed
+    offset (auto.offset.reset=earliest where it has none) to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                       timeout=30)
+        consumer.assign([TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0
+                                        else -2) for tp in committed])
+        got: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+        done: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(done) < partitions and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    assert err.code() == KafkaError._PARTITION_EOF, err
+                    done.add(msg.partition())  # type: ignore[arg-type]
+                    continue
+                got[msg.partition()].append(  # type: ignore[index]
+                    Rec(msg.offset(), msg.key(), msg.value(),  # type: ignore[arg-type]
+                        tuple(msg.headers() or ()), msg.timestamp()[1]))
+        assert len(done) == partitions, "the target consumer did not reach the end"
+        return got
+    finally:
+        consumer.close()
+
+
+def assert_exact_failover(flow: Flow, clusters: dict[str, str], topic: str, partitions: int,
+                          group: str, offsets: Mapping[int, int]) -> None:
+    """After failover the group reads on the target exactly the source records at or after
+    what it committed (everything, where it committed nothing): zero duplicates, zero
+    losses."""
+    got = resume_on_target(clusters["target"], group, flow.remote_topic(topic), partitions)
+    for p in range(partitions):
+        source = read_all(clusters["source"], topic, p)
+        start = offsets.get(p, 0)
+        done = {r.content() for r in source if r.offset < start}
+        expected = [r.content() for r in source if r.offset >= start]
+        read = [r.content() for r in got[p]]
+        duplicates = sum(1 for c in read if c in done)
+        lost = len([c for c in expected if c not in read])
+        assert (duplicates, lost) == (0, 0), f"partition {p}"
+        assert read == expected, f"partition {p}"
+
+
+def test_plain_topic_several_partitions_different_progress_one_at_the_end(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 3)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 3)
+                                             for i in range(300)])
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    offsets = {0: 0, 1: 37, 2: 100}  # the start, the middle, exactly the end
+    commit_source(clusters["source"], group, topic_name, offsets)
+
+    report = run(flow)
+
+    assert {(t.partition, t.target_offset, t.status) for t in report.translations} == {
+        (0, 0, EXACT), (1, 37, EXACT), (2, 100, EXACT)}
+    assert {t.metadata for t in report.translations} == {"meta-0", "meta-1", "meta-2"}
+    assert report.synced == {group: 3}
+    assert_exact_failover(flow, clusters, topic_name, 3, group, offsets)
+
+
+def test_transactional_topic_with_an_aborted_transaction(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    # offsets: 0-19 committed, 20 marker, 21-27 aborted, 28 marker, 29-33 committed, 34 marker
+    produce_transactions(clusters["source"], topic_name, [(20, True), (7, False), (5, True)],
+                         tid=topic_name)
+    wait_lso(clusters["source"], topic_name, 0, 35)
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow)
+
+    for committed, target in ((20, 20), (24, 20), (29, 20), (31, 22), (35, 25)):
+        group = f"{topic_name}-at-{committed}"
+        commit_source(clusters["source"], group, topic_name, {0: committed})
+        (translation,) = translate_groups(flow, group)
+        assert translation.target_offset == target, committed
+        run(flow)
+        assert_exact_failover(flow, clusters, topic_name, 1, group, {0: committed})
+
+
+def test_compacted_topic(clusters: dict[str, str], topic_name: str, tmp_path: Path) -> None:
+    compacted_topic(clusters["source"], topic_name)
+    flow = flow_config(tmp_path, clusters, topic_name, COMPACTION_EXCLUDE + SYNC
+                       ).enabled_flows[0]
+    run_cycle(flow)
+    offsets = [r.offset for r in read_all(clusters["source"], topic_name, 0)]
+    hole = next(a + 1 for a, b in itertools.pairwise(offsets) if b - a > 1)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: hole})  # a compacted offset
+
+    run(flow)
+
+    assert_exact_failover(flow, clusters, topic_name, 1, group, {0: hole})
+
+
+def test_a_group_that_committed_only_some_partitions(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 3)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 3) for i in range(90)])
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {1: 12})
+
+    report = run(flow)
+
+    assert [(t.partition, t.target_offset) for t in report.translations] == [(1, 12)]
+    assert_exact_failover(flow, clusters, topic_name, 3, group, {1: 12})
+
+
+def test_a_group_ahead_of_the_mirror_is_bounded_then_exact(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), 0) for i in range(100)])
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow, "first")
+    produce(clusters["source"], topic_name, [(None, f"b{i}".encode(), 0) for i in range(50)])
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 120})
+
+    (early,) = run(flow).translations
+
+    assert (early.target_offset, early.status) == (100, BOUNDED)  # never ahead of the data
+    # Failing over now: nothing on the target is read twice (records 100.. are not there).
+    assert resume_on_target(clusters["target"], group, flow.remote_topic(topic_name), 1) == \
+        {0: []}
+    run_cycle(flow, "second")
+    (late,) = run(flow).translations
+    # (source 100 went to target 101: Ferry's commit marker of the first run is at 100)
+    assert (late.target_offset, late.status) == (121, EXACT)
+    assert_exact_failover(flow, clusters, topic_name, 1, group, {0: 120})
+
+
+def read_checkpoints(clusters: dict[str, str], flow: Flow) -> list[tuple[str, int, int]]:
+    return [(c.group, c.upstream_offset, c.downstream_offset) for r in
+            read_all(clusters["target"], checkpoints_topic(flow), 0)
+            if (c := decode(r.key, r.value)) is not None]
+
+
+def test_checkpoints_are_monotonic_and_a_rewind_emits_a_lower_one(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(50)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+
+    commit_source(clusters["source"], group, topic_name, {0: 30})
+    assert len(run(flow).emitted) == 1
+    assert run(flow).emitted == []  # a repeat is suppressed
+    commit_source(clusters["source"], group, topic_name, {0: 40})
+    assert len(run(flow).emitted) == 1
+    commit_source(clusters["source"], group, topic_name, {0: 10})  # the source group rewound
+    assert len(run(flow).emitted) == 1
+
+    assert read_checkpoints(clusters, flow) == [(group, 30, 30), (group, 40, 40),
+                                                (group, 10, 10)]
+    assert flow.sync_group_offsets.active is False  # MM2's default: target groups untouched
+    consumer = Consumer({"bootstrap.servers": clusters["target"], "group.id": group})
+    try:
+        remote = flow.remote_topic(topic_name)
+        assert consumer.committed([TopicPartition(remote, 0)], timeout=30)[0].offset < 0
+    finally:
+        consumer.close()
+
+
+def test_group_offset_sync_leaves_an_active_group_alone_and_moves_an_empty_one_forward_only(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(60)])
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow)
+    remote = flow.remote_topic(topic_name)
+    active, empty = f"{topic_name}-active", f"{topic_name}-empty"
+    for group in (active, empty):
+        commit_source(clusters["source"], group, topic_name, {0: 20})
+    commit_source(clusters["target"], empty, remote, {0: 50})  # ahead already
+    consumer = Consumer({"bootstrap.servers": clusters["target"], "group.id": active,
+                         "auto.offset.reset": "latest", "enable.auto.commit": False})
+    consumer.subscribe([remote])
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():  # joined: the group is STABLE on the target
+            consumer.poll(0.2)
+            assert time.monotonic() < deadline
+        report = run(flow)
+        assert report.active == [active]
+    finally:
+        consumer.close()
+    assert empty not in report.synced  # 20 would move it backwards from 50
+    commit_source(clusters["source"], empty, topic_name, {0: 55})
+    assert run(flow).synced == {empty: 1, active: 1}  # now empty too; 55 is forward
+    check = Consumer({"bootstrap.servers": clusters["target"], "group.id": empty})
+    try:
+        assert check.committed([TopicPartition(remote, 0)], timeout=30)[0].offset == 55
+    finally:
+        check.close()
+
+
+def test_ferry_translate_prints_each_partition(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(20)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 4, 1: 10})
+
+    code = main(["translate", config.path, "--flow", flow.name, "--group", group, "--json"])
+
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)["partitions"]
+    assert [(r["partition"], r["source_offset"], r["target_offset"], r["status"])
+            for r in rows] == [(0, 4, 4, EXACT), (1, 10, 10, EXACT)]
