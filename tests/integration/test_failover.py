@@ -279,3 +279,35 @@ def test_ferry_translate_prints_each_partition(
     rows = json.loads(capsys.readouterr().out)["partitions"]
     assert [(r["partition"], r["source_offset"], r["target_offset"], r["status"])
             for r in rows] == [(0, 4, 4, EXACT), (1, 10, 10, EXACT)]
+
+
+def test_mm2s_own_client_reads_ferrys_checkpoints_like_ferry_translate(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from ferry.local.jars import kafka_jars, log4j_config
+
+    create_topic(clusters["source"], topic_name, 3)
+    produce_transactions(clusters["source"], topic_name, [(30, True), (5, False), (30, True)],
+                         tid=topic_name)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 1 + i % 2)
+                                             for i in range(40)])
+    wait_lso(clusters["source"], topic_name, 0, 67)
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 33, 1: 7, 2: 20})
+    run(flow)
+
+    java = subprocess.run(
+        ["java", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp", f"{kafka_jars()}/*",
+         str(Path(__file__).parent / "java" / "TranslateOffsets.java"), clusters["target"],
+         flow.source, group], capture_output=True, text=True, timeout=180, check=False)
+
+    assert java.returncode == 0, java.stderr[-3000:]
+    theirs = {(t, int(p), int(o), m) for line in java.stdout.splitlines()
+              if line.startswith("OFFSET ") for t, p, o, m in [line.split()[1:5]]}
+    ours = {(t.target_topic, t.partition, t.target_offset, t.metadata)
+            for t in translate_groups(flow, group)}
+    assert theirs == ours and len(ours) == 3
