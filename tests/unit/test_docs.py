@@ -38,16 +38,23 @@ def test_readme_cli_verbs_exist() -> None:
         assert verb in help_text
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
                   "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
-                  "ferry sync", "ferry local up --secure"):
+                  "ferry sync", "ferry local up --secure", "ferry translate",
+                  "ferry checkpoints"):
         assert usage in README
-    for verb in ("plan", "mirror", "offsets", "sync"):
+    for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints"):
         assert verb in help_text
 
 
 def test_readme_documents_every_state_table_column() -> None:
-    from ferry.state.tables import GAPS_DDL, OFFSET_MAP_DDL, RUNS_DDL, SYNCS_DDL
+    from ferry.state.tables import (
+        CHECKPOINTS_DDL,
+        GAPS_DDL,
+        OFFSET_MAP_DDL,
+        RUNS_DDL,
+        SYNCS_DDL,
+    )
 
-    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL, SYNCS_DDL):
+    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL, SYNCS_DDL, CHECKPOINTS_DDL):
         for column in ddl.split(", "):
             name = column.split(" ")[0]
             if name in ("schema_version",) or "<" in name or ":" in name:
