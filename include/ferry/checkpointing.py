@@ -27,7 +27,6 @@ from ferry.checkpoints import (
 )
 from ferry.config import Flow
 from ferry.errors import UsageError
-from ferry.sync.schedule import DUE
 from ferry.sync.topics import mirrored_topics
 
 log = logging.getLogger(__name__)

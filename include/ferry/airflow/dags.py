@@ -160,7 +160,8 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
     offsets on the target with sync.group.offsets.enabled."""
     from airflow.sdk import get_current_context
 
-    from ferry.checkpointing import DUE, due, run
+    from ferry.checkpointing import due, run
+    from ferry.sync.schedule import DUE
 
     with task_edge():
         flow = _flow(path, name)

@@ -75,7 +75,8 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
 def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
     """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`."""
     request = [ConsumerGroupTopicPartitions(group, [
-        TopicPartition(c.topic, c.partition, c.downstream_offset, c.metadata or None)
+        TopicPartition(c.topic, c.partition, c.downstream_offset, c.metadata)
+        if c.metadata else TopicPartition(c.topic, c.partition, c.downstream_offset)
         for c in checkpoints])]
     futures = admin.raw.alter_consumer_group_offsets(request, request_timeout=admin.timeout)
     admin.wait(futures[group], f"committing translated offsets of group {group}",
