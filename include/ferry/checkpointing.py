@@ -24,9 +24,11 @@ from ferry.checkpoints import (
     offsets_to_commit,
     should_emit,
     translate,
+    translate_back,
 )
-from ferry.config import Flow
+from ferry.config import Flow, MirrorConfig
 from ferry.errors import UsageError
+from ferry.offsetmap import MapEntry
 from ferry.sync.topics import mirrored_topics
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,15 @@ def checkpoints_topic(flow: Flow) -> str:
     return flow.policy.checkpoints_topic(flow.source)
 
 
-def translate_groups(flow: Flow, group: str | None = None) -> list[Translation]:
-    """Translations of every eligible source group (or only `group`), read-only."""
+def translate_groups(flow: Flow, group: str | None = None,
+                     reverse: Flow | None = None) -> list[Translation]:
+    """Translations of every eligible source group (or only `group`), read-only.
+
+    With `reverse` (the flow target->source, when configured), offsets the groups
+    committed on remote topics that came from the target (`B.x` on A for A->B: consumers
+    that failed over earlier) translate back to the original topic through the reverse
+    flow's offset map, exactly: fail-back.
+    """
     from ferry.kafka.admin import Admin
     from ferry.kafka.groups import committed, list_groups
     from ferry.lookup import partition_entries
@@ -95,20 +104,50 @@ def translate_groups(flow: Flow, group: str | None = None) -> list[Translation]:
     else:
         groups = [g for g in list_groups(source) if flow.groups.accepts(g)]
     entries = partition_entries(flow)
+    back = _fail_back_entries(flow, reverse)
     found: list[Translation] = []
     for name in groups:
         for (topic, partition), (offset, metadata) in sorted(committed(source, name).items()):
-            if topic not in mirrored:
+            if topic in mirrored:
+                answer = translate(entries.get((topic, partition), []), offset)
+                downstream = flow.remote_topic(topic)
+            elif (topic, partition) in back:
+                filled = back[(topic, partition)]
+                answer = translate_back(filled, offset)
+                downstream = filled[0].source_topic
+            else:
                 continue
-            answer = translate(entries.get((topic, partition), []), offset)
             target, status = answer if answer else (None, NOT_MIRRORED)
-            found.append(Translation(name, topic, partition, offset, metadata,
-                                     flow.remote_topic(topic), target, status))
+            found.append(Translation(name, topic, partition, offset, metadata, downstream,
+                                     target, status))
     return found
 
 
-def run(flow: Flow, run_id: str = "") -> CheckpointReport:
-    """Translate, emit checkpoints, sync idle target groups (when enabled), record."""
+def _fail_back_entries(flow: Flow, reverse: Flow | None
+                       ) -> dict[tuple[str, int], list[MapEntry]]:
+    """(remote topic on this flow's source, partition) -> the reverse flow's entries that
+    filled it, for remote topics the flow's topic filter accepts (MM2 filters checkpoint
+    topics too)."""
+    from ferry.lookup import partition_entries
+
+    if reverse is None:
+        return {}
+    found: dict[tuple[str, int], list[MapEntry]] = {}
+    for filled in partition_entries(reverse).values():
+        if filled and flow.topics.accepts(filled[0].target_topic):
+            found[(filled[0].target_topic, filled[0].target_partition)] = filled
+    return found
+
+
+def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
+    """The enabled flow target->source, whose offset map serves fail-back."""
+    return next((f for f in config.enabled_flows
+                 if (f.source, f.target) == (flow.target, flow.source)), None)
+
+
+def run(flow: Flow, run_id: str = "", reverse: Flow | None = None) -> CheckpointReport:
+    """Translate (fail-back too, with `reverse`), emit checkpoints, sync idle target groups
+    (when enabled), record."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.groups import (
         commit,
@@ -118,7 +157,7 @@ def run(flow: Flow, run_id: str = "") -> CheckpointReport:
         write_checkpoints,
     )
 
-    report = CheckpointReport(flow.name, translate_groups(flow))
+    report = CheckpointReport(flow.name, translate_groups(flow, reverse=reverse))
     target = Admin(flow.target_admin)
     topic = checkpoints_topic(flow)
     ensure_topic(flow, target, topic, flow.checkpoints_replication_factor)

@@ -142,3 +142,18 @@ def offsets_to_commit(checkpoints: Iterable[Checkpoint], target: TargetGroup
         return None
     return {(c.topic, c.partition): c for c in checkpoints
             if target.offsets.get((c.topic, c.partition), -1) < c.downstream_offset}
+
+
+def translate_back(entries: Sequence[MapEntry], committed: int) -> tuple[int, str] | None:
+    """Fail-back: (source offset, EXACT) for a group committed at `committed` on the
+    *remote* partition, from the entries of the flow that filled it (source order): the
+    source offset of the first mirrored record at or after `committed` on the target, or,
+    past everything mirrored, the end of what the flow covered (the records after it never
+    reached the target, so the group never read them). None when nothing was mirrored."""
+    if not any(e.segments for e in entries):
+        return None
+    for entry in entries:
+        for segment in entry.segments:
+            if segment.target_end > committed:
+                return segment.source_start + max(0, committed - segment.target_start), EXACT
+    return entries[-1].covered_end, EXACT

@@ -311,3 +311,38 @@ def test_mm2s_own_client_reads_ferrys_checkpoints_like_ferry_translate(
     ours = {(t.target_topic, t.partition, t.target_offset, t.metadata)
             for t in translate_groups(flow, group)}
     assert theirs == ours and len(ours) == 3
+
+
+def test_fail_back_moves_the_group_to_the_original_topic_exactly(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(80)])
+    forward = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(forward, "first")
+    produce(clusters["source"], topic_name, [(None, f"w{i}".encode(), i % 2) for i in range(20)])
+    run_cycle(forward, "second")  # a second transaction: a commit marker in the remote topic
+    # The way back: the reverse flow (target -> source) with group offset sync.
+    config = flow_config(tmp_path, clusters, topic_name,
+                         f"{forward.target}->{forward.source}.enabled = true\n" + SYNC)
+    back = config.flow(f"{forward.target}->{forward.source}")
+    remote = forward.remote_topic(topic_name)
+    group = f"{topic_name}-app"
+    # The group failed over earlier and has read part of the remote topic on the target.
+    commit_source(clusters["target"], group, remote, {0: 45, 1: 10})
+
+    from ferry.checkpointing import reverse_of
+
+    report = run(back, reverse=reverse_of(config, back))
+
+    assert {(t.topic, t.partition, t.target_topic, t.target_offset) for t in
+            report.translations} == {(remote, 0, topic_name, 44), (remote, 1, topic_name, 10)}
+    assert report.synced == {group: 2}
+    # Back on the source, the group reads exactly what it had not read on the target.
+    got = resume_on_target(clusters["source"], group, topic_name, 2)
+    for p, read_before in ((0, 45), (1, 10)):
+        on_target = read_all(clusters["target"], remote, p)
+        seen = {r.content() for r in on_target if r.offset < read_before}
+        rest = [r.content() for r in on_target if r.offset >= read_before]
+        assert [r.content() for r in got[p]] == rest
+        assert not seen & {r.content() for r in got[p]}

@@ -107,3 +107,17 @@ def test_group_offsets_are_written_only_to_idle_groups_and_only_forward(
     checkpoints = [Checkpoint("g", "A.t", 0, 12, 10), Checkpoint("g", "A.t", 1, 9, 9)]
     result = offsets_to_commit(checkpoints, TargetGroup(state, offsets))
     assert (None if result is None else sorted(p for _, p in result)) == expected
+
+
+@pytest.mark.parametrize(
+    ("committed", "expected"),
+    [(0, 0), (7, 7), (10, 16), (11, 16), (13, 18), (15, 20), (40, 20)],
+    ids=["start", "middle", "own-commit-marker", "after-gap", "inside", "at-end", "beyond"],
+)
+def test_fail_back_maps_a_remote_offset_to_the_source_record_it_holds(
+    committed: int, expected: int
+) -> None:
+    from ferry.checkpoints import translate_back
+
+    assert translate_back(ENTRIES, committed) == (expected, EXACT)
+    assert translate_back([], committed) is None

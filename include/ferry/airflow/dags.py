@@ -160,7 +160,7 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
     offsets on the target with sync.group.offsets.enabled."""
     from airflow.sdk import get_current_context
 
-    from ferry.checkpointing import due, run
+    from ferry.checkpointing import due, reverse_of, run
     from ferry.sync.schedule import DUE
 
     with task_edge():
@@ -168,7 +168,8 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
         state = due(flow)
         if state != DUE:
             return {"ran": False, "why": state}
-        report = run(flow, run_id=str(get_current_context()["run_id"]))
+        report = run(flow, run_id=str(get_current_context()["run_id"]),
+                     reverse=reverse_of(load_config(path), flow))
         return {"ran": True, "translated": len(report.translations),
                 "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
                 "active_groups_left_untouched": report.active}

@@ -112,10 +112,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from ferry.checkpointing import translate_groups
+    from ferry.checkpointing import reverse_of, translate_groups
+    from ferry.config import load_config
 
     flow = _flow(args)
-    found = translate_groups(flow, args.group)
+    found = translate_groups(flow, args.group, reverse_of(load_config(args.file), flow))
     lines = [f"group {args.group} on {flow.source} -> {flow.target}"
              + ("" if found else ": no committed offsets on mirrored topics")]
     for t in found:
@@ -128,10 +129,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from ferry.checkpointing import run
+    from ferry.checkpointing import reverse_of, run
+    from ferry.config import load_config
 
     flow = _flow(args)
-    report = run(flow)
+    report = run(flow, reverse=reverse_of(load_config(args.file), flow))
     text = (f"flow {flow.name}: {len(report.translations)} group partitions translated, "
             f"{len(report.emitted)} checkpoints emitted"
             + (f", offsets committed for {', '.join(report.synced)}" if report.synced else "")

@@ -35,6 +35,10 @@ def read_entries(flow: Flow, after: int = -1, timeout: float = 60.0
         try:
             low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         except KafkaException as exc:
+            if exc.args and exc.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                                   KafkaError._UNKNOWN_TOPIC,
+                                                   KafkaError._UNKNOWN_PARTITION):
+                return  # the flow never synced: nothing mirrored yet
             raise _error(flow, exc, f"reading the end of {topic}") from None
         start = max(after + 1, low)
         if start >= end:
