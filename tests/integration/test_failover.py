@@ -323,11 +323,13 @@ def test_fail_back_moves_the_group_to_the_original_topic_exactly(
     produce(clusters["source"], topic_name, [(None, f"w{i}".encode(), i % 2) for i in range(20)])
     run_cycle(forward, "second")  # a second transaction: a commit marker in the remote topic
     # The way back: the reverse flow (target -> source) with group offset sync.
-    config = flow_config(tmp_path, clusters, topic_name,
-                         f"{forward.target}->{forward.source}.enabled = true\n" + SYNC)
-    back = config.flow(f"{forward.target}->{forward.source}")
     remote = forward.remote_topic(topic_name)
     group = f"{topic_name}-app"
+    way_back = f"{forward.target}->{forward.source}"
+    config = flow_config(tmp_path, clusters, topic_name,
+                         f"{way_back}.enabled = true\n{way_back}.topics = {remote}\n"
+                         f"{way_back}.groups = {group}\n" + SYNC)  # (shared brokers)
+    back = config.flow(way_back)
     # The group failed over earlier and has read part of the remote topic on the target.
     commit_source(clusters["target"], group, remote, {0: 45, 1: 10})
 

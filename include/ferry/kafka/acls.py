@@ -68,12 +68,7 @@ def create_acls(admin: Admin, acls: Iterable[Acl]) -> None:
     bindings = [binding(a) for a in acls]
     if not bindings:
         return
-    futures = admin.raw.create_acls(bindings, request_timeout=admin.timeout)
-    for made, future in futures.items():
-        try:
-            future.result(timeout=admin.timeout)
-        except KafkaException as exc:
-            if _disabled(exc):
-                raise NoAuthorizer(admin.cluster) from None
-            raise admin.error(exc, f"creating the ACL {_acl(made).describe()}",
-                              "ALTER on CLUSTER kafka-cluster") from None
+    admin.settle(admin.raw.create_acls(bindings, request_timeout=admin.timeout),
+                 lambda made: (f"creating the ACL {_acl(made).describe()}",
+                               "ALTER on CLUSTER kafka-cluster"),
+                 lambda exc: NoAuthorizer(admin.cluster) if _disabled(exc) else None)

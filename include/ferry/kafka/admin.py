@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from ferry.planner import Watermarks
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+K = TypeVar("K")
 TIMEOUT_S = 30.0
 
 
@@ -76,6 +77,22 @@ class Admin:
         except TimeoutError:
             raise self.error(TimeoutError(f"no answer in {self.timeout:.0f}s"), action) \
                 from None
+
+    def settle(self, futures: Mapping[K, Future[Any]],
+               describe: Callable[[K], tuple[str, Needs | None]],
+               special: Callable[[KafkaException], Exception | None] | None = None) -> None:
+        """Wait for every future of a batched call; the first failure becomes `special`'s
+        exception when it gives one, else a Ferry error with `describe(key)`'s action and
+        needed right."""
+        for key, future in futures.items():
+            try:
+                future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                replaced = special(exc) if special else None
+                if replaced is not None:
+                    raise replaced from None
+                action, needs = describe(key)
+                raise self.error(exc, action, needs) from None
 
     @property
     def raw(self) -> AdminClient:

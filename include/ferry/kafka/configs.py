@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
@@ -71,15 +72,10 @@ def alter_incremental(admin: Admin, changes: Iterable[AlterTopicConfig]) -> None
                                         incremental_configs=entries))
     if not resources:
         return
-    futures = admin.raw.incremental_alter_configs(resources, request_timeout=admin.timeout)
-    for resource, future in futures.items():
-        try:
-            future.result(timeout=admin.timeout)
-        except KafkaException as exc:
-            if _unsupported(exc):
-                raise IncrementalUnsupported(str(exc)) from None
-            raise admin.error(exc, f"altering configs of remote topic {resource.name}",
-                              f"ALTER_CONFIGS on TOPIC {resource.name}") from None
+    admin.settle(admin.raw.incremental_alter_configs(resources, request_timeout=admin.timeout),
+                 lambda r: (f"altering configs of remote topic {r.name}",
+                            f"ALTER_CONFIGS on TOPIC {r.name}"),
+                 lambda exc: IncrementalUnsupported(str(exc)) if _unsupported(exc) else None)
 
 
 def alter_legacy(admin: Admin, replacements: Iterable[ReplaceTopicConfig]) -> None:
@@ -88,7 +84,9 @@ def alter_legacy(admin: Admin, replacements: Iterable[ReplaceTopicConfig]) -> No
                                 set_config=dict(r.configs)) for r in replacements]
     if not resources:
         return
-    futures = admin.raw.alter_configs(resources, request_timeout=admin.timeout)
-    for resource, future in futures.items():
-        admin.wait(future, f"replacing configs of remote topic {resource.name}",
-                   f"ALTER_CONFIGS on TOPIC {resource.name}")
+    with warnings.catch_warnings():  # deprecated, and chosen on purpose (MM2's modes)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        futures = admin.raw.alter_configs(resources, request_timeout=admin.timeout)
+    admin.settle(futures,
+                 lambda r: (f"replacing configs of remote topic {r.name}",
+                            f"ALTER_CONFIGS on TOPIC {r.name}"))
