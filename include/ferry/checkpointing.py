@@ -148,19 +148,15 @@ def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
 def run(flow: Flow, run_id: str = "", reverse: Flow | None = None) -> CheckpointReport:
     """Translate (fail-back too, with `reverse`), emit checkpoints, sync idle target groups
     (when enabled), record."""
+    from ferry.kafka import mm2topics
     from ferry.kafka.admin import Admin
-    from ferry.kafka.groups import (
-        commit,
-        describe,
-        ensure_topic,
-        read_checkpoints,
-        write_checkpoints,
-    )
+    from ferry.kafka.groups import commit, describe, read_checkpoints, write_checkpoints
 
     report = CheckpointReport(flow.name, translate_groups(flow, reverse=reverse))
     target = Admin(flow.target_admin)
     topic = checkpoints_topic(flow)
-    ensure_topic(flow, target, topic, flow.checkpoints_replication_factor)
+    mm2topics.ensure(target, topic, flow.checkpoints_replication_factor,
+                     "checkpoints.topic.replication.factor")
     before = latest(read_checkpoints(flow, topic))
     current = [c for t in report.translations if (c := t.checkpoint()) is not None]
     report.emitted = [c for c in current if should_emit(c, before.get(c.key))]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ferry.offsetmap import MapEntry, next_mirrored
+from ferry.wire import Reader, string
 
 VERSION = 0
 EXACT, BOUNDED = "exact", "bounded"
@@ -41,41 +42,13 @@ class Checkpoint:
         return self.group, self.topic, self.partition
 
 
-def _string(text: str) -> bytes:
-    data = text.encode()
-    if len(data) > 0x7FFF:
-        raise ValueError(f"string of {len(data)} bytes is too long for Kafka's STRING")
-    return struct.pack(">h", len(data)) + data
-
-
 def encode(checkpoint: Checkpoint) -> tuple[bytes, bytes]:
     """(key, value) bytes exactly as MM2's `Checkpoint.recordKey()/recordValue()`."""
-    key = (_string(checkpoint.group) + _string(checkpoint.topic)
+    key = (string(checkpoint.group) + string(checkpoint.topic)
            + struct.pack(">i", checkpoint.partition))
     value = (struct.pack(">hqq", VERSION, checkpoint.upstream_offset,
-                         checkpoint.downstream_offset) + _string(checkpoint.metadata))
+                         checkpoint.downstream_offset) + string(checkpoint.metadata))
     return key, value
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 0
-
-    def take(self, fmt: str) -> tuple[int, ...]:
-        size = struct.calcsize(fmt)
-        if self.at + size > len(self.data):
-            raise ValueError("truncated")
-        values = struct.unpack_from(fmt, self.data, self.at)
-        self.at += size
-        return values
-
-    def string(self) -> str:
-        (length,) = self.take(">h")
-        if length < 0 or self.at + length > len(self.data):
-            raise ValueError("bad string")
-        text = self.data[self.at:self.at + length].decode()
-        self.at += length
-        return text
 
 
 def decode(key: bytes | None, value: bytes | None) -> Checkpoint | None:
@@ -84,7 +57,7 @@ def decode(key: bytes | None, value: bytes | None) -> Checkpoint | None:
     if key is None or value is None:
         return None
     try:
-        k, v = _Reader(key), _Reader(value)
+        k, v = Reader(key), Reader(value)
         group, topic = k.string(), k.string()
         (partition,) = k.take(">i")
         version, upstream, downstream = v.take(">hqq")

@@ -40,13 +40,14 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     path = tmp_path / "mm2.properties"
     path.write_text(MULTI)
     dags = build_dags(path=str(path))
-    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B"]
+    # B->A, A->C, ...: pairs with heartbeats only, emitted by ferry_heartbeats
+    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_heartbeats"]
     dag = dags["ferry_A_to_B"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
     assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
     assert [t.task_id for t in dag.topological_sort()] == [
-        "sync_topology", "plan", "has_work", "mirror", "record", "checkpoints"]
+        "heartbeat", "sync_topology", "plan", "has_work", "mirror", "record", "checkpoints"]
     mirror = dag.get_task("mirror")
     assert mirror._conn_id == "spark_default"
     assert mirror.application.endswith("jobs/ferry_copy.py")

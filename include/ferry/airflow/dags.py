@@ -1,4 +1,5 @@
-"""One Airflow DAG per enabled flow: sync_topology -> plan -> mirror -> record.
+"""One Airflow DAG per enabled flow: heartbeat -> sync_topology -> plan -> mirror -> record
+-> checkpoints; and `ferry_heartbeats` for the pairs without a data flow.
 
 - `sync_topology` keeps the target's shape in step (`ferry.syncing`): remote topics and
   partitions before any record of them is copied, topic configs, ACLs, each when due; it
@@ -175,6 +176,20 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
                 "active_groups_left_untouched": report.active}
 
 
+def heartbeat(path: str, name: str | None = None) -> list[str]:
+    """Write heartbeats: the flow's own pair, or (without `name`) every pair that emits
+    heartbeats but has no DAG of its own."""
+    from ferry.heartbeating import emit, heartbeat_only_pairs
+
+    with task_edge():
+        from ferry import logs
+
+        logs.setup()
+        config = load_config(path)
+        flows = [config.flow(name)] if name else heartbeat_only_pairs(config)
+        return [f"{b.source}->{b.target}" for b in emit(flows)]
+
+
 def has_work(planned: dict[str, Any]) -> bool:
     """False for an idle plan: the Spark task is skipped."""
     return not planned["idle"]
@@ -204,6 +219,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         doc_md=doc_md(flow, path),
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     ) as dag:
+        beat = task(task_id="heartbeat")(heartbeat)(path, flow.name)
         topology = task(task_id="sync_topology")(sync_topology)(path, flow.name)
         planned = task(task_id="plan")(plan)(path, flow.name)
         # Only `mirror` is skipped when idle: record and checkpoints still run.
@@ -225,7 +241,7 @@ def build_dag(flow: Flow, path: str) -> Any:
             path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
         translated = task(task_id="checkpoints", trigger_rule="none_failed")(checkpoints)(
             path, flow.name)
-        topology >> planned
+        beat >> topology >> planned
         gate(planned) >> mirror >> recorded >> translated
     return dag
 
@@ -236,8 +252,40 @@ def _static_conf() -> dict[str, str]:
     return job_conf(jars=False)
 
 
+HEARTBEATS_DAG = "ferry_heartbeats"
+
+
+def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
+    """Heartbeats of the pairs without a data flow (MM2 emits them for every pair while
+    emit.heartbeats.enabled), so each cluster's `heartbeats` topic has something to mirror."""
+    from airflow.sdk import DAG, task
+
+    from ferry.heartbeating import heartbeat_only_pairs
+
+    pairs = heartbeat_only_pairs(config)
+    with DAG(
+        dag_id=HEARTBEATS_DAG,
+        schedule=schedule_of(pairs[0]),
+        start_date=datetime(2024, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["ferry", "heartbeats"],
+        doc_md="### Ferry: heartbeats\n\nWrites a heartbeat for each pair without a data "
+               "flow: " + ", ".join(f"`{f.name}`" for f in pairs) + ".",
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    ) as dag:
+        task(task_id="heartbeat")(heartbeat)(path)
+    return dag
+
+
 def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
-    """dag_id -> DAG for every enabled flow of the config."""
+    """dag_id -> DAG for every enabled flow of the config, and `ferry_heartbeats` when some
+    pairs emit heartbeats without a data flow."""
+    from ferry.heartbeating import heartbeat_only_pairs
+
     path = path or config_path()
     config = config or load_config(path)
-    return {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
+    dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
+    if heartbeat_only_pairs(config):
+        dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
+    return dags

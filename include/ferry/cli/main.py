@@ -143,6 +143,15 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_topology(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.heartbeating import topology
+
+    found = topology(load_config(args.file), args.cluster)
+    _emit(args, found.to_json(), found.text())
+    return EXIT_OK
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     from ferry import cycle
 
@@ -294,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.add_argument("--topic", required=True, help="the source topic")
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
+
+    topo = sub.add_parser("topology", parents=[common],
+                          help="the clusters upstream of one, seen through heartbeats")
+    topo.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    topo.add_argument("--cluster", required=True, help="the cluster alias to look from")
+    topo.set_defaults(func=cmd_topology)
 
     positions = sub.add_parser("positions", help="a flow's positions (where copying goes on)")
     psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=_Parser)

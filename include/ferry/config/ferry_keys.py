@@ -115,6 +115,10 @@ KEYS: tuple[FerryKey, ...] = (
              "ACL sync also copies PREFIXED topic ACLs to the remote prefix (A. + prefix "
              "under the default policy) and a literal * topic ACL to PREFIXED A. (MM2 copies "
              "literal ACLs only). WRITE is never granted either way.", _bool, "false"),
+    FerryKey("ferry.identity.loops.accepted", "false",
+             "Allow flows both ways between two clusters with IdentityReplicationPolicy "
+             "(which cannot stop records looping back): only when the two directions' topic "
+             "filters do not overlap.", _bool, "true"),
     FerryKey("ferry.sync.acls.groups", "true",
              "ACL sync also copies READ/DESCRIBE (and DENY) ACLs of consumer groups that "
              "pass the group filter, so consumers fail over with their own principals.",
@@ -137,6 +141,7 @@ class FerrySettings:
     schedule: str
     sync_acls_prefixed: bool = True
     sync_acls_groups: bool = True
+    identity_loops_accepted: bool = False
 
 
 def resolve_ferry_settings(
@@ -166,6 +171,7 @@ def resolve_ferry_settings(
         schedule=parsed["ferry.schedule"],
         sync_acls_prefixed=parsed["ferry.sync.acls.prefixed"],
         sync_acls_groups=parsed["ferry.sync.acls.groups"],
+        identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
     )
 
 

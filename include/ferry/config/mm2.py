@@ -75,7 +75,7 @@ def build_config(
     if not any(f.enabled for f in flows) and aliases:
         warnings.append("no flow is enabled: set e.g. "
                         f"{aliases[0]}->{aliases[-1]}.enabled=true")
-    _check_identity_loops(flows, warnings)
+    _check_identity_loops(flows, warnings, problems)
     unique = list(dict.fromkeys(problems))
     if unique:
         raise ConfigError(unique, source=path)
@@ -406,6 +406,8 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list
         replication_factor=_replication_factor(conn, problems),
         checkpoints_replication_factor=_replication_factor(
             conn, problems, "checkpoints.topic.replication.factor", 3),
+        heartbeats_replication_factor=_replication_factor(
+            conn, problems, "heartbeats.topic.replication.factor", 3),
         refresh_topics=_feature(conn, "refresh.topics", True, 600, problems),
         refresh_groups=_feature(conn, "refresh.groups", True, 600, problems),
         sync_topic_configs=_feature(conn, "sync.topic.configs", True, 600, problems),
@@ -464,12 +466,24 @@ def _is_event_hubs(client: ClientConfig) -> bool:
     return username == "$ConnectionString" or ".servicebus." in servers
 
 
-def _check_identity_loops(flows: tuple[Flow, ...], warnings: list[str]) -> None:
+def _check_identity_loops(flows: tuple[Flow, ...], warnings: list[str],
+                          problems: list[Problem]) -> None:
+    """Flows both ways between two clusters with IdentityReplicationPolicy send every
+    record back where it came from (the policy cannot tell remote topics from local ones):
+    refused unless `ferry.identity.loops.accepted=true` says the operator knows (e.g. the
+    topic filters of the two directions do not overlap)."""
     enabled = {(f.source, f.target): f for f in flows if f.enabled}
     for (source, target), flow in enabled.items():
         back = enabled.get((target, source))
         if (source < target and back is not None
                 and (isinstance(flow.policy, IdentityReplicationPolicy)
                      or isinstance(back.policy, IdentityReplicationPolicy))):
-            warnings.append(f"{source}->{target} and {target}->{source} both run and one uses "
-                            "IdentityReplicationPolicy: records can loop between the clusters")
+            text = (f"{source}->{target} and {target}->{source} both run and one uses "
+                    "IdentityReplicationPolicy: records can loop between the clusters")
+            if flow.ferry.identity_loops_accepted or back.ferry.identity_loops_accepted:
+                warnings.append(text + " (accepted by ferry.identity.loops.accepted)")
+            else:
+                problems.append(Problem(
+                    f"{source}->{target}.enabled", text,
+                    "mirror one way only, use DefaultReplicationPolicy, or make the topic "
+                    "filters disjoint and set ferry.identity.loops.accepted=true"))

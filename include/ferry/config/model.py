@@ -82,6 +82,8 @@ class Flow:
     ferry: FerrySettings
     checkpoints_replication_factor: int = 3
     """`checkpoints.topic.replication.factor`: for `<source>.checkpoints.internal`."""
+    heartbeats_replication_factor: int = 3
+    """`heartbeats.topic.replication.factor`: for `heartbeats` on the target."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """The flow's resolved MM2 connector settings (secrets masked), for display."""
 

@@ -6,21 +6,17 @@ import logging
 import time
 
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
-    Producer,
     TopicPartition,
 )
-from confluent_kafka.cimpl import NewTopic
 
 from ferry.checkpoints import Checkpoint, TargetGroup, decode, encode
 from ferry.config import Flow
-from ferry.errors import TerminalError
 from ferry.internal import reader_group
+from ferry.kafka import mm2topics
 from ferry.kafka.admin import Admin
-from ferry.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -84,77 +80,15 @@ def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
                 "TOPIC": "READ on TOPIC (the group's remote topics)"})
 
 
-def ensure_topic(flow: Flow, admin: Admin, topic: str, replication_factor: int) -> None:
-    """Create the checkpoints topic as MM2 does (one partition, compacted) when missing."""
-    if topic in admin.topics():
-        return
-    future = admin.raw.create_topics(
-        [NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})],
-        request_timeout=admin.timeout)[topic]
-    try:
-        future.result(timeout=admin.timeout)
-    except KafkaException as exc:
-        if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        raise admin.error(exc, f"creating the checkpoints topic {topic} (replication factor "
-                               f"{replication_factor}: checkpoints.topic.replication.factor)",
-                          f"CREATE on TOPIC {topic}") from None
-    log.info("created checkpoints topic %s on %s", topic, flow.target,
-             extra={"flow": flow.name, "topic": topic})
-
-
-def read_checkpoints(flow: Flow, topic: str, timeout: float = 60.0) -> list[Checkpoint]:
+def read_checkpoints(flow: Flow, topic: str) -> list[Checkpoint]:
     """Every checkpoint in the topic, in order (records that do not parse are skipped)."""
-    consumer = Consumer(flow.target_admin.confluent({
-        "group.id": reader_group(flow, "checkpoints-reader"), "enable.auto.commit": False,
-        "enable.partition.eof": True, "isolation.level": "read_committed", "log_level": 3}))
-    found: list[Checkpoint] = []
-    try:
-        low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        if end <= low:
-            return []
-        consumer.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(5000, 0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return found
-                    raise KafkaException(err)
-                checkpoint = decode(msg.key(), msg.value())
-                if checkpoint is not None:
-                    found.append(checkpoint)
-        raise TimeoutError(f"reading {topic} took over {timeout:.0f}s")
-    except KafkaException as exc:
-        raise kafka_error(exc, flow.target, f"reading checkpoints topic {topic}",
-                          principal=flow.target_admin.principal, needs={
-                              "TOPIC": f"READ on TOPIC {topic}",
-                              "GROUP": f"DESCRIBE on GROUP "
-                                       f"{reader_group(flow, 'checkpoints-reader')}"}) from None
-    finally:
-        consumer.close()
+    records = mm2topics.read_all(flow.target_admin, topic,
+                                 reader_group(flow, "checkpoints-reader"))
+    return [c for r in records if (c := decode(r.key, r.value)) is not None]
 
 
 def write_checkpoints(flow: Flow, topic: str, checkpoints: list[Checkpoint]) -> None:
     """Append checkpoint records (idempotent producer, all acks) and wait for them."""
-    if not checkpoints:
-        return
-    producer = Producer(flow.target_admin.confluent({
-        "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3}))
-    failed: list[str] = []
-
-    def report(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failed.append(err.str())
-
-    for checkpoint in checkpoints:
-        key, value = encode(checkpoint)
-        producer.produce(topic, value, key, partition=0, timestamp=int(time.time() * 1000),
-                         on_delivery=report)
-    left = producer.flush(60)
-    if failed or left:
-        reason = failed[0] if failed else f"{left} not acknowledged in 60s"
-        raise TerminalError(f"cluster {flow.target}: writing checkpoints to {topic} failed: "
-                            f"{reason}" + (f"; {flow.target_admin.principal} needs WRITE on "
-                                           f"TOPIC {topic}" if "uthoriz" in reason else ""))
+    now = int(time.time() * 1000)
+    mm2topics.append(flow.target_admin, topic,
+                     [(*encode(c), now) for c in checkpoints])
