@@ -36,6 +36,19 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
 
 
 @pytest.fixture(scope="session")
+def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of a third local cluster, for fan-in, chains and cycles."""
+    base = os.environ.get("FERRY_TEST_DIR")
+    root = Path(base) / "third" if base else tmp_path_factory.mktemp("kafka-third")
+    try:
+        (state,) = cluster.up(("third",), root)
+        yield state.bootstrap
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
+
+
+@pytest.fixture(scope="session")
 def secure_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.SecureClusters]:
     """Two running secure local clusters, `ssource` and `starget`: SASL_SSL on `bootstrap`,
     SASL_PLAINTEXT on `plaintext_bootstrap`, PLAIN and SCRAM-SHA-512 for the users `admin`
