@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo command: sets everything up, starts two fresh local Kafka clusters (source,
 # target) in .ferry/demo, creates sample topics, runs the flow's Airflow DAG once
-# in-process (dag.test: topology sync, plan, Spark copy job, record) and prints a report.
+# in-process (dag.test: heartbeat, topology sync, plan, Spark copy job, record,
+# checkpoints) and prints a report.
 # The clusters keep running afterwards; stop them with:
 #   .venv/bin/ferry local down --dir .ferry/demo
 set -euo pipefail
@@ -40,7 +41,8 @@ PY
 eval "$(python -c 'import json,shlex,sys; print("\n".join(f"export {k}={shlex.quote(v)}" for k, v in json.loads(sys.argv[1]).items()))' "$env_json")"
 python -m ferry.airflow.testing "$(pwd)/examples/demo.properties" ferry_source_to_target \
   > "$dir/dag-run.log" 2>&1 || { tail -40 "$dir/dag-run.log"; echo "demo: the DAG run failed (full log: $dir/dag-run.log)"; exit 1; }
-grep -E "FERRY_DAG_RUN|ferry copy job|lane [0-9]+:" "$dir/dag-run.log" | sed -E 's/.*(FERRY_DAG_RUN|ferry copy job|lane [0-9]+:)/\1/' || true
+grep -E "ferry copy job|lane [0-9]+:" "$dir/dag-run.log" | sed -E 's/.*(ferry copy job|lane [0-9]+:)/\1/' || true
+grep -E "^FERRY_DAG_RUN " "$dir/dag-run.log" | python -c 'import json,sys; r=json.loads(sys.stdin.read().split(" ",1)[1]); print("dag run:", r["state"], "tasks:", ", ".join(f"{t} {s}" for t, s in sorted(r["tasks"].items())))' || true
 
 echo "== report"
 python -m ferry.demo report examples/demo.properties

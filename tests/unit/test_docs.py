@@ -39,9 +39,9 @@ def test_readme_cli_verbs_exist() -> None:
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
                   "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
                   "ferry sync", "ferry local up --secure", "ferry translate",
-                  "ferry checkpoints"):
+                  "ferry checkpoints", "ferry topology"):
         assert usage in README
-    for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints"):
+    for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints", "topology"):
         assert verb in help_text
 
 
