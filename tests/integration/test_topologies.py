@@ -4,6 +4,7 @@ MM2's own Java client)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import uuid
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ferry.cli.main import main
 from ferry.config import MirrorConfig, load_config
 from ferry.heartbeating import emit, topology
 from tests.integration.kafka_data import create_topic, produce, read_all
@@ -108,7 +110,8 @@ def test_fan_in_aggregates_edges_into_one_central_cluster(
 
 
 def test_a_chain_renames_hop_by_hop_cuts_the_cycle_and_shows_the_topology(
-    clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path
+    clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from ferry.local.jars import kafka_jars, log4j_config
 
@@ -130,6 +133,9 @@ def test_a_chain_renames_hop_by_hop_cuts_the_cycle_and_shows_the_topology(
     assert topics_on(servers[a], f".*{name}") == {topic_name}  # nothing came back
     seen = topology(config, c)
     assert seen.upstream == {b: 1, a: 2}
+    assert main(["topology", config.path, "--cluster", c, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["upstream"] == [{"cluster": a, "hops": 2}, {"cluster": b, "hops": 1}]
     mine = [h for h in seen.heartbeats if h.source in (a, b, c)]
     assert {h.topic for h in mine} == {"heartbeats", f"{b}.heartbeats", f"{b}.{a}.heartbeats"}
     for beat in mine:
