@@ -17,6 +17,7 @@ from tests.integration.kafka_data import (
     flow_config,
     produce,
     produce_transactions,
+    read_all,
     wait_lso,
 )
 from tests.integration.test_lane import assert_exact
@@ -124,3 +125,22 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert idle["state"] == "success"
     assert idle["tasks"]["mirror"] == "skipped"  # no Spark job for an idle cycle
     assert "ferry copy job" not in idle["log"]
+
+
+@pytest.mark.integration
+def test_the_heartbeats_dag_writes_heartbeats_of_pairs_without_a_data_flow(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from ferry.heartbeats import decode
+
+    config = flow_config(tmp_path, clusters, f"{topic_name}-.*",
+                         "emit.heartbeats.enabled = true\n"
+                         "heartbeats.topic.replication.factor = 1\n")
+    flow = config.enabled_flows[0]  # its reverse pair has no data flow: heartbeats only
+
+    run = run_dag(config.path, "ferry_heartbeats")
+
+    assert run["state"] == "success", run["log"][-3000:]
+    beats = [decode(r.key, r.value) for r in read_all(clusters["source"], "heartbeats", 0)]
+    assert any(b is not None and (b.source, b.target) == (flow.target, flow.source)
+               for b in beats)
