@@ -13,9 +13,8 @@ import pytest
 from ferry.kafka.mapreader import read_entries
 from ferry.state.reader import rows
 from ferry.state.tables import StatePaths
-from tests.integration.kafka_data import create_topic, produce
 from tests.integration.test_lane import assert_exact
-from tests.integration.test_topologies import aliases, multi_config
+from tests.integration.test_topologies import fan_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -25,15 +24,7 @@ def test_two_flows_into_one_target_run_at_once_without_conflicts(
 ) -> None:
     from ferry.airflow.testing import airflow_env
 
-    e1, e2, central = aliases("edge1x", "edge2x", "central")
-    edges = {e1: clusters["source"], e2: third_cluster}
-    for i, bootstrap in enumerate(edges.values()):
-        create_topic(bootstrap, topic_name, 2)
-        produce(bootstrap, topic_name, [(f"k{n}".encode(), f"e{i}-{n}".encode(), n % 2)
-                                        for n in range(300 + 100 * i)])
-    config = multi_config(tmp_path, {**edges, central: clusters["target"]},
-                          {f"{e1}->{central}": topic_name, f"{e2}->{central}": topic_name},
-                          "emit.heartbeats.enabled = false\n")
+    config, edges, central = fan_in(clusters, third_cluster, topic_name, tmp_path, 300)
     flows = [config.flow(f"{edge}->{central}") for edge in edges]
 
     runs = [subprocess.Popen(

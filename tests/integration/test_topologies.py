@@ -86,18 +86,28 @@ def test_active_active_mirrors_both_ways_and_never_back(
                  local_b, 1)
 
 
+def fan_in(clusters: dict[str, str], third: str, topic: str, tmp: Path, records: int
+           ) -> tuple[MirrorConfig, dict[str, str], str]:
+    """Two edges (the source and the third cluster) with `topic` (2 partitions, `records`
+    and 1.5 x `records` records), flows edge->central into the target cluster:
+    (config, edge alias -> servers, central alias)."""
+    e1, e2, central = aliases("edge1x", "edge2x", "central")
+    edges = {e1: clusters["source"], e2: third}
+    for i, bootstrap in enumerate(edges.values()):
+        create_topic(bootstrap, topic, 2)
+        produce(bootstrap, topic, [(f"k{n}".encode(), f"e{i}-{n}".encode(), n % 2)
+                                   for n in range(records + records // 2 * i)])
+    config = multi_config(tmp, {**edges, central: clusters["target"]},
+                          {f"{e1}->{central}": topic, f"{e2}->{central}": topic},
+                          "emit.heartbeats.enabled = false\n")
+    return config, edges, central
+
+
 def test_fan_in_aggregates_edges_into_one_central_cluster(
     clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path
 ) -> None:
-    e1, e2, central = aliases("edge1x", "edge2x", "central")
-    edges = {e1: clusters["source"], e2: third_cluster}
-    for i, bootstrap in enumerate(edges.values()):
-        create_topic(bootstrap, topic_name, 2)
-        produce(bootstrap, topic_name, [(None, f"e{i}-{n}".encode(), n % 2)
-                                        for n in range(40 + 10 * i)])
-    config = multi_config(tmp_path, {**edges, central: clusters["target"]},
-                          {f"{e1}->{central}": topic_name, f"{e2}->{central}": topic_name},
-                          "emit.heartbeats.enabled = false\n")
+    config, edges, central = fan_in(clusters, third_cluster, topic_name, tmp_path, 40)
+    e1, e2 = edges
 
     for edge in (e1, e2):
         run_cycle(config.flow(f"{edge}->{central}"))
