@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -379,5 +380,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, 130, ["interrupted"], {"ok": False, "error": "interrupted"})
 
 
+def run() -> NoReturn:
+    """The console script: `main`, then exit at once with its code. Native libraries'
+    threads (librdkafka, Arrow) can abort an interpreter that is finalizing after the work
+    is done and printed (seen as exit code -6 on an idle `ferry mirror`); nothing is left
+    to clean up by then."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -30,6 +30,20 @@ K = TypeVar("K")
 TIMEOUT_S = 30.0
 
 
+class _Refusals:
+    """librdkafka's error callback: keeps a failed login or TLS handshake (calls only time
+    out on them). Holds no reference to the client, so the client is freed with its Admin
+    (a client left to interpreter shutdown can abort the process)."""
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                          KafkaError._SSL):
+            self.error = err
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -43,19 +57,13 @@ class Admin:
         self.cluster = client.cluster
         self.principal = client.principal
         self.timeout = timeout
-        self._refused: KafkaError | None = None
+        self._refusals = _Refusals()
         conf: dict[str, Any] = client.confluent(log_level=3)
-        conf["error_cb"] = self._on_error
+        conf["error_cb"] = self._refusals  # not a bound method: no cycle keeps the client
         self._admin = AdminClient(conf)
 
-    def _on_error(self, err: KafkaError) -> None:
-        # librdkafka reports a failed login or TLS handshake here; calls just time out.
-        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                          KafkaError._SSL):
-            self._refused = err
-
     def _connection_refused(self, action: str) -> FerryError | None:
-        err = self._refused
+        err = self._refusals.error
         if err is None:
             return None
         fix = ("check the CA (ssl.truststore.location) and the broker's certificate"
