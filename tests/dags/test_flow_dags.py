@@ -42,7 +42,7 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     path.write_text(MULTI)
     dags = build_dags(path=str(path))
     # B->A, A->C, ...: pairs with heartbeats only, emitted by ferry_heartbeats
-    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_heartbeats"]
+    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_heartbeats", "ferry_verify"]
     dag = dags["ferry_A_to_B"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
@@ -144,3 +144,25 @@ def test_the_heartbeats_dag_writes_heartbeats_of_pairs_without_a_data_flow(
     beats = [decode(r.key, r.value) for r in read_all(clusters["source"], "heartbeats", 0)]
     assert any(b is not None and (b.source, b.target) == (flow.target, flow.source)
                for b in beats)
+
+
+@pytest.mark.integration
+def test_the_verify_dag_checks_a_flow_and_records_it(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(50)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    run_cycle(flow)
+
+    run = run_dag(config.path, "ferry_verify")
+
+    assert run["state"] == "success", run["log"][-3000:]
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+
+    checked = rows(StatePaths(flow.ferry.state_dir).verify, flow.name)
+    assert {r["outcome"] for r in checked} == {"ok"} and sum(r["checked"] for r in checked) == 50

@@ -39,7 +39,7 @@ def test_readme_cli_verbs_exist() -> None:
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
                   "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
                   "ferry sync", "ferry local up --secure", "ferry translate",
-                  "ferry checkpoints", "ferry topology"):
+                  "ferry checkpoints", "ferry topology", "ferry verify"):
         assert usage in README
     for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints", "topology"):
         assert verb in help_text
@@ -52,9 +52,10 @@ def test_readme_documents_every_state_table_column() -> None:
         OFFSET_MAP_DDL,
         RUNS_DDL,
         SYNCS_DDL,
+        VERIFY_DDL,
     )
 
-    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL, SYNCS_DDL, CHECKPOINTS_DDL):
+    for ddl in (OFFSET_MAP_DDL, RUNS_DDL, GAPS_DDL, SYNCS_DDL, CHECKPOINTS_DDL, VERIFY_DDL):
         for column in ddl.split(", "):
             name = column.split(" ")[0]
             if name in ("schema_version",) or "<" in name or ":" in name:

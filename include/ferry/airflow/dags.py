@@ -253,6 +253,53 @@ def _static_conf() -> dict[str, str]:
 
 
 HEARTBEATS_DAG = "ferry_heartbeats"
+VERIFY_DAG = "ferry_verify"
+
+
+def verify_flow(path: str) -> dict[str, Any]:
+    """Compare source and target record by record for the flow (and topic) in the run's
+    params; fails the task on a mismatch, naming topic, partition and offsets."""
+    from airflow.sdk import get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.verifying import verify
+
+    with task_edge():
+        context = get_current_context()
+        params = context["params"]
+        flow = _flow(path, str(params["flow"]))
+        checks = verify(flow, str(params.get("topic") or "") or None,
+                        run_id=str(context["run_id"]))
+        bad = [c.text(flow) for c in checks if not c.ok]
+        if bad:
+            raise AirflowFailException("; ".join(bad[:10]))
+        return {"flow": flow.name, "partitions": len(checks),
+                "checked": sum(c.checked for c in checks)}
+
+
+def build_verify_dag(config: MirrorConfig, path: str) -> Any:
+    """`ferry_verify`: triggered from the UI with a flow (and optionally a topic); results
+    go to the Delta `verify` table."""
+    from airflow.sdk import DAG, Param, task
+
+    names = [f.name for f in config.enabled_flows]
+    with DAG(
+        dag_id=VERIFY_DAG,
+        schedule=None,
+        start_date=datetime(2024, 1, 1),
+        catchup=False,
+        tags=["ferry", "verify"],
+        doc_md="### Ferry: verify\n\nCompares source and target record by record (key, "
+               "value, headers, timestamp) through the offset map; a mismatch fails the run "
+               "naming topic, partition and offsets. Results: the Delta `verify` table.",
+        params={
+            "flow": Param(names[0], enum=names, description="the flow to verify, A->B"),
+            "topic": Param("", type="string",
+                           description="only this source topic (empty: every topic)"),
+        },
+    ) as dag:
+        task(task_id="verify")(verify_flow)(path)
+    return dag
 
 
 def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
@@ -286,6 +333,8 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     path = path or config_path()
     config = config or load_config(path)
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
+    if config.enabled_flows:
+        dags[VERIFY_DAG] = build_verify_dag(config, path)
     if heartbeat_only_pairs(config):
         dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
     return dags

@@ -144,6 +144,24 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ferry.verifying import verify
+
+    flow = _flow(args)
+    checks = verify(flow, args.topic)
+    bad = [c for c in checks if not c.ok]
+    lines = [c.text(flow) for c in checks] or [f"flow {flow.name}: nothing mirrored yet"]
+    lines.append(f"flow {flow.name}: {sum(c.checked for c in checks):,} records checked in "
+                 f"{len(checks)} partitions, " + (f"{len(bad)} with mismatches" if bad
+                                                  else "all equal"))
+    _emit(args, {"flow": flow.name, "ok": not bad, "partitions": [
+        {"topic": c.topic, "partition": c.partition, "source_start": c.source_start,
+         "source_end": c.source_end, "checked": c.checked, "ok": c.ok,
+         "mismatches": [m.__dict__ for m in c.mismatches], "skipped": c.skipped,
+         "extra": c.extra} for c in checks]}, "\n".join(lines))
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 def cmd_topology(args: argparse.Namespace) -> int:
     from ferry.config import load_config
     from ferry.heartbeating import topology
@@ -294,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     translate = flow_verb("translate", "where a source consumer group resumes on the target "
                           "(exact, through the offset map)", cmd_translate)
     translate.add_argument("--group", required=True, help="the consumer group id")
+    verify = flow_verb("verify", "compare source and target record by record through the "
+                       "offset map (exit 1 on a mismatch)", cmd_verify)
+    verify.add_argument("--topic", help="only this source topic")
     flow_verb("checkpoints", "translate every group now: checkpoints, and group offsets when "
               "sync.group.offsets.enabled=true", cmd_checkpoints)
     mirror = flow_verb("mirror", "run one mirror cycle of a flow (the DAG's code path)",

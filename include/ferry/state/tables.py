@@ -39,6 +39,13 @@ CHECKPOINTS_DDL = (
     "schema_version int")
 """One row per group partition translated by a checkpoint step (delta-rs)."""
 
+VERIFY_DDL = (
+    "flow string, run_id string, topic string, partition int, source_start bigint, "
+    "source_end bigint, checked bigint, altered bigint, missing bigint, skipped bigint, "
+    "extra bigint, mismatches string, outcome string, verified_at timestamp, "
+    "schema_version int")
+"""One row per partition a `ferry verify` checked (delta-rs)."""
+
 
 @dataclass(frozen=True)
 class StatePaths:
@@ -66,6 +73,10 @@ class StatePaths:
     @property
     def checkpoints(self) -> str:
         return self.table("checkpoints")
+
+    @property
+    def verify(self) -> str:
+        return self.table("verify")
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str, Any]:
