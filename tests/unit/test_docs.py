@@ -39,7 +39,8 @@ def test_readme_cli_verbs_exist() -> None:
     for usage in ("ferry local up", "ferry local status", "ferry local down", "ferry validate",
                   "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
                   "ferry sync", "ferry local up --secure", "ferry translate",
-                  "ferry checkpoints", "ferry topology", "ferry verify"):
+                  "ferry checkpoints", "ferry topology", "ferry verify",
+                  "ferry status"):
         assert usage in README
     for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints", "topology"):
         assert verb in help_text

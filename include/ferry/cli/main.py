@@ -162,6 +162,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_FAILED if bad else EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.status import status
+
+    flows = status(load_config(args.file))
+    _emit(args, {"flows": [f.to_json() for f in flows]},
+          "\n".join(f.text() for f in flows) or "no enabled flows")
+    return EXIT_OK
+
+
 def cmd_topology(args: argparse.Namespace) -> int:
     from ferry.config import load_config
     from ferry.heartbeating import topology
@@ -325,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     offsets.add_argument("--topic", required=True, help="the source topic")
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
+
+    stat = sub.add_parser("status", parents=[common],
+                          help="per flow and partition: lag, last run, heartbeats, checkpoints")
+    stat.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    stat.set_defaults(func=cmd_status)
 
     topo = sub.add_parser("topology", parents=[common],
                           help="the clusters upstream of one, seen through heartbeats")

@@ -53,3 +53,30 @@ def digests(client: ClientConfig, topic: str, partition: int, start: int, end: i
                                  "GROUP": f"DESCRIBE on GROUP {group}"}) from None
     finally:
         consumer.close()
+
+
+def timestamp_at(client: ClientConfig, topic: str, partition: int, offset: int,
+                 group: str) -> int | None:
+    """The timestamp (ms) of the first committed record at or after `offset`, or None."""
+    consumer = Consumer(client.confluent({
+        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+        "log_level": 3}))
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return None
+                raise kafka_error(KafkaException(err), client.cluster,
+                                  f"reading {topic}-{partition}", principal=client.principal,
+                                  needs=f"READ on TOPIC {topic}")
+            return int(msg.timestamp()[1])
+        return None
+    finally:
+        consumer.close()

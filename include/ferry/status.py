@@ -1,0 +1,110 @@
+"""`ferry status`: per flow and partition, how far the mirror is behind, and how the flow's
+last run, heartbeats and checkpoints look."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.config import Flow, MirrorConfig
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    source_end: int
+    """The source's last stable offset (read_committed end)."""
+    position: int | None
+    """The next source offset the flow copies (None: nothing copied yet)."""
+    lag_records: int
+    lag_seconds: float
+    """Age of the oldest record not mirrored yet (0 when caught up)."""
+
+
+@dataclass
+class FlowStatus:
+    flow: str
+    partitions: list[PartitionStatus] = field(default_factory=list)
+    last_run: str | None = None
+    last_run_outcome: str | None = None
+    last_run_finished_at: str | None = None
+    heartbeat_latency_s: float | None = None
+    heartbeat_age_s: float | None = None
+    checkpoint_age_s: float | None = None
+
+    @property
+    def lag_records(self) -> int:
+        return sum(p.lag_records for p in self.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"lag_records": self.lag_records}
+
+    def text(self) -> str:
+        def secs(value: float | None) -> str:
+            return "-" if value is None else f"{value:.0f}s"
+
+        lines = [f"flow {self.flow}: lag {self.lag_records:,} records; last run "
+                 f"{self.last_run or '-'} {self.last_run_outcome or ''}; heartbeat latency "
+                 f"{secs(self.heartbeat_latency_s)} (age {secs(self.heartbeat_age_s)}); "
+                 f"checkpoints age {secs(self.checkpoint_age_s)}"]
+        lines += [f"  {p.topic}-{p.partition}: end {p.source_end:,}, mirrored to "
+                  f"{'-' if p.position is None else f'{p.position:,}'}, lag "
+                  f"{p.lag_records:,} records / {p.lag_seconds:.0f}s" for p in self.partitions]
+        return "\n".join(lines)
+
+
+def flow_status(config: MirrorConfig, flow: Flow) -> FlowStatus:
+    from ferry.heartbeating import topology
+    from ferry.heartbeats import sources_of
+    from ferry.internal import positions_group, reader_group
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.records import timestamp_at
+    from ferry.planner import TopicPartition
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+    from ferry.sync.topics import mirrored_topics
+
+    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    topics = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    marks = source.watermarks(tps)
+    committed = target.group_offsets(
+        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
+    now = time.time()
+    found = FlowStatus(flow.name)
+    for tp in tps:
+        position = committed.get((flow.remote_topic(tp.topic), tp.partition))
+        start = max(position if position is not None else marks[tp].low, marks[tp].low)
+        lag = max(0, marks[tp].high - start)
+        stamp = timestamp_at(flow.source_admin, tp.topic, tp.partition, start,
+                             reader_group(flow, "status")) if lag else None
+        found.partitions.append(PartitionStatus(
+            tp.topic, tp.partition, marks[tp].high, position, lag,
+            round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0))
+    paths = StatePaths(flow.ferry.state_dir)
+    runs = rows(paths.runs, flow.name)
+    if runs:
+        latest = max(runs, key=lambda r: r["finished_at"])
+        mine = [r for r in runs if r["run_id"] == latest["run_id"]]
+        found.last_run = latest["run_id"]
+        found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
+        found.last_run_outcome = ("failed" if any(r["outcome"] == "failed" for r in mine)
+                                  else "copied")
+    checkpoints = rows(paths.checkpoints, flow.name)
+    if checkpoints:
+        newest = max(r["translated_at"] for r in checkpoints)
+        found.checkpoint_age_s = round((datetime.now(UTC) - newest).total_seconds(), 3)
+    beats = [h for h in topology(config, flow.target).heartbeats
+             if sources_of(flow.policy, h.topic)[:1] == [flow.source]]
+    if beats:
+        newest_beat = max(beats, key=lambda h: h.timestamp_ms)
+        found.heartbeat_latency_s = newest_beat.latency_s
+        found.heartbeat_age_s = newest_beat.age_s
+    return found
+
+
+def status(config: MirrorConfig) -> list[FlowStatus]:
+    return [flow_status(config, flow) for flow in config.enabled_flows]
