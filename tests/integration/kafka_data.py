@@ -138,7 +138,9 @@ def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "
         f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"
         f"{source}->{target}.topics = {topics}\nreplication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\n"
-        f"emit.heartbeats.enabled = false\nferry.state.dir = {tmp / 'state'}\n" + extra)
+        f"emit.heartbeats.enabled = false\nferry.state.dir = {tmp / 'state'}\n"
+        # The brokers are shared: another test's `heartbeats` topic is not this flow's.
+        "heartbeats.replication.enabled = false\n" + extra)
     return load_config(path)
 
 

@@ -258,7 +258,8 @@ def test_a_client_that_does_not_trust_the_ca_fails_tls_verification(
 
     for settings in (untrusting, other_ca):
         errors = _client_errors(settings)
-        assert errors and errors[0].code() == KafkaError._SSL, errors
+        # librdkafka reports it as _SSL or, on some runs, as _TRANSPORT with the SSL reason
+        assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT), errors
         assert "certificate verify failed" in errors[0].str()
 
 
