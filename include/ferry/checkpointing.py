@@ -90,7 +90,7 @@ def translate_groups(flow: Flow, group: str | None = None,
     flow's offset map, exactly: fail-back.
     """
     from ferry.kafka.admin import Admin
-    from ferry.kafka.groups import committed, list_groups
+    from ferry.kafka.groups import list_groups
     from ferry.lookup import partition_entries
 
     source = Admin(flow.source_admin)
@@ -103,11 +103,14 @@ def translate_groups(flow: Flow, group: str | None = None,
         groups = [group]
     else:
         groups = [g for g in list_groups(source) if flow.groups.accepts(g)]
-    entries = partition_entries(flow)
-    back = _fail_back_entries(flow, reverse)
-    found: list[Translation] = []
-    for name in groups:
-        for (topic, partition), (offset, metadata) in sorted(committed(source, name).items()):
+    offsets = {name: source.committed(name) for name in groups}
+    # Only the offset-map entries the groups need (the map grows with every run).
+    topics = {t for found in offsets.values() for t, _ in found}
+    entries = partition_entries(flow, topics & set(mirrored))
+    back = _fail_back_entries(flow, reverse, {t for t in topics if t not in mirrored})
+    result: list[Translation] = []
+    for name, found in offsets.items():
+        for (topic, partition), (offset, metadata) in sorted(found.items()):
             if topic in mirrored:
                 answer = translate(entries.get((topic, partition), []), offset)
                 downstream = flow.remote_topic(topic)
@@ -118,23 +121,28 @@ def translate_groups(flow: Flow, group: str | None = None,
             else:
                 continue
             target, status = answer if answer else (None, NOT_MIRRORED)
-            found.append(Translation(name, topic, partition, offset, metadata, downstream,
-                                     target, status))
-    return found
+            result.append(Translation(name, topic, partition, offset, metadata, downstream,
+                                      target, status))
+    return result
 
 
-def _fail_back_entries(flow: Flow, reverse: Flow | None
+def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str]
                        ) -> dict[tuple[str, int], list[MapEntry]]:
     """(remote topic on this flow's source, partition) -> the reverse flow's entries that
-    filled it, for remote topics the flow's topic filter accepts (MM2 filters checkpoint
-    topics too)."""
+    filled it, for the committed `remotes` that came from the target and pass the flow's
+    topic filter (MM2 filters checkpoint topics too)."""
     from ferry.lookup import partition_entries
 
     if reverse is None:
         return {}
+    originals = {reverse.policy.upstream_topic(t) for t in remotes
+                 if flow.topics.accepts(t) and flow.policy.topic_source(t) == flow.target}
+    originals.discard(None)
+    if not originals:
+        return {}
     found: dict[tuple[str, int], list[MapEntry]] = {}
-    for filled in partition_entries(reverse).values():
-        if filled and flow.topics.accepts(filled[0].target_topic):
+    for filled in partition_entries(reverse, {t for t in originals if t}).values():
+        if filled and filled[0].target_topic in remotes:
             found[(filled[0].target_topic, filled[0].target_partition)] = filled
     return found
 
@@ -188,16 +196,12 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None) -> Checkpoint
 def due(flow: Flow) -> str:
     """`due`, or why the checkpoint step does not run now (`emit.checkpoints.*`; an
     interval you set is honoured across runs, the default runs every run)."""
-    from ferry.state.reader import rows
+    from ferry.state.reader import last_steps
     from ferry.state.tables import StatePaths
     from ferry.sync.schedule import due_steps
 
-    last: dict[str, datetime] = {}
-    if flow.emit_checkpoints.explicit:
-        times = [r["synced_at"] for r in rows(StatePaths(flow.ferry.state_dir).syncs,
-                                               flow.name, step="checkpoints")]
-        if times:
-            last["checkpoints"] = max(times)
+    last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
+        if flow.emit_checkpoints.explicit else {}
     return due_steps(flow, last, datetime.now(UTC), steps=("checkpoints",))["checkpoints"]
 
 

@@ -123,7 +123,8 @@ def topology(config: MirrorConfig, cluster: str) -> Topology:
             beat = decode(record.key, record.value)
             if beat is not None:
                 latest[(beat.source, beat.target)] = (record.offset, beat)
-        arrivals = _arrivals(config, policy, cluster, topic)
+        arrivals = _arrivals(config, policy, cluster, topic,
+                             {offset for offset, _ in latest.values()})
         for offset, beat in latest.values():
             arrived = arrivals.get(offset)
             found.heartbeats.append(SeenHeartbeat(
@@ -133,9 +134,9 @@ def topology(config: MirrorConfig, cluster: str) -> Topology:
     return found
 
 
-def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str,
-              topic: str) -> dict[int, int]:
-    """Target offset in `topic` -> when the flow that filled it committed it (ms)."""
+def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str, topic: str,
+              offsets: set[int]) -> dict[int, int]:
+    """Each of `offsets` in `topic` -> when the flow that filled it committed it (ms)."""
     from ferry.lookup import partition_entries
 
     sources = sources_of(policy, topic)
@@ -147,8 +148,8 @@ def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str,
     if flow is None or upstream is None:
         return {}
     arrivals: dict[int, int] = {}
-    for entry in partition_entries(flow).get((upstream, 0), []):
+    for entry in partition_entries(flow, [upstream]).get((upstream, 0), []):
         for segment in entry.segments:
-            for offset in range(segment.target_start, segment.target_end):
-                arrivals[offset] = entry.committed_at_ms
+            arrivals.update({offset: entry.committed_at_ms for offset in offsets
+                             if segment.target_start <= offset < segment.target_end})
     return arrivals

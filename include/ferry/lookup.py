@@ -3,12 +3,13 @@ JVM), completed from the offset-map topic when Delta has not caught up yet."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from ferry.config import Flow
 from ferry.offsetmap import MapEntry, lookup, next_mirrored
-from ferry.state.reader import latest_cover, map_entries, max_map_offset
+from ferry.state.reader import latest_cover, map_rows, max_map_offset
 from ferry.state.tables import StatePaths
 
 
@@ -47,10 +48,7 @@ class Answer:
 
 
 def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
-    paths = StatePaths(flow.ferry.state_dir)
-    # Delta first; what the target committed after Delta's last row completes it.
-    pairs = map_entries(paths.offset_map, flow.name, topic, partition)
-    entries = latest_cover(pairs + _from_topic(flow, paths, topic, partition))
+    entries = partition_entries(flow, [topic]).get((topic, partition), [])
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
             "source_offset": source_offset, "target_topic": remote,
@@ -70,26 +68,20 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
                   run_id=entry.run_id)
 
 
-def partition_entries(flow: Flow) -> dict[tuple[str, int], list[MapEntry]]:
-    """Every source partition's offset-map entries (overlaps resolved, source order): Delta
-    first, completed from the offset-map topic where Delta has not caught up."""
+def partition_entries(flow: Flow, topics: Collection[str] | None = None
+                      ) -> dict[tuple[str, int], list[MapEntry]]:
+    """Each source partition's offset-map entries (of `topics` only, when given; overlaps
+    resolved; source order): Delta first, completed from the offset-map topic where Delta
+    has not caught up (a job that died between the Kafka commit and the Delta write)."""
     from ferry.kafka.mapreader import read_entries
-    from ferry.state.reader import map_rows
 
     paths = StatePaths(flow.ferry.state_dir)
-    pairs = map_rows(paths.offset_map, flow.name)
-    pairs += read_entries(flow, max_map_offset(paths.offset_map, flow.name))
+    pairs = map_rows(paths.offset_map, flow.name, topics)
+    pairs += [(offset, entry) for offset, entry in
+              read_entries(flow, max_map_offset(paths.offset_map, flow.name))
+              if topics is None or entry.source_topic in topics]
     grouped: dict[tuple[str, int], list[tuple[int, MapEntry]]] = {}
     for offset, entry in pairs:
         key = (entry.source_topic, entry.source_partition)
         grouped.setdefault(key, []).append((offset, entry))
     return {key: latest_cover(found) for key, found in grouped.items()}
-
-
-def _from_topic(flow: Flow, paths: StatePaths, topic: str, partition: int
-                ) -> list[tuple[int, MapEntry]]:
-    from ferry.kafka.mapreader import read_entries
-
-    after = max_map_offset(paths.offset_map, flow.name)
-    return [(offset, e) for offset, e in read_entries(flow, after)
-            if e.source_topic == topic and e.source_partition == partition]

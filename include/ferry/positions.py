@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from ferry.config import Flow
 from ferry.errors import TerminalError, UsageError
 from ferry.internal import positions_group
 from ferry.kafka.admin import Admin
-from ferry.kafka.errors import kafka_error
 from ferry.planner import TopicPartition as TP
 from ferry.sync.topics import mirrored_topics
 
@@ -49,11 +48,9 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False) -> list[Reset]
         return resets
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(remote, r.partition, r.after)
                                                    for r in resets])]
-    future = target.raw.alter_consumer_group_offsets(request, request_timeout=target.timeout)
-    try:
-        future[group].result(timeout=target.timeout)
-    except KafkaException as exc:
-        raise kafka_error(exc, flow.target, f"resetting the positions of {remote}") from None
+    futures = target.raw.alter_consumer_group_offsets(request, request_timeout=target.timeout)
+    target.wait(futures[group], f"resetting the positions of {remote}",
+                {"GROUP": f"READ on GROUP {group}", "TOPIC": f"DESCRIBE on TOPIC {remote}"})
     return resets
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow, MirrorConfig
+
+if TYPE_CHECKING:
+    from ferry.heartbeating import Topology
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class FlowStatus:
         return "\n".join(lines)
 
 
-def flow_status(config: MirrorConfig, flow: Flow) -> FlowStatus:
+def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
+    """`seen`: the target's topology, when the caller has read it already."""
     from ferry.heartbeating import topology
     from ferry.heartbeats import sources_of
     from ferry.internal import positions_group, reader_group
@@ -97,7 +101,8 @@ def flow_status(config: MirrorConfig, flow: Flow) -> FlowStatus:
     if checkpoints:
         newest = max(r["translated_at"] for r in checkpoints)
         found.checkpoint_age_s = round((datetime.now(UTC) - newest).total_seconds(), 3)
-    beats = [h for h in topology(config, flow.target).heartbeats
+    seen = seen or topology(config, flow.target)
+    beats = [h for h in seen.heartbeats
              if sources_of(flow.policy, h.topic)[:1] == [flow.source]]
     if beats:
         newest_beat = max(beats, key=lambda h: h.timestamp_ms)
@@ -107,4 +112,8 @@ def flow_status(config: MirrorConfig, flow: Flow) -> FlowStatus:
 
 
 def status(config: MirrorConfig) -> list[FlowStatus]:
-    return [flow_status(config, flow) for flow in config.enabled_flows]
+    from ferry.heartbeating import topology
+
+    targets = {f.target for f in config.enabled_flows}  # each target's heartbeats read once
+    seen = {target: topology(config, target) for target in sorted(targets)}
+    return [flow_status(config, flow, seen[flow.target]) for flow in config.enabled_flows]

@@ -118,21 +118,11 @@ def _config_json(change: ConfigChange) -> dict[str, Any]:
             "replace": dict(change.configs), "changed": list(change.changed)}
 
 
-def _last_syncs(flow: Flow) -> dict[str, datetime]:
-    from ferry.state import reader
-    from ferry.state.tables import StatePaths
-
-    last: dict[str, datetime] = {}
-    for row in reader.rows(StatePaths(flow.ferry.state_dir).syncs, flow.name):
-        step, at = row["step"], row["synced_at"]
-        if step not in last or at > last[step]:
-            last[step] = at
-    return last
-
-
-def _needs_history(flow: Flow) -> bool:
-    intervals = (flow.refresh_topics, flow.sync_topic_configs, flow.sync_topic_acls)
-    return any(i.explicit for i in intervals) or not flow.refresh_topics.active
+def _remembered(flow: Flow) -> dict[str, bool]:
+    """Steps whose runs must be remembered (the `syncs` table) to honour the config: an
+    interval you set, or a topic refresh that is off (topics are then created once)."""
+    return {"topics": flow.refresh_topics.explicit or not flow.refresh_topics.active,
+            "configs": flow.sync_topic_configs.explicit, "acls": flow.sync_topic_acls.explicit}
 
 
 def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
@@ -142,43 +132,41 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     change). `force` runs every enabled step whatever its interval; `steps` limits which
     steps may run (none: only read both clusters' topics)."""
     from ferry.kafka.admin import Admin
+    from ferry.state.reader import last_steps
+    from ferry.state.tables import StatePaths
 
     source = source or Admin(flow.source_admin)
     target = target or Admin(flow.target_admin)
     now = datetime.now(UTC)
     wanted = STEPS if steps is None else tuple(steps)
-    last = _last_syncs(flow) if wanted and _needs_history(flow) else {}
+    last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
+        if wanted and any(_remembered(flow).values()) else {}
     due = {step: why if step in wanted else "not run here"
            for step, why in due_steps(flow, last, now, force).items()}
     source_topics = {t.name: t.partitions for t in source.topics().values()}
     target_topics = {t.name: t.partitions for t in target.topics().values()}
     mirrored = mirrored_topics(flow, source_topics)
-    existing = {flow.remote_topic(t) for t in mirrored if flow.remote_topic(t) in target_topics}
     warnings: list[str] = []
     done = "done" if apply else "dry run"
-    result: dict[str, Any] = {}
-
+    topics, api = TopicActions(), first_api(flow.use_incremental_alter_configs)
+    configs: tuple[ConfigChange, ...] = ()
+    acls = AclActions()
     if due["topics"] == DUE:
-        result["topics"] = _sync_topics(flow, source, target, source_topics, target_topics,
-                                        apply)
+        topics = _sync_topics(flow, source, target, mirrored, source_topics, target_topics,
+                              apply)
         due["topics"] = done
-    if due["configs"] == DUE:
-        result["config_api"], result["configs"] = _sync_configs(
-            flow, source, target, {t: flow.remote_topic(t) for t in mirrored
-                                   if flow.remote_topic(t) in existing}, apply, warnings)
+    if due["configs"] == DUE:  # topics on both sides before this run (MM2's rule)
+        both = {t: flow.remote_topic(t) for t in mirrored
+                if flow.remote_topic(t) in target_topics}
+        api, configs = _sync_configs(flow, source, target, both, apply, warnings)
         due["configs"] = done
     if due["acls"] == DUE:
-        acls, due["acls"] = _sync_acls(flow, source, target, apply, warnings)
-        result["acls"] = acls or AclActions()
-        if acls is not None:
-            due["acls"] = done
-    topics: TopicActions = result.get("topics", TopicActions())
+        found, skipped = _sync_acls(flow, source, target, apply, warnings)
+        acls, due["acls"] = found or AclActions(), skipped or done
     remote = dict(target_topics)
     remote.update({c.name: c.partitions for c in topics.create})
     remote.update({g.name: g.to_partitions for g in topics.grow})
-    report = SyncReport(flow.name, apply, due, mirrored, remote, topics,
-                        result.get("config_api", first_api(flow.use_incremental_alter_configs)),
-                        result.get("configs", ()), result.get("acls", AclActions()),
+    report = SyncReport(flow.name, apply, due, mirrored, remote, topics, api, configs, acls,
                         tuple(warnings))
     if apply and wanted:
         _record(flow, report, run_id, now)
@@ -187,18 +175,18 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     return report
 
 
-def _sync_topics(flow: Flow, source: Admin, target: Admin, source_topics: dict[str, int],
-                 target_topics: dict[str, int], apply: bool) -> TopicActions:
+def _sync_topics(flow: Flow, source: Admin, target: Admin, mirrored: Mapping[str, int],
+                 source_topics: dict[str, int], target_topics: dict[str, int],
+                 apply: bool) -> TopicActions:
     from ferry.kafka.configs import describe_topic_configs
     from ferry.kafka.topology import apply_topology, ensure_offset_map_topic
 
-    missing = [t for t in mirrored_topics(flow, source_topics)
-               if flow.remote_topic(t) not in target_topics]
+    missing = [t for t in mirrored if flow.remote_topic(t) not in target_topics]
     actions = diff_topics(flow, source_topics, target_topics,
                           describe_topic_configs(source, missing))
     if apply:
         apply_topology(flow, target, actions)
-        ensure_offset_map_topic(flow, target)
+        ensure_offset_map_topic(flow, target, target_topics)
     return actions
 
 
@@ -245,7 +233,7 @@ def _sync_configs(flow: Flow, source: Admin, target: Admin, remotes: dict[str, s
 
 def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
                warnings: list[str]) -> tuple[AclActions | None, str]:
-    """(the ACL actions, or None with the reason the step was skipped)."""
+    """(the ACL actions, "") or (None, why the step was skipped)."""
     from ferry.kafka.acls import NoAuthorizer, create_acls, describe_acls
 
     try:
@@ -297,8 +285,7 @@ def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime) -> None:
         "configs": [json.dumps(_config_json(c), sort_keys=True) for c in report.configs],
         "acls": [a.describe() for a in report.acls.create],
     }
-    keep = {"topics": flow.refresh_topics.explicit or not flow.refresh_topics.active,
-            "configs": flow.sync_topic_configs.explicit, "acls": flow.sync_topic_acls.explicit}
+    keep = _remembered(flow)
     rows = [{"flow": flow.name, "run_id": run_id, "step": step, "synced_at": now,
              "changes": len(parts[step]), "detail": json.dumps(parts[step]),
              "schema_version": SCHEMA_VERSION}

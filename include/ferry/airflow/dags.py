@@ -73,11 +73,15 @@ def task_edge() -> Iterator[None]:
         raise AirflowFailException(str(exc)) from None
 
 
-def _flow(path: str, name: str) -> Flow:
+def _config(path: str) -> MirrorConfig:
     from ferry import logs
 
     logs.setup()
-    return load_config(path).flow(name)
+    return load_config(path)
+
+
+def _flow(path: str, name: str) -> Flow:
+    return _config(path).flow(name)
 
 
 def sync_topology(path: str, name: str) -> dict[str, Any]:
@@ -165,12 +169,13 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
     from ferry.sync.schedule import DUE
 
     with task_edge():
-        flow = _flow(path, name)
+        config = _config(path)
+        flow = config.flow(name)
         state = due(flow)
         if state != DUE:
             return {"ran": False, "why": state}
         report = run(flow, run_id=str(get_current_context()["run_id"]),
-                     reverse=reverse_of(load_config(path), flow))
+                     reverse=reverse_of(config, flow))
         return {"ran": True, "translated": len(report.translations),
                 "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
                 "active_groups_left_untouched": report.active}
@@ -182,10 +187,7 @@ def heartbeat(path: str, name: str | None = None) -> list[str]:
     from ferry.heartbeating import emit, heartbeat_only_pairs
 
     with task_edge():
-        from ferry import logs
-
-        logs.setup()
-        config = load_config(path)
+        config = _config(path)
         flows = [config.flow(name)] if name else heartbeat_only_pairs(config)
         return [f"{b.source}->{b.target}" for b in emit(flows)]
 

@@ -54,7 +54,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _flow(args: argparse.Namespace) -> Any:
+def _config_and_flow(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(the config, its enabled flow `--flow`); a usage error names the flows there are."""
     from ferry.config import load_config
 
     config = load_config(args.file)
@@ -64,7 +65,11 @@ def _flow(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc.args[0])) from None
     if not flow.enabled:
         raise UsageError(f"flow {args.flow} is not enabled: set {args.flow}.enabled=true")
-    return flow
+    return config, flow
+
+
+def _flow(args: argparse.Namespace) -> Any:
+    return _config_and_flow(args)[1]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -114,10 +119,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from ferry.checkpointing import reverse_of, translate_groups
-    from ferry.config import load_config
 
-    flow = _flow(args)
-    found = translate_groups(flow, args.group, reverse_of(load_config(args.file), flow))
+    config, flow = _config_and_flow(args)
+    found = translate_groups(flow, args.group, reverse_of(config, flow))
     lines = [f"group {args.group} on {flow.source} -> {flow.target}"
              + ("" if found else ": no committed offsets on mirrored topics")]
     for t in found:
@@ -131,10 +135,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from ferry.checkpointing import reverse_of, run
-    from ferry.config import load_config
 
-    flow = _flow(args)
-    report = run(flow, reverse=reverse_of(load_config(args.file), flow))
+    config, flow = _config_and_flow(args)
+    report = run(flow, reverse=reverse_of(config, flow))
     text = (f"flow {flow.name}: {len(report.translations)} group partitions translated, "
             f"{len(report.emitted)} checkpoints emitted"
             + (f", offsets committed for {', '.join(report.synced)}" if report.synced else "")

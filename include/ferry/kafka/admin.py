@@ -17,6 +17,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.cimpl import NewTopic
 
 from ferry.config.clients import ClientConfig
 from ferry.errors import FerryError, TerminalError
@@ -102,6 +103,24 @@ class Admin:
                 action, needs = describe(key)
                 raise self.error(exc, action, needs) from None
 
+    def create_topics(self, topics: list[NewTopic], action: Callable[[str], str]) -> list[str]:
+        """Create the topics that are missing; one that exists already is no error (another
+        run may have made it). `action(name)` says what a failure was creating. Returns the
+        names this call created."""
+        if not topics:
+            return []
+        created: list[str] = []
+        futures = self._admin.create_topics(topics, request_timeout=self.timeout)
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self.timeout)
+                created.append(name)
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                raise self.error(exc, action(name), f"CREATE on TOPIC {name}") from None
+        return created
+
     @property
     def raw(self) -> AdminClient:
         return self._admin
@@ -141,15 +160,22 @@ class Admin:
             f, f"{action} of {k.topic}", f"DESCRIBE on TOPIC {k.topic}").offset)
                 for k, f in futures.items()}
 
-    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int],
-                                                                              int]:
-        """Committed offsets of `group` on (topic, partition)s; absent ones are left out.
-        Reads stable offsets only (waits out pending transactional commits)."""
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        """(offset, commit metadata) of `group` on (topic, partition)s (default: all it
+        committed); absent ones are left out. Stable offsets only (waits out pending
+        transactional commits)."""
+        parts = None if tps is None else [TopicPartition(t, p) for t, p in tps]
+        request = [ConsumerGroupTopicPartitions(group, parts)]
         futures = self._admin.list_consumer_group_offsets(request, require_stable=True,
                                                           request_timeout=self.timeout)
         result = self.wait(futures[group], f"reading offsets of group {group}",
                            {"GROUP": f"DESCRIBE on GROUP {group}",
                             "TOPIC": "DESCRIBE on TOPIC (the group's topics)"})
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.offset >= 0}
+        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+                for tp in result.topic_partitions if tp.offset >= 0}
+
+    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int],
+                                                                              int]:
+        """Committed offsets of `group` on (topic, partition)s; absent ones are left out."""
+        return {k: offset for k, (offset, _) in self.committed(group, tps).items()}

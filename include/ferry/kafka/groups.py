@@ -20,27 +20,11 @@ from ferry.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
 
-Committed = dict[tuple[str, int], tuple[int, str]]
-"""(topic, partition) -> (committed offset, commit metadata)."""
-
-
 def list_groups(admin: Admin) -> list[str]:
     """Every consumer group id of the cluster."""
     result = admin.wait(admin.raw.list_consumer_groups(request_timeout=admin.timeout),
                         "listing consumer groups", "DESCRIBE on GROUP *")
     return sorted(g.group_id for g in result.valid)
-
-
-def committed(admin: Admin, group: str) -> Committed:
-    """The group's committed offsets (stable ones: pending transactional commits wait)."""
-    futures = admin.raw.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], require_stable=True,
-        request_timeout=admin.timeout)
-    result = admin.wait(futures[group], f"reading offsets of group {group}",
-                        {"GROUP": f"DESCRIBE on GROUP {group}",
-                         "TOPIC": "DESCRIBE on TOPIC (the group's topics)"})
-    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions if tp.offset >= 0}
 
 
 def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
@@ -62,7 +46,7 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
         if state in ("DEAD", "UNKNOWN"):
             found[group] = TargetGroup("ABSENT", {})
         else:
-            offsets = {k: v for k, (v, _) in committed(admin, group).items()} \
+            offsets = {k: v for k, (v, _) in admin.committed(group).items()} \
                 if state == "EMPTY" else {}
             found[group] = TargetGroup(state, offsets)
     return found

@@ -4,16 +4,16 @@ create, read whole, append (adapter)."""
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.cimpl import NewTopic
 
 from ferry.config.clients import ClientConfig
 from ferry.errors import TerminalError
 from ferry.kafka.admin import Admin
 from ferry.kafka.errors import kafka_error
+from ferry.kafka.records import scan
 
 log = logging.getLogger(__name__)
 
@@ -31,49 +31,16 @@ def ensure(admin: Admin, topic: str, replication_factor: int, setting: str) -> N
     key that sets its replication factor (named when the broker refuses it)."""
     if topic in admin.topics():
         return
-    future = admin.raw.create_topics(
-        [NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})],
-        request_timeout=admin.timeout)[topic]
-    try:
-        future.result(timeout=admin.timeout)
-    except KafkaException as exc:
-        if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        raise admin.error(exc, f"creating {topic} (replication factor {replication_factor}: "
-                               f"{setting})", f"CREATE on TOPIC {topic}") from None
-    log.info("created %s on %s", topic, admin.cluster, extra={"topic": topic})
+    new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
+    if admin.create_topics([new], lambda name: f"creating {name} (replication factor "
+                                               f"{replication_factor}: {setting})"):
+        log.info("created %s on %s", topic, admin.cluster, extra={"topic": topic})
 
 
-def read_all(client: ClientConfig, topic: str, group: str, timeout: float = 60.0
-             ) -> list[Record]:
+def read_all(client: ClientConfig, topic: str, group: str) -> list[Record]:
     """Every committed record of partition 0, start to end (`group` is never joined)."""
-    consumer = Consumer(client.confluent({
-        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", "log_level": 3}))
-    found: list[Record] = []
-    try:
-        low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        if end <= low:
-            return []
-        consumer.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(5000, 0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return found
-                    raise KafkaException(err)
-                found.append(Record(msg.offset() or 0, msg.key(), msg.value(),
-                                    msg.timestamp()[1]))
-        raise TerminalError(f"cluster {client.cluster}: reading {topic} took over "
-                            f"{timeout:.0f}s")
-    except KafkaException as exc:
-        raise kafka_error(exc, client.cluster, f"reading {topic}", principal=client.principal,
-                          needs={"TOPIC": f"READ on TOPIC {topic}",
-                                 "GROUP": f"DESCRIBE on GROUP {group}"}) from None
-    finally:
-        consumer.close()
+    return [Record(msg.offset() or 0, msg.key(), msg.value(), msg.timestamp()[1])
+            for msg in scan(client, topic, 0, 0, group, timeout=60.0)]
 
 
 def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:

@@ -1,15 +1,69 @@
-"""Read a partition's records as digests, for verification (adapter)."""
+"""Read one partition's committed records start to end: the offset map, MM2's internal
+topics, verification and lag all read this way (adapter)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ferry.config.clients import ClientConfig
-from ferry.errors import TerminalError
+from ferry.errors import TransientError
 from ferry.kafka.errors import kafka_error
 from ferry.verify import digest
+
+_MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
+            KafkaError._UNKNOWN_PARTITION)
+
+
+def scan(client: ClientConfig, topic: str, partition: int, start: int, group: str,
+         end: int | None = None, missing_ok: bool = False, timeout: float = 300.0
+         ) -> Iterator[Message]:
+    """Committed records of the partition from `start` (or the log start, if later) up to
+    `end` (default: the last stable offset when the scan begins), with an assigned consumer
+    that never joins `group` (librdkafka insists on one). A missing topic yields nothing
+    with `missing_ok`; any other failure is a Ferry error naming the principal."""
+    consumer = Consumer(client.confluent({
+        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+        "log_level": 3}))
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                       timeout=30)
+        except KafkaException as exc:
+            if missing_ok and exc.args and exc.args[0].code() in _MISSING:
+                return
+            raise
+        end = high if end is None else min(end, high)
+        start = max(start, low)
+        if start >= end:
+            return
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(5000, 0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise KafkaException(err)
+                offset = msg.offset() or 0
+                if offset >= end:
+                    return
+                yield msg
+                if offset >= end - 1:
+                    return
+        raise TransientError(f"cluster {client.cluster}: reading {topic}-{partition} up to "
+                             f"offset {end} took longer than {timeout:.0f}s")
+    except KafkaException as exc:
+        raise kafka_error(exc, client.cluster, f"reading {topic}-{partition}",
+                          principal=client.principal,
+                          needs={"TOPIC": f"READ on TOPIC {topic}",
+                                 "GROUP": f"DESCRIBE on GROUP {group}"}) from None
+    finally:
+        consumer.close()
 
 
 def _headers(raw: object) -> list[tuple[str, bytes | None]]:
@@ -20,63 +74,16 @@ def _headers(raw: object) -> list[tuple[str, bytes | None]]:
 
 
 def digests(client: ClientConfig, topic: str, partition: int, start: int, end: int,
-            group: str, timeout: float = 300.0) -> dict[int, bytes]:
+            group: str) -> dict[int, bytes]:
     """offset -> digest of every committed record in [start, end) still in the log."""
-    if end <= start:
-        return {}
-    consumer = Consumer(client.confluent({
-        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "log_level": 3}))
-    found: dict[int, bytes] = {}
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(5000, 0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return found
-                    raise KafkaException(err)
-                offset = msg.offset() or 0
-                if offset >= end:
-                    return found
-                found[offset] = digest(msg.key(), msg.value(), _headers(msg.headers()),
-                                       msg.timestamp()[1])
-        raise TerminalError(f"cluster {client.cluster}: reading {topic}-{partition} for "
-                            f"verification took over {timeout:.0f}s")
-    except KafkaException as exc:
-        raise kafka_error(exc, client.cluster, f"reading {topic}-{partition}",
-                          principal=client.principal,
-                          needs={"TOPIC": f"READ on TOPIC {topic}",
-                                 "GROUP": f"DESCRIBE on GROUP {group}"}) from None
-    finally:
-        consumer.close()
+    return {msg.offset() or 0: digest(msg.key(), msg.value(), _headers(msg.headers()),
+                                      msg.timestamp()[1])
+            for msg in scan(client, topic, partition, start, group, end)}
 
 
 def timestamp_at(client: ClientConfig, topic: str, partition: int, offset: int,
                  group: str) -> int | None:
     """The timestamp (ms) of the first committed record at or after `offset`, or None."""
-    consumer = Consumer(client.confluent({
-        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "log_level": 3}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    return None
-                raise kafka_error(KafkaException(err), client.cluster,
-                                  f"reading {topic}-{partition}", principal=client.principal,
-                                  needs=f"READ on TOPIC {topic}")
-            return int(msg.timestamp()[1])
-        return None
-    finally:
-        consumer.close()
+    for msg in scan(client, topic, partition, offset, group):
+        return int(msg.timestamp()[1])
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,20 @@ def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     return result
 
 
+def last_steps(path: str, flow: str) -> dict[str, datetime]:
+    """When each step of the flow last ran, from the `syncs` table."""
+    import pyarrow.dataset as ds
+
+    table = _table(path)
+    if table is None:
+        return {}
+    found = table.to_pyarrow_dataset().to_table(
+        columns=["step", "synced_at"], filter=ds.field("flow") == flow)
+    grouped = found.group_by("step").aggregate([("synced_at", "max")])
+    return dict(zip(grouped.column("step").to_pylist(),
+                    grouped.column("synced_at_max").to_pylist(), strict=True))
+
+
 def max_map_offset(path: str, flow: str) -> int:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -60,16 +76,19 @@ def latest_cover(entries: list[tuple[int, MapEntry]]) -> list[MapEntry]:
     return sorted(kept, key=lambda e: e.covered_start)
 
 
-def map_entries(path: str, flow: str, topic: str, partition: int
-                ) -> list[tuple[int, MapEntry]]:
-    """One source partition's offset-map entries with their offsets in the offset-map
-    topic (resolve overlaps with `latest_cover`)."""
-    return _entries(rows(path, flow, source_topic=topic, source_partition=partition))
+def map_rows(path: str, flow: str, topics: Collection[str] | None = None
+             ) -> list[tuple[int, MapEntry]]:
+    """The flow's offset-map entries (of `topics` only, when given), each with its offset in
+    the offset-map topic (resolve overlaps with `latest_cover`)."""
+    import pyarrow.dataset as ds
 
-
-def map_rows(path: str, flow: str) -> list[tuple[int, MapEntry]]:
-    """Every offset-map entry of the flow, with its offset in the offset-map topic."""
-    return _entries(rows(path, flow))
+    table = _table(path)
+    if table is None:
+        return []
+    condition = ds.field("flow") == flow
+    if topics is not None:
+        condition = condition & ds.field("source_topic").isin(sorted(topics))
+    return _entries(table.to_pyarrow_dataset().to_table(filter=condition).to_pylist())
 
 
 def _entries(found: list[dict[str, Any]]) -> list[tuple[int, MapEntry]]:
