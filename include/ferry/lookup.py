@@ -75,6 +75,8 @@ def partition_entries(flow: Flow, topics: Collection[str] | None = None
     has not caught up (a job that died between the Kafka commit and the Delta write)."""
     from ferry.kafka.mapreader import read_entries
 
+    if topics is not None and not topics:
+        return {}
     paths = StatePaths(flow.ferry.state_dir)
     pairs = map_rows(paths.offset_map, flow.name, topics)
     pairs += [(offset, entry) for offset, entry in

@@ -83,7 +83,7 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     import pyarrow.dataset as ds
 
     table = _table(path)
-    if table is None:
+    if table is None or (topics is not None and not topics):
         return []
     condition = ds.field("flow") == flow
     if topics is not None:
