@@ -29,6 +29,8 @@ def reader_group(flow: Flow, role: str) -> str:
     return f"{positions_group(flow)}.{role}"
 
 
-def transactional_id(flow: Flow, lane: int) -> str:
-    """Stable per flow and lane, so a restarted lane fences its zombie."""
-    return f"ferry.{flow.source}->{flow.target}.lane-{lane}"
+def transactional_id(flow: Flow, lane: int, role: str = "") -> str:
+    """Stable per flow and lane, so a restarted lane fences its zombie. A backfill's lanes
+    (`role="backfill"`) have their own ids: they never fence the flow's scheduled runs."""
+    kind = f"{role}." if role else ""
+    return f"ferry.{flow.source}->{flow.target}.{kind}lane-{lane}"

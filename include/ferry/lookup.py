@@ -3,7 +3,7 @@ JVM), completed from the offset-map topic when Delta has not caught up yet."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,11 +68,16 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
                   run_id=entry.run_id)
 
 
-def partition_entries(flow: Flow, topics: Collection[str] | None = None
+def partition_entries(flow: Flow, topics: Collection[str] | None = None,
+                      into: Callable[[str], str] | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's offset-map entries (of `topics` only, when given; overlaps
     resolved; source order): Delta first, completed from the offset-map topic where Delta
-    has not caught up (a job that died between the Kafka commit and the Delta write)."""
+    has not caught up (a job that died between the Kafka commit and the Delta write).
+
+    Only entries of records written into `into(source topic)` count: by default the flow's
+    remote topic, so a backfill into a topic of its own never answers for the mirror."""
+    destination = into or flow.remote_topic
     from ferry.kafka.mapreader import read_entries
 
     if topics is not None and not topics:
@@ -84,6 +89,8 @@ def partition_entries(flow: Flow, topics: Collection[str] | None = None
               if topics is None or entry.source_topic in topics]
     grouped: dict[tuple[str, int], list[tuple[int, MapEntry]]] = {}
     for offset, entry in pairs:
+        if entry.target_topic != destination(entry.source_topic):
+            continue
         key = (entry.source_topic, entry.source_partition)
         grouped.setdefault(key, []).append((offset, entry))
     return {key: latest_cover(found) for key, found in grouped.items()}

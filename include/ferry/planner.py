@@ -51,6 +51,8 @@ class Range:
     end: int
     skip_from: int | None = None
     """Set on the first range after an accepted gap: the mirrored position it skips from."""
+    target_topic: str | None = None
+    """Where the records go; None: the flow's remote topic (a backfill may name another)."""
 
     @property
     def tp(self) -> TopicPartition:

@@ -42,7 +42,8 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     path.write_text(MULTI)
     dags = build_dags(path=str(path))
     # B->A, A->C, ...: pairs with heartbeats only, emitted by ferry_heartbeats
-    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_heartbeats", "ferry_verify"]
+    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_backfill", "ferry_heartbeats",
+                            "ferry_verify"]
     dag = dags["ferry_A_to_B"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
@@ -68,12 +69,15 @@ def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -
     assert {"A.bootstrap.servers", "A->B.enabled"} <= {p.key for p in err.value.problems}
 
 
-def run_dag(config: str, dag_id: str) -> dict[str, Any]:
-    """Run the DAG once with dag.test() in a fresh process; its run state and task states."""
+def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the DAG once with dag.test() (and the run conf: trigger-form params) in a fresh
+    process; its run state, task states and mapped task instances."""
     from ferry.airflow.testing import airflow_env
 
     env = airflow_env(os.environ["AIRFLOW_HOME"], config)
-    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id],
+    extra = [json.dumps(conf)] if conf else []
+    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id,
+                             *extra],
                             env=env, capture_output=True, text=True, timeout=600, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
     assert lines, result.stdout[-3000:] + result.stderr[-3000:]

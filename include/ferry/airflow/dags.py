@@ -101,8 +101,7 @@ def sync_topology(path: str, name: str) -> dict[str, Any]:
 def plan(path: str, name: str) -> dict[str, Any]:
     import re
 
-    from airflow.sdk import BaseHook, get_current_context
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk import get_current_context
 
     from ferry.cycle import needs_job, offset_map_lag, write_plan
     from ferry.mirror import prepare
@@ -111,11 +110,7 @@ def plan(path: str, name: str) -> dict[str, Any]:
         flow = _flow(path, name)
         # Ferry's run id is Airflow's, made safe for file names.
         run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(get_current_context()["run_id"]))
-        try:
-            connection = BaseHook.get_connection(SPARK_CONN)
-        except Exception:  # the provider would silently fall back to YARN
-            connection = None
-        master = str(connection.host) if connection is not None and connection.host else None
+        master = spark_master()
         prepared = prepare(flow, apply=False, run_id=run_id, master=master, sync=False)
         lag = offset_map_lag(flow)
         idle = not needs_job(prepared, lag)
@@ -125,16 +120,34 @@ def plan(path: str, name: str) -> dict[str, Any]:
                                   "gaps": len(prepared.plan.gaps), "offset_map_lag": lag}
         if idle:
             return result
-        if connection is None:
-            raise AirflowFailException(
-                f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
-                f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
-                '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
-        from ferry.spark.submit import job_conf, library_zip
-
-        result.update(plan_path=write_plan(flow, prepared), spark_jars=job_conf()["spark.jars"],
-                      py_files=library_zip())
+        result.update(plan_path=write_plan(flow, prepared), **spark_job_files(master))
         return result
+
+
+def spark_master() -> str | None:
+    """The master of the `spark_default` connection, None when it is missing or empty."""
+    from airflow.sdk import BaseHook
+
+    try:
+        connection = BaseHook.get_connection(SPARK_CONN)
+    except Exception:  # the provider would silently fall back to YARN
+        return None
+    return str(connection.host) if connection.host else None
+
+
+def spark_job_files(master: str | None) -> dict[str, str]:
+    """The jars and library zip a copy job ships (XCom for the templated Spark fields);
+    fails the task, naming the fix, without a `spark_default` connection."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.spark.submit import job_conf, library_zip
+
+    if master is None:
+        raise AirflowFailException(
+            f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
+            f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
+            '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
+    return {"spark_jars": job_conf()["spark.jars"], "py_files": library_zip()}
 
 
 def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +222,7 @@ def build_dag(flow: Flow, path: str) -> Any:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import DAG, task
 
-    from ferry.spark.submit import job_arguments, job_path
+    from ferry.spark.submit import job_arguments
 
     with DAG(
         dag_id=flow.dag_id,
@@ -227,17 +240,13 @@ def build_dag(flow: Flow, path: str) -> Any:
         # Only `mirror` is skipped when idle: record and checkpoints still run.
         gate: Callable[..., Any] = task.short_circuit(
             task_id="has_work", ignore_downstream_trigger_rules=False)(has_work)
-        pull = "{{ ti.xcom_pull(task_ids='plan')"
         mirror = SparkSubmitOperator(
             task_id="mirror",
-            application=job_path(),
-            application_args=job_arguments(path, flow.name, pull + "['plan_path'] }}"),
-            conf={"spark.jars": pull + "['spark_jars'] }}", **_static_conf()},
-            py_files=pull + "['py_files'] }}",
-            conn_id=SPARK_CONN,
+            application_args=job_arguments(path, flow.name,
+                                           "{{ ti.xcom_pull(task_ids='plan')['plan_path'] }}"),
             name=f"ferry-copy {flow.name}",
-            env_vars=_spark_env(),
             retries=1,
+            **copy_job_settings("plan"),
         )
         recorded = task(task_id="record", trigger_rule="none_failed")(record)(
             path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
@@ -248,10 +257,15 @@ def build_dag(flow: Flow, path: str) -> Any:
     return dag
 
 
-def _static_conf() -> dict[str, str]:
-    from ferry.spark.submit import job_conf
+def copy_job_settings(plan_task: str) -> dict[str, Any]:
+    """SparkSubmitOperator settings of a copy job whose jars and library zip the task
+    `plan_task` returned (see `spark_job_files`)."""
+    from ferry.spark.submit import job_conf, job_path
 
-    return job_conf(jars=False)
+    pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}')"
+    return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
+            "conf": {"spark.jars": pull + "['spark_jars'] }}", **job_conf(jars=False)},
+            "py_files": pull + "['py_files'] }}"}
 
 
 HEARTBEATS_DAG = "ferry_heartbeats"
@@ -328,15 +342,19 @@ def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
 
 
 def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
-    """dag_id -> DAG for every enabled flow of the config, and `ferry_heartbeats` when some
-    pairs emit heartbeats without a data flow."""
+    """dag_id -> DAG for every enabled flow of the config, `ferry_verify` and
+    `ferry_backfill` (when there is a flow), and `ferry_heartbeats` when some pairs emit
+    heartbeats without a data flow."""
     from ferry.heartbeating import heartbeat_only_pairs
 
     path = path or config_path()
     config = config or load_config(path)
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
+        from ferry.airflow.backfill import BACKFILL_DAG, build_backfill_dag
+
         dags[VERIFY_DAG] = build_verify_dag(config, path)
+        dags[BACKFILL_DAG] = build_backfill_dag(config, path)
     if heartbeat_only_pairs(config):
         dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
     return dags

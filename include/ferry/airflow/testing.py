@@ -1,9 +1,10 @@
 """Run a flow's DAG once in-process with `dag.test()` (tests and the demo).
 
 Airflow must see its environment before it is imported, so callers run this module as
-a process: `python -m ferry.airflow.testing CONFIG DAG_ID` with `AIRFLOW_HOME` set. It
-migrates the metadata DB when needed, runs the DAG and prints one JSON line with the run's
-state and each task's state.
+a process: `python -m ferry.airflow.testing CONFIG DAG_ID [CONF_JSON]` with `AIRFLOW_HOME`
+set. It migrates the metadata DB when needed, runs the DAG (with the run conf: the trigger
+form's params) and prints one JSON line with the run's state, each task's state and each
+mapped task instance's state and label.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def airflow_env(airflow_home: str, config: str) -> dict[str, str]:
     return env
 
 
-def main(config: str, dag_id: str) -> int:
+def main(config: str, dag_id: str, conf: str = "") -> int:
     from airflow.utils.db import initdb, upgradedb  # noqa: F401 - checks the DB module loads
 
     from ferry.airflow.dags import build_dags
@@ -42,11 +43,20 @@ def main(config: str, dag_id: str) -> int:
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
                        check=True, stdout=subprocess.DEVNULL)
     dag = build_dags(path=config)[dag_id]
-    run = dag.test()
-    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    run = dag.test(run_conf=json.loads(conf) if conf else None)
+    instances = run.get_task_instances()
+    states = {ti.task_id: str(ti.state) for ti in instances if ti.map_index < 0}
+    mapped: dict[str, list[dict[str, object]]] = {}
+    for ti in sorted(instances, key=lambda t: t.map_index):
+        if ti.map_index >= 0:
+            states[ti.task_id] = str(ti.state)  # the last one's
+            mapped.setdefault(ti.task_id, []).append(
+                {"map_index": ti.map_index, "state": str(ti.state),
+                 "label": ti.rendered_map_index})
     xcoms, rendered = _stored(dag_id, run.run_id)
     print("FERRY_DAG_RUN " + json.dumps({"state": str(run.state), "tasks": states,
-                                         "run_id": run.run_id, "xcoms": xcoms,
+                                         "run_id": run.run_id, "mapped": mapped,
+                                         "xcoms": xcoms,
                                          "rendered": rendered}))
     return 0 if str(run.state) == "success" else 1
 
@@ -70,4 +80,4 @@ def _stored(dag_id: str, run_id: str) -> tuple[dict[str, str], dict[str, str]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -151,6 +151,18 @@ class Admin:
         high = self._offsets(tps, OffsetSpec.latest(), "reading last stable offsets")
         return {tp: Watermarks(low[tp], high[tp]) for tp in tps}
 
+    def offsets_at(self, tps: Iterable[TP], time_ms: int) -> dict[TP, int]:
+        """The first offset of each partition whose record time is at or after `time_ms`,
+        or its last stable offset when no record is that recent."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        found = self._offsets(tps, OffsetSpec.for_timestamp(time_ms), "reading offsets by time")
+        missing = [tp for tp, offset in found.items() if offset < 0]
+        ends = self._offsets(missing, OffsetSpec.latest(), "reading last stable offsets") \
+            if missing else {}
+        return {tp: ends.get(tp, offset) for tp, offset in found.items()}
+
     def _offsets(self, tps: list[TP], spec: Any, action: str) -> dict[TP, int]:
         request = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
         futures = self._admin.list_offsets(request,

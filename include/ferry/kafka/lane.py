@@ -153,8 +153,9 @@ class Lane:
     """Copies `ranges` (all on this lane) for `flow`; use `run()` once."""
 
     def __init__(self, flow: Flow, lane: int, ranges: Sequence[Range], run_id: str,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, role: str = "") -> None:
         self.flow, self.lane, self.run_id = flow, lane, run_id
+        self.txn_id = transactional_id(flow, lane, role)
         self.progress = progress
         self.map_topic = offset_map_topic(flow)
         self.parts = self._parts(ranges)
@@ -180,7 +181,8 @@ class Lane:
                 part.end = r.end
                 part.ranges.append(result)
             else:
-                parts[key] = _Part(r.topic, r.partition, self.flow.remote_topic(r.topic),
+                remote = r.target_topic or self.flow.remote_topic(r.topic)
+                parts[key] = _Part(r.topic, r.partition, remote,
                                    r.start, r.end, [result], covered=r.start,
                                    skip_from=r.skip_from)
         return parts
@@ -196,7 +198,7 @@ class Lane:
         if self.exactly_once:
             txn_timeout = max(60_000, int(self.flow.ferry.transaction_max_seconds * 6_000))
             overrides.setdefault("transaction.timeout.ms", txn_timeout)
-            overrides["transactional.id"] = transactional_id(self.flow, self.lane)
+            overrides["transactional.id"] = self.txn_id
         conf = self.flow.producer.confluent(overrides)
         return Producer(conf)
 
@@ -264,7 +266,7 @@ class Lane:
                                needs={"TOPIC": f"READ on TOPIC {','.join(topics)}",
                                       "GROUP": f"DESCRIBE on GROUP {reader}"})
         remote = sorted({p.remote for p in self.parts.values()})
-        txn = transactional_id(self.flow, self.lane)
+        txn = self.txn_id
         return kafka_error(exc, cluster, action, principal=self.flow.producer.principal, needs={
             "TOPIC": f"WRITE on TOPIC {','.join(remote)}",
             "TRANSACTIONAL_ID": f"WRITE on TRANSACTIONAL_ID {txn}",

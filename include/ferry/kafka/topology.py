@@ -45,3 +45,11 @@ def ensure_offset_map_topic(flow: Flow, target: Admin,
                               "cleanup.policy": "delete"})],
             lambda topic: f"creating Ferry's offset-map topic {topic}")
     return name
+
+
+def create_plain_topics(flow: Flow, target: Admin, partitions: dict[str, int]) -> list[str]:
+    """Create topics of Ferry's own (a backfill's named destination) with the flow's
+    replication factor and the target's default configs; returns those created."""
+    return target.create_topics(
+        [NewTopic(name, count, flow.replication_factor) for name, count in partitions.items()],
+        lambda name: f"creating topic {name}")

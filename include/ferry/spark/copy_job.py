@@ -56,7 +56,7 @@ class JobResult:
 
 
 def lane_task(config_path: str, flow_name: str, run_id: str,
-              lanes: dict[int, list[dict[str, Any]]], lane_ids: list[int],
+              lanes: dict[int, list[dict[str, Any]]], lane_ids: list[int], role: str,
               batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
     import pyarrow as pa
@@ -77,7 +77,7 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
             ranges = [Range(**r) for r in lanes[lane]]
             context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane)
             worker = Lane(flow, lane, ranges, run_id,
-                          progress=Progress(context, f"lane {lane}"))
+                          progress=Progress(context, f"lane {lane}"), role=role)
             started = datetime.now(UTC)
             try:
                 worker.run()
@@ -125,7 +125,8 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths) -> int
 
 def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
                  plan_path: str) -> JobResult:
-    """Copy the plan's ranges, then record gaps, runs and the offset map."""
+    """Copy the plan's ranges, then record gaps, runs and the offset map. A plan with a
+    `role` (a backfill chunk) copies with that role's transactional ids."""
     from functools import partial
 
     flow = load_config(config_path).flow(flow_name)
@@ -143,7 +144,8 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
         lane_ids = sorted(by_lane)
         lanes = {lane: [r.__dict__ for r in rs] for lane, rs in by_lane.items()}
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
-        task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids)
+        task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
+                       plan.get("role", ""))
         runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
         _append(spark, runs, RUNS_DDL, paths.runs)
     mapped = record_offset_map(spark, flow, paths)

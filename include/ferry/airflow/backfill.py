@@ -1,0 +1,142 @@
+"""`ferry_backfill`: copy a window of a flow's source topics from the Airflow UI.
+
+Triggered with a form (typed Params): flow, topic regex, from, to, target topic, chunk size,
+what to do about a gap. `plan` resolves and checks the window (`ferry.backfilling`): an
+overlap with what the destination already holds, or a gap under `on_gap=fail`, fails it
+before anything is written. `copy_chunk` is the copy job mapped over the chunks, one at a
+time in order, each labelled in the UI (`chunk 2/5: orders, 4 partitions, 400,000
+offsets`); `report` sums what the chunks recorded in the `runs` table.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from ferry.airflow.dags import (
+    _config,
+    copy_job_settings,
+    spark_job_files,
+    spark_master,
+    task_edge,
+)
+from ferry.config import MirrorConfig
+
+BACKFILL_DAG = "ferry_backfill"
+
+
+def plan_backfill(path: str) -> dict[str, Any]:
+    """Plan the run's backfill; its XCom carries the chunks' job arguments and labels."""
+    from airflow.sdk import get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.backfilling import BackfillRequest, prepare_backfill
+    from ferry.spark.submit import job_arguments
+
+    with task_edge():
+        context = get_current_context()
+        params = context["params"]
+        flow = _config(path).flow(str(params["flow"]))
+        target_topic = str(params.get("target_topic") or "")
+        if not target_topic:
+            running = context["ti"].get_dr_count(dag_id=flow.dag_id,
+                                                 states=["running", "queued"])
+            if running:
+                raise AirflowFailException(
+                    f"flow {flow.name}'s DAG {flow.dag_id} has a run in progress: a backfill "
+                    "into its remote topics must not copy beside it. Pause the DAG, wait for "
+                    "the run to end, then trigger the backfill again")
+        request = BackfillRequest(
+            topics=str(params["topics"]), start=str(params["from"]), end=str(params["to"]),
+            target_topic=target_topic, chunk_records=int(params["chunk_records"]),
+            on_gap=str(params["on_gap"]))
+        run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"backfill.{context['run_id']}")
+        master = spark_master()
+        run = prepare_backfill(flow, request, run_id, master)
+        result = run.summary()
+        if not run.chunk_files:
+            return result | {"chunks": []}
+        import json
+        from pathlib import Path
+
+        result["chunks"] = [
+            {"application_args": job_arguments(path, flow.name, file),
+             "name": json.loads(Path(file).read_text())["label"]}
+            for file in run.chunk_files]
+        return result | spark_job_files(master)
+
+
+def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
+    """What the chunks recorded (the `runs` table); fails when a range failed."""
+    import logging
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+
+    with task_edge():
+        flow = _config(path).flow(str(planned["flow"]))
+        runs = [r for r in rows(StatePaths(flow.ferry.state_dir).runs, flow.name)
+                if str(r["run_id"]).startswith(f"{planned['run_id']}.chunk-")]
+        summary = {"run_id": planned["run_id"], "chunks": len(planned["chunks"]),
+                   "records": sum(r["records"] for r in runs),
+                   "bytes": sum(r["bytes"] for r in runs),
+                   "destinations": planned["destinations"], "gaps": planned["gaps"]}
+        failed = [f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
+                  if r["outcome"] == "failed"]
+        if failed:
+            raise AirflowFailException("backfill ranges failed: " + "; ".join(failed[:5]))
+        logging.getLogger("ferry.backfill").info("backfill recorded: %s", summary,
+                                                 extra={"flow": flow.name})
+        return summary
+
+
+def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG, Param, task
+
+    names = [f.name for f in config.enabled_flows]
+    with DAG(
+        dag_id=BACKFILL_DAG,
+        schedule=None,
+        start_date=datetime(2024, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["ferry", "backfill"],
+        doc_md=__doc__,
+        params={
+            "flow": Param(names[0], enum=names, description="The flow whose source topics "
+                          "are copied, A->B."),
+            "topics": Param(".*", type="string", minLength=1, description="A regular "
+                            "expression (whole name) over the source topics the flow "
+                            "mirrors."),
+            "from": Param("earliest", type="string", minLength=1, description="Where to "
+                          "start: earliest, a source offset (every partition), or an ISO "
+                          "time such as 2026-11-26T08:00:00Z (UTC when no zone is given)."),
+            "to": Param("latest", type="string", minLength=1, description="Where to stop "
+                        "(exclusive): latest (the end when the run starts), a source offset, "
+                        "or an ISO time."),
+            "target_topic": Param("", type="string", description="Empty: the flow's remote "
+                                  "topic (the backfill continues the flow: it must start "
+                                  "where the flow stands or on a topic never mirrored). Or a "
+                                  "topic of its own, e.g. investigation.{topic}."),
+            "chunk_records": Param(100_000, type="integer", minimum=1, description="Offsets "
+                                   "per partition in one chunk (one mapped task)."),
+            "on_gap": Param("fail", enum=["fail", "continue"], description="Records deleted "
+                            "by retention inside the window are always reported (gaps "
+                            "table); fail copies nothing, continue copies the rest."),
+        },
+        default_args={"retries": 1},
+    ) as dag:
+        planned: Any = task(task_id="plan", retries=0)(plan_backfill)(path)
+        chunks = SparkSubmitOperator.partial(
+            task_id="copy_chunk",
+            max_active_tis_per_dag=1,  # in order: each chunk starts where the last ended
+            map_index_template="{{ task.name }}",
+            **copy_job_settings("plan"),
+        ).expand_kwargs(planned["chunks"])
+        summary = task(task_id="report", trigger_rule="none_failed")(report)(path, planned)
+        chunks >> summary
+    return dag
