@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class PartitionStatus:
     topic: str
+    """The source topic."""
     partition: int
     source_end: int
     """The source's last stable offset (read_committed end)."""
@@ -25,11 +26,15 @@ class PartitionStatus:
     lag_records: int
     lag_seconds: float
     """Age of the oldest record not mirrored yet (0 when caught up)."""
+    remote_topic: str = ""
+    """The topic on the target the partition is mirrored to (the flow's replication policy)."""
 
 
 @dataclass
 class FlowStatus:
     flow: str
+    source: str = ""
+    target: str = ""
     partitions: list[PartitionStatus] = field(default_factory=list)
     last_run: str | None = None
     last_run_outcome: str | None = None
@@ -59,16 +64,13 @@ class FlowStatus:
         return "\n".join(lines)
 
 
-def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
-    """`seen`: the target's topology, when the caller has read it already."""
-    from ferry.heartbeating import topology
-    from ferry.heartbeats import sources_of
+def partition_lag(flow: Flow) -> list[PartitionStatus]:
+    """Per mirrored source partition: the source end (read_committed), the flow's position,
+    and the lag in records and seconds. Reads the clusters only (no Delta)."""
     from ferry.internal import positions_group, reader_group
     from ferry.kafka.admin import Admin
     from ferry.kafka.records import timestamp_at
     from ferry.planner import TopicPartition
-    from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
     from ferry.sync.topics import mirrored_topics
 
     source, target = Admin(flow.source_admin), Admin(flow.target_admin)
@@ -78,16 +80,28 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
     committed = target.group_offsets(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     now = time.time()
-    found = FlowStatus(flow.name)
+    found = []
     for tp in tps:
         position = committed.get((flow.remote_topic(tp.topic), tp.partition))
         start = max(position if position is not None else marks[tp].low, marks[tp].low)
         lag = max(0, marks[tp].high - start)
         stamp = timestamp_at(flow.source_admin, tp.topic, tp.partition, start,
                              reader_group(flow, "status")) if lag else None
-        found.partitions.append(PartitionStatus(
+        found.append(PartitionStatus(
             tp.topic, tp.partition, marks[tp].high, position, lag,
-            round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0))
+            round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0,
+            flow.remote_topic(tp.topic)))
+    return found
+
+
+def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
+    """`seen`: the target's topology, when the caller has read it already."""
+    from ferry.heartbeating import topology
+    from ferry.heartbeats import sources_of
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+
+    found = FlowStatus(flow.name, flow.source, flow.target, partition_lag(flow))
     paths = StatePaths(flow.ferry.state_dir)
     runs = rows(paths.runs, flow.name)
     if runs:
@@ -109,6 +123,21 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
         found.heartbeat_latency_s = newest_beat.latency_s
         found.heartbeat_age_s = newest_beat.age_s
     return found
+
+
+def record_lag(flow: Flow, run_id: str) -> int:
+    """Append the flow's per-partition lag, as it is now, to the Delta `lag` table (one row
+    per source partition, tagged with `run_id`): the history behind the Ferry page's lag
+    chart. Called once per flow run, after the run recorded its ranges. Returns the number
+    of rows written (0 when the flow mirrors no partition yet)."""
+    from ferry.state.tables import LAG_DDL, StatePaths, lag_row
+    from ferry.state.writer import append
+
+    now = datetime.now(UTC)
+    found = [lag_row(flow.name, run_id, p.topic, p.partition, p.source_end, p.position,
+                     p.lag_records, p.lag_seconds, now) for p in partition_lag(flow)]
+    append(StatePaths(flow.ferry.state_dir).lag, LAG_DDL, found)
+    return len(found)
 
 
 def status(config: MirrorConfig) -> list[FlowStatus]:

@@ -175,6 +175,36 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.metrics import TOKEN_ENV, render, to_json
+    from ferry.metrics_collect import metric_families
+
+    if args.serve:
+        from ferry.metrics_serve import parse_listen, serve
+
+        host, port = parse_listen(args.serve)
+        load_config(args.file)  # a bad config is a usage error now, not at every scrape
+        token = os.environ.get(TOKEN_ENV, "").strip() or None
+        if token is None:
+            log.warning("no %s set: anyone who reaches %s can read the metrics", TOKEN_ENV,
+                        args.serve)
+
+        def ready(url: str) -> None:
+            _emit(args, {"serving": url, "token_required": token is not None},
+                  f"serving {url}" + (" (scrape token required)" if token else ""))
+            sys.stdout.flush()
+
+        serve(args.file, host, port, token, ready)
+        return EXIT_OK
+    found = metric_families(load_config(args.file))
+    if args.json:
+        print(json.dumps({"metrics": to_json(found)}, indent=2))
+    else:
+        sys.stdout.write(render(found))
+    return EXIT_OK
+
+
 def cmd_topology(args: argparse.Namespace) -> int:
     from ferry.config import load_config
     from ferry.heartbeating import topology
@@ -343,6 +373,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="per flow and partition: lag, last run, heartbeats, checkpoints")
     stat.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
     stat.set_defaults(func=cmd_status)
+
+    metrics = sub.add_parser("metrics", parents=[common],
+                             help="Prometheus metrics (MM2 names + lag per partition): print "
+                                  "them once, or --serve them")
+    metrics.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    metrics.add_argument("--serve", metavar="HOST:PORT",
+                         help="serve /metrics until interrupted (scrape token: "
+                              "$FERRY_METRICS_TOKEN)")
+    metrics.set_defaults(func=cmd_metrics)
 
     topo = sub.add_parser("topology", parents=[common],
                           help="the clusters upstream of one, seen through heartbeats")

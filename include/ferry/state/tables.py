@@ -46,6 +46,14 @@ VERIFY_DDL = (
     "schema_version int")
 """One row per partition a `ferry verify` checked (delta-rs)."""
 
+LAG_DDL = (
+    "flow string, run_id string, topic string, partition int, source_end bigint, "
+    "position bigint, lag_records bigint, lag_seconds double, recorded_at timestamp, "
+    "schema_version int")
+"""One row per source partition and flow run: the lag right after the run (delta-rs,
+`ferry.status.record_lag`); the history behind the Ferry page's lag chart. `position` is
+null while nothing of the partition has been copied."""
+
 
 @dataclass(frozen=True)
 class StatePaths:
@@ -77,6 +85,10 @@ class StatePaths:
     @property
     def verify(self) -> str:
         return self.table("verify")
+
+    @property
+    def lag(self) -> str:
+        return self.table("lag")
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str, Any]:
@@ -129,4 +141,15 @@ def gap_row(flow: str, run_id: str, gap: Gap, action: str) -> dict[str, Any]:
         "flow": flow, "run_id": run_id, "topic": gap.topic, "partition": gap.partition,
         "gap_start": gap.start, "gap_end": gap.end, "records": gap.count, "action": action,
         "detected_at": datetime.now(UTC), "schema_version": SCHEMA_VERSION,
+    }
+
+
+def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,
+            position: int | None, lag_records: int, lag_seconds: float,
+            recorded_at: datetime) -> dict[str, Any]:
+    return {
+        "flow": flow, "run_id": run_id, "topic": topic, "partition": partition,
+        "source_end": source_end, "position": position, "lag_records": lag_records,
+        "lag_seconds": lag_seconds, "recorded_at": recorded_at,
+        "schema_version": SCHEMA_VERSION,
     }

@@ -1,0 +1,179 @@
+"""The Airflow 3 plugin: the "Ferry" page, its JSON API and the Prometheus endpoint
+(adapter). Airflow's plugins folder holds only `plugins/ferry_plugin.py`, which imports
+`FerryPlugin` from here.
+
+Airflow serves a plugin's FastAPI app without any login, so every route here checks the
+caller itself, the way Airflow's own API does: the JWT in `Authorization: Bearer <jwt>` or,
+without that header, in the `_token` cookie the Airflow UI keeps, validated by the
+configured auth manager; the user must also be allowed to read DAGs (the flows are DAGs).
+`/metrics` also accepts the scrape token `$FERRY_METRICS_TOKEN` as `Authorization: Bearer
+<token>`. Refused: the page redirects to Airflow's login; the API and metrics answer 401
+(no or invalid credentials) or 403 (a user without the right).
+
+Routes under `/ferry`: `/` the page, `/api/flows` its data as JSON, `/metrics` Prometheus.
+The config is `$FERRY_CONFIG`, as for the DAGs, read again on every request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+if TYPE_CHECKING:
+    from fastapi.responses import Response
+
+    from ferry.snapshot import FlowSnapshot
+
+log = logging.getLogger("ferry.airflow.plugin")
+
+URL_PREFIX = "/ferry"
+
+
+class Refused(Exception):
+    """The request may not see Ferry's data: `status` 401 (who are you?) or 403 (not you)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def _credential(request: Request) -> str | None:
+    """The caller's JWT: an explicit `Authorization: Bearer` wins over the UI's cookie
+    (Airflow's own precedence)."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and given.strip():
+        return given.strip()
+    return request.cookies.get(COOKIE_NAME_JWT_TOKEN) or None
+
+
+async def airflow_user(request: Request) -> Any:
+    """The authenticated Airflow user allowed to read DAGs; `Refused` otherwise. Fails
+    closed when Airflow's auth manager is not initialized."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from jwt import InvalidTokenError
+
+    token = _credential(request)
+    if token is None:
+        raise Refused(401, "Not authenticated: log in to Airflow, or send "
+                           "Authorization: Bearer <token>")
+    try:
+        manager = get_auth_manager()
+    except RuntimeError:
+        raise Refused(503, "Airflow's auth manager is not initialized") from None
+    try:
+        user = await manager.get_user_from_token(token)
+    except InvalidTokenError:  # expired, revoked, forged: the same answer
+        raise Refused(401, "Invalid or expired token: log in to Airflow again") from None
+    if not manager.is_authorized_dag(method="GET", user=user):
+        raise Refused(403, "Forbidden: Ferry's page needs the right to read DAGs")
+    return user
+
+
+def _config() -> tuple[str, Any]:
+    """(config path, loaded config); raises ConfigError."""
+    from ferry.airflow.dags import config_path
+    from ferry.config import load_config
+
+    path = config_path()
+    return path, load_config(path)
+
+
+def _snapshots() -> tuple[str, list[FlowSnapshot]]:
+    from ferry.metrics_collect import collect
+
+    path, config = _config()
+    return path, collect(config)
+
+
+def create_app() -> FastAPI:
+    """The FastAPI app Airflow mounts under `URL_PREFIX`."""
+    from ferry.errors import ConfigError
+    from ferry.metrics import CONTENT_TYPE, TOKEN_ENV, render, token_allows
+
+    app = FastAPI(title="Ferry", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(Refused)
+    async def refused(request: Request, exc: Refused) -> Response:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status,
+                            headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else {})
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page(request: Request) -> Response:
+        try:
+            await airflow_user(request)
+        except Refused as exc:
+            if exc.status != 401:
+                raise
+            from airflow.api_fastapi.app import get_auth_manager
+
+            # A person at a browser: to Airflow's login, and back here afterwards.
+            return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
+                                    status_code=303)
+        from ferry.airflow.dags import config_path
+        from ferry.page import render_page
+
+        try:
+            path, found = await run_in_threadpool(_snapshots)
+        except ConfigError as exc:
+            return HTMLResponse(render_page([], time.time(), config_path(), str(exc)))
+        return HTMLResponse(render_page(found, time.time(), path))
+
+    @app.get("/api/flows")
+    async def flows(request: Request) -> Response:
+        await airflow_user(request)
+        from ferry.snapshot import to_json
+
+        try:
+            path, found = await run_in_threadpool(_snapshots)
+        except ConfigError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=500)
+        now = time.time()
+        return JSONResponse({"config": path, "flows": [to_json(s, now) for s in found]})
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        token = os.environ.get(TOKEN_ENV, "").strip() or None
+        if not token_allows(request.headers.get("authorization"), token):
+            await airflow_user(request)
+        from ferry.metrics_collect import metric_families
+
+        try:
+            body = render(await run_in_threadpool(lambda: metric_families(_config()[1])))
+        except ConfigError as exc:
+            return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
+        return PlainTextResponse(body, media_type=CONTENT_TYPE)
+
+    return app
+
+
+def _base_path() -> str:
+    """Airflow's `[api] base_url` path ("/" by default): plugin apps are mounted under it."""
+    from airflow.configuration import conf
+
+    path = urlsplit(conf.get("api", "base_url", fallback="") or "/").path or "/"
+    return path if path.endswith("/") else path + "/"
+
+
+class FerryPlugin(AirflowPlugin):
+    name = "ferry"
+    # AirflowPlugin declares these as plain class attributes (hence no ClassVar).
+    fastapi_apps: list[Any] = [  # noqa: RUF012
+        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Ferry"}]
+    external_views: list[Any] = [{  # noqa: RUF012
+        "name": "Ferry",
+        "href": f"{_base_path()}{URL_PREFIX.strip('/')}/",
+        "destination": "nav",
+        "url_route": "ferry",
+        "category": "browse",
+    }]

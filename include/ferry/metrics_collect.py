@@ -1,0 +1,104 @@
+"""Gather what the Ferry page and the metrics endpoint show (adapter: Kafka through
+`ferry.status`, the Delta state tables through delta-rs).
+
+One flow's clusters being down does not hide the others: its snapshot carries the error
+(and the metric `ferry_flow_up` 0), its Delta rows are still shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ferry.config import Flow, MirrorConfig
+from ferry.errors import FerryError
+from ferry.snapshot import FlowSnapshot
+
+if TYPE_CHECKING:
+    from ferry.heartbeating import Topology
+    from ferry.metrics import Family
+
+log = logging.getLogger("ferry.metrics")
+
+LAG_WINDOW = timedelta(hours=24)
+"""How much lag history the page's chart shows."""
+
+
+def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW
+            ) -> list[FlowSnapshot]:
+    """A snapshot of every enabled flow; `lag_window` None skips the lag history (metrics
+    do not need it)."""
+    from ferry.heartbeating import topology
+
+    seen: dict[str, Topology | FerryError] = {}
+    found = []
+    for flow in config.enabled_flows:
+        if flow.target not in seen:  # each target's heartbeats read once
+            try:
+                seen[flow.target] = topology(config, flow.target)
+            except FerryError as exc:
+                seen[flow.target] = exc
+        found.append(snapshot(config, flow, seen[flow.target], lag_window))
+    return found
+
+
+def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | None = None,
+             lag_window: timedelta | None = LAG_WINDOW) -> FlowSnapshot:
+    """One flow: its status from the clusters (or the error that prevented it) and its
+    rows of the state tables."""
+    from ferry.state.reader import rows
+    from ferry.state.tables import StatePaths
+    from ferry.status import flow_status
+
+    snap = FlowSnapshot(flow.name, flow.source, flow.target)
+    try:
+        if isinstance(seen, FerryError):
+            raise seen
+        snap.status = flow_status(config, flow, seen)
+    except FerryError as exc:
+        log.warning("flow %s: status unavailable: %s", flow.name, exc, extra={"flow": flow.name})
+        snap.error = str(exc)
+    paths = StatePaths(flow.ferry.state_dir)
+    snap.runs = rows(paths.runs, flow.name)
+    snap.checkpoints = rows(paths.checkpoints, flow.name)
+    snap.gaps = rows(paths.gaps, flow.name)
+    snap.verify = rows(paths.verify, flow.name)
+    if lag_window is not None:
+        snap.lag = recent_rows(paths.lag, flow.name, "recorded_at",
+                               datetime.now(UTC) - lag_window)
+    topics = {p.topic for p in snap.status.partitions} if snap.status else set()
+    topics |= {r["topic"] for r in snap.runs + snap.gaps + snap.verify}
+    topics |= {r["source_topic"] for r in snap.checkpoints}
+    snap.remote_topics = {t: flow.remote_topic(t) for t in sorted(topics)}
+    return snap
+
+
+def recent_rows(path: str, flow: str, column: str, since: datetime) -> list[dict[str, Any]]:
+    """The flow's rows whose `column` (a timestamp) is at or after `since`; none when the
+    table does not exist yet."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
+        return []
+    try:
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        return []
+    bound = pa.scalar(since, type=pa.timestamp("us", tz="UTC"))
+    condition = (ds.field("flow") == flow) & (ds.field(column) >= bound)
+    found: list[dict[str, Any]] = table.to_pyarrow_dataset().to_table(
+        filter=condition).to_pylist()
+    return found
+
+
+def metric_families(config: MirrorConfig) -> list[Family]:
+    """Every metric of the config's enabled flows, read now."""
+    from ferry.metrics import families
+
+    return families(collect(config, lag_window=None), time.time())

@@ -1,0 +1,270 @@
+"""Prometheus metrics: the exposition format (escaping, HELP/TYPE, values), MM2's names and
+labels, and how the state tables' rows become samples."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ferry.errors import UsageError
+from ferry.metrics import (
+    CHECKPOINT,
+    DEFINITIONS,
+    SOURCE,
+    Family,
+    Registry,
+    Sample,
+    escape_help,
+    escape_label,
+    families,
+    format_value,
+    render,
+    to_json,
+    token_allows,
+)
+from ferry.metrics_serve import parse_listen
+from ferry.snapshot import FlowSnapshot
+from ferry.status import FlowStatus, PartitionStatus
+
+NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+
+# One sample line of the text format: name, optional {k="v",...}, a value.
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+_SAMPLE = re.compile(rf'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{({_LABEL}(?:,{_LABEL})*)?\}})? '
+                     r'(NaN|[+-]Inf|-?[0-9.e+-]+)$')
+
+
+def parse(text: str) -> dict[str, list[tuple[dict[str, str], str]]]:
+    """A strict reader of the text format: every line is HELP, TYPE or a sample of the
+    family announced just before; label values unescaped."""
+    found: dict[str, list[tuple[dict[str, str], str]]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            current = line.split(" ")[2]
+            assert current not in found, f"{current} announced twice"
+            found[current] = []
+        elif line.startswith("# TYPE "):
+            assert line.split(" ")[2] == current and line.split(" ")[3] in ("counter", "gauge")
+        else:
+            match = _SAMPLE.match(line)
+            assert match, f"not a sample line: {line!r}"
+            assert match[1] == current, line
+            labels = {k: v.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+                      for k, v in re.findall(r'([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"',
+                                             match[2] or "")}
+            found[current].append((labels, match[3]))
+    return found
+
+
+@pytest.mark.parametrize(("value", "escaped"), [
+    ("orders", "orders"),
+    ('say "hi"', 'say \\"hi\\"'),
+    ("C:\\tmp", "C:\\\\tmp"),
+    ("two\nlines", "two\\nlines"),
+    ('\\"\n', '\\\\\\"\\n'),
+], ids=["plain", "quotes", "backslash", "newline", "all-three"])
+def test_label_values_escape_backslash_quote_and_newline(value: str, escaped: str) -> None:
+    assert escape_label(value) == escaped
+
+
+def test_help_text_escapes_backslash_and_newline_but_keeps_quotes() -> None:
+    assert escape_help('a "b"\\c\nd') == 'a "b"\\\\c\\nd'
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (0.0, "0"), (42.0, "42"), (-3.0, "-3"), (1.5, "1.5"), (0.001, "0.001"),
+    (1e20, "1e+20"), (math.nan, "NaN"), (math.inf, "+Inf"), (-math.inf, "-Inf"),
+], ids=["zero", "int", "negative", "fraction", "small", "huge", "nan", "inf", "minus-inf"])
+def test_values_are_written_as_prometheus_reads_them(value: float, text: str) -> None:
+    assert format_value(value) == text
+
+
+def test_render_writes_help_and_type_before_each_family_and_round_trips_labels() -> None:
+    weird = 'a"b\\c\nd'
+    text = render([
+        Family("ferry_lag_records", "gauge", "Lag.\nSecond line", (
+            Sample((("topic", weird), ("partition", "0")), 7.0),
+            Sample((("topic", "x"), ("partition", "1")), 0.0))),
+        Family("ferry_flow_up", "gauge", "Up.", (Sample((), 1.0),)),
+    ])
+    assert text.splitlines()[:2] == ["# HELP ferry_lag_records Lag.\\nSecond line",
+                                     "# TYPE ferry_lag_records gauge"]
+    assert "ferry_flow_up 1\n" in text and text.endswith("\n")
+    parsed = parse(text)
+    assert parsed["ferry_lag_records"] == [({"topic": weird, "partition": "0"}, "7"),
+                                           ({"topic": "x", "partition": "1"}, "0")]
+
+
+def test_nothing_to_report_renders_nothing() -> None:
+    assert render([]) == ""
+
+
+def test_registry_keeps_definition_order_skips_unknown_values_and_refuses_undefined_names(
+) -> None:
+    registry = Registry()
+    registry.add("ferry_flow_up", {"source": "a"}, 1)
+    registry.add(SOURCE + "record_count", {"source": "a"}, 3)
+    registry.add("ferry_position_offset", {"source": "a"}, None)  # not known: no sample
+    assert [f.name for f in registry.families()] == [SOURCE + "record_count", "ferry_flow_up"]
+    with pytest.raises(KeyError):
+        registry.add("ferry_made_up", {}, 1)
+
+
+def test_every_defined_name_is_a_valid_prometheus_name_with_help_and_a_type() -> None:
+    for name, (kind, text) in DEFINITIONS.items():
+        assert re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", name) and kind in ("counter", "gauge")
+        assert text.endswith((".", ")")), name
+
+
+@pytest.mark.parametrize(("header", "token", "allowed"), [
+    ("Bearer s3cret", "s3cret", True),
+    ("bearer s3cret", "s3cret", True),
+    ("Bearer  s3cret ", "s3cret", True),
+    ("Bearer wrong", "s3cret", False),
+    ("Basic s3cret", "s3cret", False),
+    ("s3cret", "s3cret", False),
+    (None, "s3cret", False),
+    ("Bearer ", "", False),
+    ("Bearer anything", None, False),
+], ids=["bearer", "scheme-case", "spaces", "wrong", "basic", "no-scheme", "no-header",
+        "empty-token", "no-token-configured"])
+def test_scrape_token_must_come_as_bearer_and_match(header: str | None, token: str | None,
+                                                    allowed: bool) -> None:
+    assert token_allows(header, token) is allowed
+
+
+@pytest.mark.parametrize(("value", "listen"), [
+    ("127.0.0.1:9464", ("127.0.0.1", 9464)),
+    ("0.0.0.0:80", ("0.0.0.0", 80)),
+    ("metrics.local:9000", ("metrics.local", 9000)),
+    ("[::1]:9464", ("::1", 9464)),
+    ("127.0.0.1:0", ("127.0.0.1", 0)),
+], ids=["loopback", "any", "name", "ipv6", "any-free-port"])
+def test_serve_takes_host_and_port(value: str, listen: tuple[str, int]) -> None:
+    assert parse_listen(value) == listen
+
+
+@pytest.mark.parametrize("value", ["9464", "host", "host:", ":9464", "host:99999", "::1:9464"],
+                         ids=["port-only", "host-only", "no-port", "no-host", "port-too-big",
+                              "ipv6-without-brackets"])
+def test_serve_refuses_anything_else_naming_the_fix(value: str) -> None:
+    with pytest.raises(UsageError, match="expected HOST:PORT.*e.g. --serve 127.0.0.1:9464"):
+        parse_listen(value)
+
+
+def run_row(run_id: str, partition: int, start: int, end: int, finished: datetime,
+            outcome: str = "copied", age_ms: int = 1000, seconds: float = 0.5,
+            topic: str = "orders") -> dict[str, object]:
+    return {"flow": "a->b", "run_id": run_id, "lane": 0, "topic": topic,
+            "partition": partition, "range_start": start, "range_end": end,
+            "records": end - start, "bytes": 10 * (end - start), "seconds": seconds,
+            "max_record_age_ms": age_ms, "outcome": outcome,
+            "error": "boom" if outcome == "failed" else None, "delivery": "exactly_once",
+            "duplicates": 0, "finished_at": finished}
+
+
+def snapshot(**extra: object) -> FlowSnapshot:
+    status = FlowStatus("a->b", "a", "b", [
+        PartitionStatus("orders", 0, 120, 100, 20, 35.5, "a.orders"),
+        PartitionStatus("orders", 1, 50, None, 50, 60.0, "a.orders")],
+        heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
+    snap = FlowSnapshot("a->b", "a", "b", status=status,
+                        remote_topics={"orders": "a.orders"})
+    for key, value in extra.items():
+        setattr(snap, key, value)
+    return snap
+
+
+def samples(found: list[Family], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    (family,) = [f for f in found if f.name == name]
+    return {s.labels: s.value for s in family.samples}
+
+
+def at(partition: int) -> tuple[tuple[str, str], ...]:
+    return (("source", "a"), ("target", "b"), ("topic", "a.orders"),
+            ("partition", str(partition)))
+
+
+def test_record_and_byte_counts_add_up_copied_ranges_under_the_remote_topic() -> None:
+    runs = [run_row("r1", 0, 0, 60, NOW - timedelta(minutes=2)),
+            run_row("r2", 0, 60, 100, NOW - timedelta(minutes=1)),
+            run_row("r3", 0, 100, 110, NOW, outcome="failed")]  # aborted: counts nothing
+    found = families([snapshot(runs=runs)], NOW.timestamp())
+    assert samples(found, SOURCE + "record_count") == {at(0): 100}
+    assert samples(found, SOURCE + "byte_count") == {at(0): 1000}
+    assert samples(found, "ferry_last_run_success") == {(("source", "a"), ("target", "b")): 0}
+    assert samples(found, "ferry_last_run_timestamp_seconds") == {
+        (("source", "a"), ("target", "b")): NOW.timestamp()}
+
+
+def test_record_age_and_latency_describe_the_latest_run_of_each_partition() -> None:
+    runs = [run_row("r1", 0, 0, 50, NOW - timedelta(minutes=5), age_ms=90_000),  # older run
+            run_row("r2", 0, 50, 80, NOW - timedelta(seconds=2), age_ms=4000, seconds=1.0),
+            run_row("r2", 0, 80, 100, NOW - timedelta(seconds=1), age_ms=3000, seconds=0.25)]
+    found = families([snapshot(runs=runs)], NOW.timestamp())
+    assert samples(found, SOURCE + "record_age_ms") == {at(0): 3000}  # latest range
+    assert samples(found, SOURCE + "record_age_ms_max") == {at(0): 4000}  # over run r2
+    assert samples(found, SOURCE + "replication_latency_ms") == {at(0): 3250}
+    assert samples(found, SOURCE + "replication_latency_ms_max") == {at(0): 5000}
+
+
+def test_lag_per_partition_in_records_and_seconds_and_positions_once_known() -> None:
+    found = families([snapshot()], NOW.timestamp())
+    assert samples(found, "ferry_lag_records") == {at(0): 20, at(1): 50}
+    assert samples(found, "ferry_lag_seconds") == {at(0): 35.5, at(1): 60.0}
+    assert samples(found, "ferry_source_end_offset") == {at(0): 120, at(1): 50}
+    assert samples(found, "ferry_position_offset") == {at(0): 100}  # partition 1: none yet
+    pair = (("source", "a"), ("target", "b"))
+    assert samples(found, "ferry_heartbeat_latency_seconds") == {pair: 0.25}
+    assert samples(found, "ferry_flow_up") == {pair: 1}
+
+
+def test_checkpoint_latency_per_group_partition_is_the_time_since_its_latest_translation(
+) -> None:
+    rows = [{"group_id": g, "source_topic": "orders", "source_partition": 0,
+             "translated_at": NOW - timedelta(seconds=s)}
+            for g, s in (("billing", 90), ("billing", 30), ("audit", 5))]
+    found = families([snapshot(checkpoints=rows)], NOW.timestamp())
+    labels = (("source", "a"), ("target", "b"), ("topic", "a.orders"), ("partition", "0"))
+    assert samples(found, CHECKPOINT + "checkpoint_latency_ms") == {
+        (("source", "a"), ("target", "b"), ("group", "audit"), *labels[2:]): 5000,
+        (("source", "a"), ("target", "b"), ("group", "billing"), *labels[2:]): 30000}
+    assert samples(found, "ferry_checkpoint_age_seconds") == {labels[:2]: 5.0}
+
+
+def test_gaps_and_the_latest_verify_per_partition_are_reported() -> None:
+    gaps = [{"topic": "orders", "partition": 1, "records": n, "detected_at": NOW}
+            for n in (5, 7)]
+    verify = [{"topic": "orders", "partition": 0, "checked": c, "altered": a, "missing": m,
+               "extra": 0, "verified_at": NOW - timedelta(hours=h)}
+              for c, a, m, h in ((100, 1, 2, 2), (120, 0, 0, 1))]
+    found = families([snapshot(gaps=gaps, verify=verify)], NOW.timestamp())
+    assert samples(found, "ferry_gap_records") == {at(1): 12}
+    assert samples(found, "ferry_verify_mismatched_records") == {at(0): 0}
+    assert samples(found, "ferry_verify_checked_records") == {at(0): 120}
+
+
+def test_a_flow_whose_clusters_did_not_answer_is_down_but_keeps_its_recorded_history(
+) -> None:
+    snap = snapshot(runs=[run_row("r1", 0, 0, 10, NOW)])
+    snap.status, snap.error = None, "source: broker unreachable"
+    found = families([snap], NOW.timestamp())
+    assert samples(found, "ferry_flow_up") == {(("source", "a"), ("target", "b")): 0}
+    assert samples(found, SOURCE + "record_count") == {at(0): 10}
+    assert not [f for f in found if f.name == "ferry_lag_records"]
+
+
+def test_the_whole_exposition_parses_and_json_carries_the_same_samples() -> None:
+    snap = snapshot(runs=[run_row("r1", 0, 0, 10, NOW)])
+    found = families([snap], NOW.timestamp())
+    parsed = parse(render(found))
+    as_json = {f["name"]: f for f in to_json(found)}
+    assert set(parsed) == set(as_json)
+    for name, lines in parsed.items():
+        assert [labels for labels, _ in lines] == [s["labels"] for s in as_json[name]["samples"]]
+        assert [float(v) for _, v in lines] == [s["value"] for s in as_json[name]["samples"]]
+        assert as_json[name]["type"] == DEFINITIONS[name][0]
