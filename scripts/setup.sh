@@ -2,7 +2,9 @@
 # Sets up everything Ferry needs on a fresh machine, idempotently:
 #   1. a virtualenv in .venv with the pinned lock (requirements.txt) and ferry itself;
 #   2. the Kafka broker jars (Maven Central) for the local clusters;
-#   3. the Delta Lake jars (Maven Central) for Spark.
+#   3. the Delta Lake jars (Maven Central) for Spark;
+#   4. Debian's chromium at /usr/bin/chromium for the browser test of the Ferry page
+#      (installed with apt-get when missing: as root, or through passwordless sudo).
 # Needs: python3 >= 3.11, java >= 17, mvn. Re-running skips what is already in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,29 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
   "$venv/bin/python" -m pip check
   echo "$want" > "$stamp"
+fi
+
+# The browser test drives Debian's chromium through playwright's bundled driver
+# (`playwright install` cannot download here, and is never needed).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium (apt-get; the browser test drives it headless)"
+  command -v apt-get >/dev/null \
+    || die "/usr/bin/chromium is missing and there is no apt-get: install Chromium at /usr/bin/chromium"
+  as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null \
+      || die "/usr/bin/chromium is missing: run 'apt-get install -y chromium' as root"
+    as_root=(sudo -n)
+  fi
+  apt_log=$(mktemp)
+  if ! { "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+         && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+              apt-get install -y -qq -o Dpkg::Use-Pty=0 chromium; } >"$apt_log" 2>&1 \
+     || [ ! -x /usr/bin/chromium ]; then
+    tail -n 20 "$apt_log" >&2
+    die "installing chromium with apt-get failed (log above, in full: $apt_log); install the Debian package chromium as root"
+  fi
+  rm -f "$apt_log"
 fi
 
 echo "setup: fetching jars (Kafka brokers, Delta Lake) from Maven Central"

@@ -103,6 +103,7 @@ def lag_chart(points: list[LagPoint], width: int = 560, height: int = 140) -> st
         f'{_secs(p.seconds)}</title></circle>' for (x, y), p in zip(coords, points, strict=True))
     start = datetime.fromtimestamp(first, UTC)
     end = datetime.fromtimestamp(last, UTC)
+    shown = "%m-%d %H:%M" if span >= 3600 else "%H:%M:%S"  # a short history needs seconds
     return (
         f'<svg class="chart lag-chart" role="img" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" data-points="{len(points)}">'
@@ -112,9 +113,9 @@ def lag_chart(points: list[LagPoint], width: int = 560, height: int = 140) -> st
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + inner_h}" stroke="var(--line)"/>'
         f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{peak:,}</text>'
         f'<text x="{left - 4}" y="{top + inner_h}" text-anchor="end">0</text>'
-        f'<text x="{left}" y="{height - 6}">{start:%m-%d %H:%M}</text>'
-        f'<text x="{left + inner_w}" y="{height - 6}" text-anchor="end">{end:%m-%d %H:%M} UTC'
-        '</text>'
+        f'<text x="{left}" y="{height - 6}">{start.strftime(shown)}</text>'
+        f'<text x="{left + inner_w}" y="{height - 6}" text-anchor="end">'
+        f'{end.strftime(shown)} UTC</text>'
         f'<polyline points="{line}" fill="none" stroke="var(--accent)" stroke-width="1.5"/>'
         f'{dots}</svg>')
 

@@ -41,7 +41,7 @@ def parse(text: str) -> dict[str, list[tuple[dict[str, str], str]]]:
     """A strict reader of the text format: every line is HELP, TYPE or a sample of the
     family announced just before; label values unescaped."""
     found: dict[str, list[tuple[dict[str, str], str]]] = {}
-    current = None
+    current = ""
     for line in text.splitlines():
         if line.startswith("# HELP "):
             current = line.split(" ")[2]
@@ -152,7 +152,7 @@ def test_serve_takes_host_and_port(value: str, listen: tuple[str, int]) -> None:
                          ids=["port-only", "host-only", "no-port", "no-host", "port-too-big",
                               "ipv6-without-brackets"])
 def test_serve_refuses_anything_else_naming_the_fix(value: str) -> None:
-    with pytest.raises(UsageError, match="expected HOST:PORT.*e.g. --serve 127.0.0.1:9464"):
+    with pytest.raises(UsageError, match=r"expected HOST:PORT.*e\.g\. --serve 127\.0\.0\.1:9464"):
         parse_listen(value)
 
 

@@ -190,10 +190,10 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             log.warning("no %s set: anyone who reaches %s can read the metrics", TOKEN_ENV,
                         args.serve)
 
-        def ready(url: str) -> None:
-            _emit(args, {"serving": url, "token_required": token is not None},
-                  f"serving {url}" + (" (scrape token required)" if token else ""))
-            sys.stdout.flush()
+        def ready(url: str) -> None:  # one line, even as JSON: a supervisor reads it
+            print(json.dumps({"serving": url, "token_required": token is not None})
+                  if args.json else
+                  f"serving {url}" + (" (scrape token required)" if token else ""), flush=True)
 
         serve(args.file, host, port, token, ready)
         return EXIT_OK

@@ -1,0 +1,192 @@
+"""Metrics and status on real brokers and Delta: the right lag after producing N records
+and before mirroring, MM2's counters from what the copy job recorded, the lag history, and
+`ferry metrics --serve` behind its scrape token."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferry.cli.main import main
+from ferry.config import MirrorConfig
+from ferry.metrics import SOURCE
+from ferry.metrics_collect import collect
+from ferry.status import record_lag
+from tests.integration.kafka_data import create_topic, flow_config, produce
+from tests.integration.test_lane import run_cycle
+
+pytestmark = pytest.mark.integration
+
+
+def metrics_json(config: MirrorConfig, capsys: pytest.CaptureFixture[str]
+                 ) -> dict[str, dict[tuple[tuple[str, str], ...], Any]]:
+    """`ferry metrics FILE --json`, as {name: {labels: value}}."""
+    assert main(["metrics", config.path, "--json"]) == 0
+    return {f["name"]: {tuple(s["labels"].items()): s["value"] for s in f["samples"]}
+            for f in json.loads(capsys.readouterr().out)["metrics"]}
+
+
+def where(config: MirrorConfig, topic: str, partition: int) -> tuple[tuple[str, str], ...]:
+    flow = config.enabled_flows[0]
+    return (("source", flow.source), ("target", flow.target),
+            ("topic", flow.remote_topic(topic)), ("partition", str(partition)))
+
+
+def test_status_and_metrics_report_the_lag_of_records_produced_before_mirroring(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given 30 records on partition 0 and 12 on partition 1, nothing mirrored yet
+    create_topic(clusters["source"], topic_name, 2)
+    records: list[tuple[bytes | None, bytes | None, int]] = [(None, b"v", 0)] * 30
+    produce(clusters["source"], topic_name, records + [(None, b"v", 1)] * 12)
+    config = flow_config(tmp_path, clusters, topic_name)
+    time.sleep(1)  # the oldest record is a second old at least
+
+    # when status and metrics are read
+    assert main(["status", config.path, "--json"]) == 0
+    (status,) = json.loads(capsys.readouterr().out)["flows"]
+    found = metrics_json(config, capsys)
+
+    # then both say every record is lag, per partition, in records and in seconds
+    assert [(p["partition"], p["lag_records"], p["position"]) for p in status["partitions"]] \
+        == [(0, 30, None), (1, 12, None)]
+    assert found["ferry_lag_records"] == {where(config, topic_name, 0): 30,
+                                          where(config, topic_name, 1): 12}
+    assert all(v > 0 for v in found["ferry_lag_seconds"].values())
+    assert found["ferry_source_end_offset"] == found["ferry_lag_records"]
+    assert "ferry_position_offset" not in found  # nothing copied: no position yet
+    flow = config.enabled_flows[0]
+    assert found["ferry_flow_up"] == {(("source", flow.source), ("target", flow.target)): 1}
+    assert SOURCE + "record_count" not in found  # no run recorded anything
+
+
+def test_lag_history_records_one_row_per_partition_and_run(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, b"v", i % 2) for i in range(20)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+
+    assert record_lag(flow, "before") == 2
+    run_cycle(flow)
+    produce(clusters["source"], topic_name, [(None, b"late", 1)] * 3)
+    assert record_lag(flow, "after") == 2
+
+    (snap,) = collect(config)
+    by_run = {(r["run_id"], r["partition"]): (r["lag_records"], r["position"]) for r in snap.lag}
+    assert by_run == {("before", 0): (10, None), ("before", 1): (10, None),
+                      ("after", 0): (0, 10), ("after", 1): (3, 10)}
+
+
+@pytest.mark.spark
+def test_metrics_count_what_the_copy_job_recorded(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given one real run of the copy job (spark-submit) over 2 partitions
+    create_topic(clusters["source"], topic_name, 2)
+    records: list[tuple[bytes | None, bytes | None, int]] = [
+        (f"k{i}".encode(), f"value-{i}".encode(), i % 2) for i in range(50)]
+    produce(clusters["source"], topic_name, records)
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    ferry = Path(sys.executable).parent / "ferry"
+    mirrored = subprocess.run([str(ferry), "mirror", config.path, "--flow", flow.name],
+                              capture_output=True, text=True, timeout=600, check=False)
+    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
+    produce(clusters["source"], topic_name, [(b"k", b"late", 0)] * 4)
+
+    found = metrics_json(config, capsys)
+
+    # then MM2's counters add up the run's ranges, and the lag is what came after it
+    for p in (0, 1):
+        mine = [r for r in records if r[2] == p]
+        at = where(config, topic_name, p)
+        assert found[SOURCE + "record_count"][at] == 25
+        assert found[SOURCE + "byte_count"][at] == sum(len(k or b"") + len(v or b"")
+                                                      for k, v, _ in mine)
+        assert found[SOURCE + "record_age_ms"][at] > 0
+        assert found[SOURCE + "replication_latency_ms"][at] >= \
+            found[SOURCE + "record_age_ms"][at]
+        assert found["ferry_position_offset"][at] == 25
+    assert found["ferry_lag_records"] == {where(config, topic_name, 0): 4,
+                                          where(config, topic_name, 1): 0}
+    pair = (("source", flow.source), ("target", flow.target))
+    assert found["ferry_last_run_success"] == {pair: 1}
+    assert abs(found["ferry_last_run_timestamp_seconds"][pair] - time.time()) < 600
+
+
+@pytest.fixture
+def serving(clusters: dict[str, str], topic_name: str, tmp_path: Path
+            ) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
+    """`ferry metrics FILE --serve 127.0.0.1:0 --json` with a scrape token: (url, token,
+    process); stopped at teardown."""
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, b"v", 0)] * 5)
+    config = flow_config(tmp_path, clusters, topic_name)
+    token = "scrape-" + os.urandom(8).hex()
+    ferry = Path(sys.executable).parent / "ferry"
+    process = subprocess.Popen(
+        [str(ferry), "metrics", config.path, "--serve", "127.0.0.1:0", "--json", "-v"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FERRY_METRICS_TOKEN": token})
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready, "ferry metrics --serve did not start"
+        line = process.stdout.readline()
+        assert line, f"ferry metrics --serve exited: {process.communicate()[1][-2000:]}"
+        started = json.loads(line)
+        assert started["token_required"] is True
+        yield started["serving"], token, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
+
+
+def get(url: str, authorization: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if authorization:
+        request.add_header("Authorization", authorization)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_serve_answers_only_scrapes_with_the_token_and_never_logs_it(
+    serving: tuple[str, str, subprocess.Popen[str]], topic_name: str,
+) -> None:
+    url, token, process = serving
+
+    assert get(url)[0] == 401
+    assert get(url, "Bearer not-the-token")[0] == 401
+    assert get(url, f"Basic {token}")[0] == 401
+    status, body = get(url, f"Bearer {token}")
+
+    assert status == 200
+    assert "# TYPE ferry_lag_records gauge" in body
+    (lag,) = [line for line in body.splitlines()
+              if line.startswith("ferry_lag_records{") and f'.{topic_name}"' in line]
+    assert lag.endswith(" 5")
+    process.terminate()
+    _, logged = process.communicate(timeout=15)
+    assert token not in logged
