@@ -67,6 +67,11 @@ def plan_backfill(path: str) -> dict[str, Any]:
         return result | spark_job_files(master)
 
 
+def chunk_list(planned: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks' operator arguments (Airflow maps only over a task's return value)."""
+    return list(planned["chunks"])
+
+
 def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
     """What the chunks recorded (the `runs` table); fails when a range failed."""
     import logging
@@ -136,7 +141,7 @@ def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
             max_active_tis_per_dag=1,  # in order: each chunk starts where the last ended
             map_index_template="{{ task.name }}",
             **copy_job_settings("plan"),
-        ).expand_kwargs(planned["chunks"])
+        ).expand_kwargs(task(task_id="chunks")(chunk_list)(planned))
         summary = task(task_id="report", trigger_rule="none_failed")(report)(path, planned)
         chunks >> summary
     return dag

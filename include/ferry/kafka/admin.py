@@ -178,6 +178,8 @@ class Admin:
         committed); absent ones are left out. Stable offsets only (waits out pending
         transactional commits)."""
         parts = None if tps is None else [TopicPartition(t, p) for t, p in tps]
+        if parts is not None and not parts:  # the client refuses an empty list
+            return {}
         request = [ConsumerGroupTopicPartitions(group, parts)]
         futures = self._admin.list_consumer_group_offsets(request, require_stable=True,
                                                           request_timeout=self.timeout)
