@@ -47,7 +47,9 @@ def state_tables(paths: type[StatePaths] = StatePaths) -> tuple[str, ...]:
     tables are declared: every property that is `table(<its own name>)`. A table added
     there (e.g. a `lag` property) is maintained without a change here."""
     probe = paths("/")
-    return tuple(name for name, member in vars(paths).items()
+    members = {name: member for klass in reversed(paths.__mro__)
+               for name, member in vars(klass).items()}
+    return tuple(name for name, member in members.items()
                  if isinstance(member, property) and getattr(probe, name) == probe.table(name))
 
 
