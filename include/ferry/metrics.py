@@ -200,7 +200,7 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
         return pair | {"topic": snap.remote(topic), "partition": partition}
 
     registry.add("ferry_flow_up", pair, 0 if snap.status is None else 1)
-    for (topic, partition), totals in partition_totals(snap.runs).items():
+    for (topic, partition), totals in partition_totals(snap.runs, snap.copied).items():
         at = where(topic, partition)
         registry.add(SOURCE + "record_count", at, totals.records)
         registry.add(SOURCE + "byte_count", at, totals.bytes)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ferry.config import Flow, MirrorConfig
 from ferry.errors import FerryError
@@ -49,6 +48,7 @@ def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | Non
              lag_window: timedelta | None = LAG_WINDOW) -> FlowSnapshot:
     """One flow: its status from the clusters (or the error that prevented it) and its
     rows of the state tables."""
+    from ferry.state import digest
     from ferry.state.reader import rows
     from ferry.state.tables import StatePaths
     from ferry.status import flow_status
@@ -62,39 +62,19 @@ def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | Non
         log.warning("flow %s: status unavailable: %s", flow.name, exc, extra={"flow": flow.name})
         snap.error = str(exc)
     paths = StatePaths(flow.ferry.state_dir)
-    snap.runs = rows(paths.runs, flow.name)
-    snap.checkpoints = rows(paths.checkpoints, flow.name)
+    snap.runs = digest.recent_runs(paths.runs, flow.name)
+    snap.copied = digest.copied_totals(paths.runs, flow.name)
+    snap.checkpoints = digest.latest_checkpoints(paths.checkpoints, flow.name)
     snap.gaps = rows(paths.gaps, flow.name)
     snap.verify = rows(paths.verify, flow.name)
     if lag_window is not None:
-        snap.lag = recent_rows(paths.lag, flow.name, "recorded_at",
-                               datetime.now(UTC) - lag_window)
+        snap.lag = digest.lag_points(paths.lag, flow.name, datetime.now(UTC) - lag_window)
     topics = {p.topic for p in snap.status.partitions} if snap.status else set()
     topics |= {r["topic"] for r in snap.runs + snap.gaps + snap.verify}
+    topics |= {topic for topic, _ in snap.copied}
     topics |= {r["source_topic"] for r in snap.checkpoints}
     snap.remote_topics = {t: flow.remote_topic(t) for t in sorted(topics)}
     return snap
-
-
-def recent_rows(path: str, flow: str, column: str, since: datetime) -> list[dict[str, Any]]:
-    """The flow's rows whose `column` (a timestamp) is at or after `since`; none when the
-    table does not exist yet."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
-        return []
-    try:
-        table = DeltaTable(path)
-    except TableNotFoundError:
-        return []
-    bound = pa.scalar(since, type=pa.timestamp("us", tz="UTC"))
-    condition = (ds.field("flow") == flow) & (ds.field(column) >= bound)
-    found: list[dict[str, Any]] = table.to_pyarrow_dataset().to_table(
-        filter=condition).to_pylist()
-    return found
 
 
 def metric_families(config: MirrorConfig) -> list[Family]:

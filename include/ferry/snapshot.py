@@ -32,7 +32,11 @@ class FlowSnapshot:
     remote_topics: dict[str, str] = field(default_factory=dict)
     """Source topic -> remote topic, for every topic in `status` or the rows."""
     runs: list[Row] = field(default_factory=list)
+    """`runs` rows of the latest runs (`ferry.state.digest.recent_runs`)."""
+    copied: dict[Key, tuple[int, int]] | None = None
+    """(records, bytes) ever copied per source partition; None: add up `runs`."""
     checkpoints: list[Row] = field(default_factory=list)
+    """The newest translation of each group partition (older rows may be left out)."""
     gaps: list[Row] = field(default_factory=list)
     verify: list[Row] = field(default_factory=list)
     lag: list[Row] = field(default_factory=list)
@@ -65,28 +69,41 @@ class PartitionTotals:
     latency_ms_max: int | None
 
 
-def partition_totals(runs: list[Row]) -> dict[Key, PartitionTotals]:
-    """Per source partition, from `runs` rows; failed ranges count nothing (their records
-    were aborted, or are copied again by the next run)."""
-    by_key: dict[Key, list[Row]] = {}
+def copied_totals(runs: list[Row]) -> dict[Key, tuple[int, int]]:
+    """(records, bytes) per source partition over `runs` rows; failed ranges count nothing
+    (their records were aborted, or are copied again by the next run)."""
+    found: dict[Key, tuple[int, int]] = {}
+    for row in runs:
+        if row["outcome"] != "failed":
+            key = (row["topic"], row["partition"])
+            records, size = found.get(key, (0, 0))
+            found[key] = (records + int(row["records"] or 0), size + int(row["bytes"] or 0))
+    return found
+
+
+def partition_totals(runs: list[Row], copied: dict[Key, tuple[int, int]] | None = None
+                     ) -> dict[Key, PartitionTotals]:
+    """Per source partition: the counts of `copied` (default: added up from `runs`), the
+    ages from the latest copied range in `runs` (None when `runs` has none)."""
+    totals = copied_totals(runs) if copied is None else copied
+    by_key: dict[Key, list[Row]] = {key: [] for key in totals}
     for row in runs:
         by_key.setdefault((row["topic"], row["partition"]), []).append(row)
     found = {}
     for key, rows in sorted(by_key.items()):
-        copied = [r for r in rows if r["outcome"] != "failed"]
-        if not copied:
-            found[key] = PartitionTotals(0, 0, None, None, None, None)
+        records, size = totals.get(key, (0, 0))
+        copied_rows = [r for r in rows if r["outcome"] != "failed"]
+        if not copied_rows:
+            found[key] = PartitionTotals(records, size, None, None, None, None)
             continue
-        latest = max(copied, key=lambda r: (epoch(r["finished_at"]), r["range_end"]))
-        run = [r for r in copied if r["run_id"] == latest["run_id"]]
+        latest = max(copied_rows, key=lambda r: (epoch(r["finished_at"]), r["range_end"]))
+        run = [r for r in copied_rows if r["run_id"] == latest["run_id"]]
 
         def latency(row: Row) -> int:
             return int(row["max_record_age_ms"] or 0) + round(1000 * (row["seconds"] or 0))
 
         found[key] = PartitionTotals(
-            records=sum(int(r["records"] or 0) for r in copied),
-            bytes=sum(int(r["bytes"] or 0) for r in copied),
-            record_age_ms=int(latest["max_record_age_ms"] or 0),
+            records=records, bytes=size, record_age_ms=int(latest["max_record_age_ms"] or 0),
             record_age_ms_max=max(int(r["max_record_age_ms"] or 0) for r in run),
             latency_ms=latency(latest), latency_ms_max=max(latency(r) for r in run))
     return found

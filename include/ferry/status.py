@@ -98,12 +98,12 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
     """`seen`: the target's topology, when the caller has read it already."""
     from ferry.heartbeating import topology
     from ferry.heartbeats import sources_of
-    from ferry.state.reader import rows
+    from ferry.state.digest import newest, recent_runs
     from ferry.state.tables import StatePaths
 
     found = FlowStatus(flow.name, flow.source, flow.target, partition_lag(flow))
     paths = StatePaths(flow.ferry.state_dir)
-    runs = rows(paths.runs, flow.name)
+    runs = recent_runs(paths.runs, flow.name, newest=1)  # the latest run, not every row
     if runs:
         latest = max(runs, key=lambda r: r["finished_at"])
         mine = [r for r in runs if r["run_id"] == latest["run_id"]]
@@ -111,10 +111,9 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
         found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
         found.last_run_outcome = ("failed" if any(r["outcome"] == "failed" for r in mine)
                                   else "copied")
-    checkpoints = rows(paths.checkpoints, flow.name)
-    if checkpoints:
-        newest = max(r["translated_at"] for r in checkpoints)
-        found.checkpoint_age_s = round((datetime.now(UTC) - newest).total_seconds(), 3)
+    translated = newest(paths.checkpoints, flow.name, "translated_at")
+    if translated is not None:
+        found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)
     seen = seen or topology(config, flow.target)
     beats = [h for h in seen.heartbeats
              if sources_of(flow.policy, h.topic)[:1] == [flow.source]]

@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from ferry.cli.main import main
 from ferry.config import MirrorConfig
 from ferry.metrics import SOURCE
 from ferry.metrics_collect import collect
+from ferry.state import digest
+from ferry.state.reader import rows
+from ferry.state.tables import CHECKPOINTS_DDL, RUNS_DDL, StatePaths
+from ferry.state.writer import append
 from ferry.status import record_lag
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_lane import run_cycle
@@ -85,10 +90,50 @@ def test_lag_history_records_one_row_per_partition_and_run(
     produce(clusters["source"], topic_name, [(None, b"late", 1)] * 3)
     assert record_lag(flow, "after") == 2
 
-    (snap,) = collect(config)
-    by_run = {(r["run_id"], r["partition"]): (r["lag_records"], r["position"]) for r in snap.lag}
+    written = rows(StatePaths(flow.ferry.state_dir).lag, flow.name)
+    by_run = {(r["run_id"], r["partition"]): (r["lag_records"], r["position"]) for r in written}
     assert by_run == {("before", 0): (10, None), ("before", 1): (10, None),
                       ("after", 0): (0, 10), ("after", 1): (3, 10)}
+    (snap,) = collect(config)  # the page's chart: one point per run, partitions summed
+    assert sorted((r["run_id"], r["lag_records"]) for r in snap.lag) == [("after", 3),
+                                                                         ("before", 20)]
+
+
+def runs_row(run: int, partition: int, outcome: str = "copied") -> dict[str, Any]:
+    finished = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(minutes=run)
+    return {"flow": "a->b", "run_id": f"r{run:02}", "lane": 0, "topic": "orders",
+            "partition": partition, "range_start": 10 * run, "range_end": 10 * run + 10,
+            "records": 10, "bytes": 100, "seconds": 0.1, "max_record_age_ms": run,
+            "outcome": outcome, "error": None, "delivery": "exactly_once", "duplicates": 0,
+            "finished_at": finished, "schema_version": 1}
+
+
+def test_growing_tables_are_read_as_aggregates_and_the_few_runs_shown(tmp_path: Path) -> None:
+    # given 15 runs of partition 0, partition 1 copied in run 2 only (failed in run 14)
+    runs = str(tmp_path / "runs")
+    append(runs, RUNS_DDL, [runs_row(r, 0) for r in range(1, 16)] + [runs_row(2, 1)])
+    append(runs, RUNS_DDL, [runs_row(14, 1, "failed")])
+    append(runs, RUNS_DDL, [runs_row(1, 0) | {"flow": "c->d"}])  # another flow's
+    checkpoints = str(tmp_path / "checkpoints")
+    append(checkpoints, CHECKPOINTS_DDL, [
+        {"flow": "a->b", "run_id": f"r{m}", "group_id": "g", "source_topic": "orders",
+         "source_partition": 0, "source_offset": m, "target_topic": "a.orders",
+         "target_offset": m, "status": "ok", "emitted": True, "group_synced": False,
+         "translated_at": datetime(2026, 11, 1, tzinfo=UTC) + timedelta(minutes=m),
+         "schema_version": 1} for m in (1, 5, 3)])
+
+    # then the counters cover every copied range, the rows only the newest runs and the
+    # partitions' latest copied runs
+    assert digest.copied_totals(runs, "a->b") == {("orders", 0): (150, 1500),
+                                                  ("orders", 1): (10, 100)}
+    shown = digest.recent_runs(runs, "a->b", newest=3)
+    assert sorted({(r["run_id"], r["partition"]) for r in shown}) == [
+        ("r02", 0), ("r02", 1), ("r13", 0), ("r14", 0), ("r14", 1), ("r15", 0)]
+    assert [(r["group_id"], r["translated_at"].minute) for r in
+            digest.latest_checkpoints(checkpoints, "a->b")] == [("g", 5)]
+    assert digest.newest(checkpoints, "a->b", "translated_at") == \
+        datetime(2026, 11, 1, 0, 5, tzinfo=UTC)
+    assert digest.recent_runs(str(tmp_path / "missing"), "a->b") == []
 
 
 @pytest.mark.spark

@@ -268,3 +268,13 @@ def test_the_whole_exposition_parses_and_json_carries_the_same_samples() -> None
         assert [labels for labels, _ in lines] == [s["labels"] for s in as_json[name]["samples"]]
         assert [float(v) for _, v in lines] == [s["value"] for s in as_json[name]["samples"]]
         assert as_json[name]["type"] == DEFINITIONS[name][0]
+
+
+def test_counters_cover_every_copied_range_while_ages_come_from_the_latest_rows() -> None:
+    # the collector reads the counters as aggregates and only the latest runs' rows
+    snap = snapshot(runs=[run_row("r9", 0, 900, 1000, NOW, age_ms=700)],
+                    copied={("orders", 0): (1000, 9000), ("orders", 1): (5, 50)})
+    found = families([snap], NOW.timestamp())
+    assert samples(found, SOURCE + "record_count") == {at(0): 1000, at(1): 5}
+    assert samples(found, SOURCE + "byte_count") == {at(0): 9000, at(1): 50}
+    assert samples(found, SOURCE + "record_age_ms") == {at(0): 700}  # none known for 1
