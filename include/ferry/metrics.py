@@ -80,9 +80,11 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "ferry_verify_checked_records": (
         "gauge", "Records the partition's latest verify compared."),
     "ferry_last_run_timestamp_seconds": (
-        "gauge", "When the flow's latest run that copied anything finished (Unix time)."),
+        "gauge", "When the flow's latest copy job finished (Unix time; an idle run starts "
+                 "none)."),
     "ferry_last_run_success": (
-        "gauge", "1 when every range of the flow's latest run was copied, 0 when one failed."),
+        "gauge", "1 when every range of the flow's latest copy job was copied, 0 when one "
+                 "failed."),
     "ferry_heartbeat_latency_seconds": (
         "gauge", "Latest heartbeat: seconds from its emission on the source to its arrival on "
                  "the target."),
