@@ -116,6 +116,9 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert sum(r["records"] for r in copied) == 900 + 25
     assert {r["outcome"] for r in copied} == {"copied"}
     assert len(rows(state.offset_map, flow.name)) >= 4
+    lag = rows(state.lag, flow.name)  # the Ferry page's lag chart: a point per partition
+    assert sorted((r["topic"], r["partition"], r["lag_records"]) for r in lag) == [
+        (plain, 0, 0), (plain, 1, 0), (plain, 2, 0), (txn, 0, 0)]
 
     produce(clusters["source"], plain, [(b"new", b"record", 1)] * 7)
     second = run_dag(config.path, flow.dag_id)

@@ -1,1 +1,2 @@
-"""Airflow adapters: the DAG factory and task edges (the only modules importing airflow)."""
+"""Airflow adapters: the DAG factories, task edges, the dag.test() driver and the plugin
+(the only modules importing airflow)."""

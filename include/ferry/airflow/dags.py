@@ -156,6 +156,7 @@ def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
 
     with task_edge():
         flow = _flow(path, name)
+        _record_lag(flow, planned["run_id"])
         if planned.get("idle"):
             return {"idle": True}
         paths = StatePaths(flow.ferry.state_dir)
@@ -171,6 +172,21 @@ def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
         logging.getLogger("ferry.record").info("run recorded: %s", summary,
                                                extra={"flow": flow.name})
         return summary
+
+
+def _record_lag(flow: Flow, run_id: str) -> None:
+    """One point of the Ferry page's lag chart per run, idle or not; a miss (brokers gone
+    since the copy) loses a point of history, never the run."""
+    import logging
+
+    from ferry.errors import FerryError
+    from ferry.status import record_lag
+
+    try:
+        record_lag(flow, run_id)
+    except FerryError as exc:
+        logging.getLogger("ferry.record").warning("lag history not recorded: %s", exc,
+                                                  extra={"flow": flow.name})
 
 
 def checkpoints(path: str, name: str) -> dict[str, Any]:
