@@ -225,7 +225,10 @@ class TableReport:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON types only (lists, not tuples: Airflow's XCom would wrap tuples)."""
+        return asdict(self) | {"compacted": [asdict(c) for c in self.compacted],
+                               "conflicts": list(self.conflicts),
+                               "warnings": list(self.warnings)}
 
     def text(self, dry_run: bool = False) -> str:
         if not self.present:

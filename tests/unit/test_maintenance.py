@@ -3,6 +3,7 @@ how long replaced files are kept, which stray files may go, and the report."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,3 +258,10 @@ def test_the_report_json_has_totals_and_every_table() -> None:
     assert data["tables"][0]["compacted"][0] == {"partition": "A->B", "files_before": 20,
                                                  "files_after": 1}
     assert data["tables"][0]["path"] == "/s/runs"
+
+
+def test_the_report_json_is_plain_json_without_tuples() -> None:
+    data = MaintenanceReport(168, False, (DONE,)).to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert isinstance(data["tables"][0]["compacted"], list)
+    assert isinstance(data["tables"][0]["warnings"], list)
