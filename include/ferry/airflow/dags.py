@@ -228,10 +228,12 @@ def has_work(planned: dict[str, Any]) -> bool:
 
 def _spark_env() -> dict[str, str]:
     """The venv's bin first on PATH (the provider runs a bare `spark-submit`), this Python
-    for the workers, loopback only."""
+    for the workers, the driver's address (loopback unless FERRY_SPARK_DRIVER_HOST)."""
+    from ferry.spark.session import driver_host
+
     bin_dir = str(Path(sys.executable).parent)
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": driver_host()}
 
 
 def build_dag(flow: Flow, path: str) -> Any:

@@ -34,6 +34,16 @@ def delta_classpath() -> list[str]:
     return sorted(str(j) for j in delta_jars().glob("*.jar") if _artifact(j) not in provided)
 
 
+DRIVER_HOST_ENV = "FERRY_SPARK_DRIVER_HOST"
+
+
+def driver_host() -> str:
+    """The address the copy job's driver listens on and gives its executors:
+    `$FERRY_SPARK_DRIVER_HOST` (an address executors on other hosts can reach, e.g. the
+    Airflow worker's), else loopback (local masters, and one-machine clusters)."""
+    return os.environ.get(DRIVER_HOST_ENV, "").strip() or "127.0.0.1"
+
+
 def spark_conf(master: str, jars: bool = True) -> dict[str, str]:
     """The Spark settings every Ferry session uses (also passed to spark-submit).
     `jars=False` leaves out `spark.jars` (a job already got it from spark-submit)."""
@@ -47,8 +57,8 @@ def spark_conf(master: str, jars: bool = True) -> dict[str, str]:
         "spark.speculation": "false",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": driver_host(),
+        "spark.driver.bindAddress": driver_host(),
     }
     if jars:
         conf["spark.jars"] = ",".join(delta_classpath())
@@ -60,7 +70,7 @@ def build_session(master: str | None = "local[*]", app_name: str = "ferry") -> S
     master and the jars are what spark-submit was given."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_IP", driver_host())
     for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         os.environ.pop(var, None)  # these would switch the builder to Spark Connect
     builder = SparkSession.builder.appName(app_name)

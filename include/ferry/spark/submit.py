@@ -81,6 +81,8 @@ def submit_env() -> dict[str, str]:
            if k not in ("SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED",
                         "PYSPARK_DRIVER_PYTHON")}
     env["PYSPARK_PYTHON"] = sys.executable
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from ferry.spark.session import driver_host
+
+    env.setdefault("SPARK_LOCAL_IP", driver_host())
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
