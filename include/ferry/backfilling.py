@@ -60,10 +60,25 @@ class BackfillRun:
     destinations: dict[str, str]
     chunk_files: tuple[str, ...]
 
+    def text(self) -> str:
+        lines = [f"backfill {self.run_id} of flow {self.flow}: {len(self.plan.chunks)} chunks, "
+                 f"{self.plan.span:,} offsets"]
+        lines += [f"  {tp} [{a}, {b}) -> {self.destinations[tp.topic]}-{tp.partition}"
+                  for tp, (a, b) in sorted(self.plan.windows.items())]
+        lines += [f"  {tp}: nothing in the window" for tp in self.plan.empty]
+        lines += [f"  GAP {g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count:,} "
+                  "records) deleted by retention" for g in self.plan.gaps]
+        return "\n".join(lines)
+
     def summary(self) -> dict[str, Any]:
         """Names and counts only (an XCom and `--json`; no client settings)."""
+        from dataclasses import asdict
+
+        count = len(self.plan.chunks)
         return {
-            "flow": self.flow, "run_id": self.run_id, "chunks": len(self.chunk_files),
+            "flow": self.flow, "run_id": self.run_id,
+            "chunk_labels": [chunk_label(k, count, [asdict(r) for r in chunk])
+                             for k, chunk in enumerate(self.plan.chunks, start=1)],
             "offsets": self.plan.span, "destinations": self.destinations,
             "partitions": {str(tp): {"from": a, "to": b}
                            for tp, (a, b) in sorted(self.plan.windows.items())},
@@ -274,3 +289,26 @@ def _write_chunks(flow: Flow, run_id: str, plan: BackfillPlan, lanes: int) -> tu
             "lanes": min(lanes, len(chunk)), "ranges": ranges, "gaps": []}, indent=2))
         files.append(str(path))
     return tuple(files)
+
+
+def copy_chunks(config_path: str, flow: Flow, run: BackfillRun, master: str) -> int:
+    """Outside Airflow (`ferry backfill`): spark-submit the chunks one after the other, as
+    the DAG's mapped tasks do; stops at the first that fails. Returns its exit code (0:
+    every chunk copied). Job output goes to stderr."""
+    import subprocess
+    import sys
+
+    from ferry.spark.submit import submit_command, submit_env
+
+    for index, path in enumerate(run.chunk_files, start=1):
+        log.info("backfill %s: chunk %d/%d", run.run_id, index, len(run.chunk_files),
+                 extra={"flow": flow.name})
+        command = submit_command(config_path, flow.name, path, master)
+        code = subprocess.run(command, env=submit_env(), stdout=sys.stderr,
+                              check=False).returncode
+        if code != 0:
+            log.error("backfill %s: chunk %d/%d failed (exit %d); run the same backfill "
+                      "again to resume from what was committed", run.run_id, index,
+                      len(run.chunk_files), code, extra={"flow": flow.name})
+            return code
+    return 0

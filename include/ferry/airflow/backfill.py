@@ -57,13 +57,9 @@ def plan_backfill(path: str) -> dict[str, Any]:
         result = run.summary()
         if not run.chunk_files:
             return result | {"chunks": []}
-        import json
-        from pathlib import Path
-
         result["chunks"] = [
-            {"application_args": job_arguments(path, flow.name, file),
-             "name": json.loads(Path(file).read_text())["label"]}
-            for file in run.chunk_files]
+            {"application_args": job_arguments(path, flow.name, file), "name": label}
+            for file, label in zip(run.chunk_files, result["chunk_labels"], strict=True)]
         return result | spark_job_files(master)
 
 

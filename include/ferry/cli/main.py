@@ -231,6 +231,29 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return EXIT_OK if result.exit_code == 0 else EXIT_FAILED
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ferry.backfilling import BackfillRequest, copy_chunks, prepare_backfill
+    from ferry.mirror import new_run_id
+
+    flow = _flow(args)
+    master = args.master or flow.ferry.spark_master
+    request = BackfillRequest(topics=args.topics, start=args.start, end=args.end,
+                              target_topic=args.target_topic, chunk_records=args.chunk_records,
+                              on_gap=args.on_gap)
+    run = prepare_backfill(flow, request, f"backfill.{new_run_id()}", master,
+                           apply=not args.dry_run)
+    code = EXIT_OK
+    if not args.dry_run and run.chunk_files:
+        code = copy_chunks(str(Path(args.file).resolve()), flow, run, master)
+    data = run.summary() | {"dry_run": args.dry_run, "job_exit_code": code}
+    verdict = "dry run, nothing written" if args.dry_run else \
+        ("copied" if code == EXIT_OK else f"FAILED (exit {code})")
+    _emit(args, data, f"{run.text()}\n{verdict}")
+    return EXIT_OK if code == EXIT_OK else EXIT_FAILED
+
+
 def cmd_offsets(args: argparse.Namespace) -> int:
     from ferry.lookup import find
 
@@ -363,6 +386,23 @@ def build_parser() -> argparse.ArgumentParser:
     mirror = flow_verb("mirror", "run one mirror cycle of a flow (the DAG's code path)",
                        cmd_mirror)
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
+    backfill = flow_verb("backfill", "copy a window of a flow's source topics in chunks "
+                         "(the ferry_backfill DAG without Airflow)", cmd_backfill)
+    backfill.add_argument("--topics", default=".*",
+                          help="regex over the flow's source topics (default: all)")
+    backfill.add_argument("--from", dest="start", default="earliest",
+                          help="earliest, a source offset, or an ISO time (UTC if no zone)")
+    backfill.add_argument("--to", dest="end", default="latest",
+                          help="latest, a source offset, or an ISO time (exclusive)")
+    backfill.add_argument("--target-topic", default="",
+                          help="a topic of its own, e.g. 'investigation.{topic}' (default: the "
+                               "flow's remote topic)")
+    backfill.add_argument("--chunk-records", type=int, default=100_000,
+                          help="offsets per partition in one chunk")
+    backfill.add_argument("--on-gap", choices=["fail", "continue"], default="fail")
+    backfill.add_argument("--master", help="Spark master (default: ferry.spark.master)")
+    backfill.add_argument("--dry-run", action="store_true",
+                          help="plan and check the window; write nothing")
     offsets = flow_verb("offsets", "where a mirrored source record went (the offset map)",
                         cmd_offsets)
     offsets.add_argument("--topic", required=True, help="the source topic")
