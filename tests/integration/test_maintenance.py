@@ -185,13 +185,20 @@ def test_vacuum_deletes_replaced_files_only_once_past_the_retention(
     assert identities(path, version) == before
 
     # when: past the retention (0: only tests go below the safe minimum)
+    sidecars = {str(p.relative_to(path)) for p in Path(path).glob("flow=*/.*.crc")}
+    size = sum(os.path.getsize(Path(path) / name) for name in replaced | sidecars)
     gone = maintain_table(path, "runs", retention_hours=0, policy=SMALL)
 
     # then: exactly the replaced files (and Spark's .crc sidecars) are deleted
     assert parquet_on_disk(path) == {f.path for f in data_files(DeltaTable(path))}
     assert not replaced & parquet_on_disk(path)
-    assert gone.vacuumed_files == 2 * len(replaced)  # each with its Hadoop checksum
-    assert not list(Path(path).glob("flow=*/.*.crc"))
+    assert gone.vacuumed_files == 2 * len(replaced) == len(replaced | sidecars)
+    assert gone.vacuumed_bytes == size
+    assert not list(Path(path).glob("flow=*/.*.crc"))  # Hadoop's checksums went with them
+    # and a second vacuum finds nothing left, and commits nothing
+    latest = DeltaTable(path).version()
+    assert maintain_table(path, "runs", retention_hours=0, policy=SMALL).vacuumed_files == 0
+    assert DeltaTable(path).version() == latest
     assert identities(path) == before
     with pytest.raises(Exception, match=r"(?i)not found|no such file"):
         DeltaTable(path, version=version).to_pyarrow_table()

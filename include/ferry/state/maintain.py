@@ -182,8 +182,11 @@ def vacuum(table: DeltaTable, path: str, retention_hours: int, dry_run: bool) ->
     referenced_now = {f.path for f in data_files(table)}
     every_tombstone = set(table.vacuum(retention_hours=0, dry_run=True,
                                        enforce_retention_duration=False))
-    expired = set(table.vacuum(retention_hours=retention_hours, dry_run=True,
-                               enforce_retention_duration=False))
+    present = {f.path: f.bytes for f in stored}
+    # delta-rs lists every expired tombstone, also those whose file is gone already: only
+    # the ones still stored count, and only they are worth a vacuum (which commits twice).
+    expired = {p for p in table.vacuum(retention_hours=retention_hours, dry_run=True,
+                                       enforce_retention_duration=False) if p in present}
     warnings: tuple[str, ...] = ()
     missing = unlisted(stored, referenced)
     if missing:
@@ -194,18 +197,17 @@ def vacuum(table: DeltaTable, path: str, retention_hours: int, dry_run: bool) ->
         strays = sweep(stored, referenced | referenced_now, every_tombstone, expired,
                        time.time(), retention_hours)
     if not dry_run:
-        # enforce_retention_duration=False: Ferry's own minimum was checked, and a table's
-        # own longer retention is already in `retention_hours`.
-        expired = set(table.vacuum(retention_hours=retention_hours, dry_run=False,
-                                   enforce_retention_duration=False))
+        if expired:
+            # enforce_retention_duration=False: Ferry's own minimum was checked, and a
+            # table's own longer retention is already in `retention_hours`.
+            table.vacuum(retention_hours=retention_hours, dry_run=False,
+                         enforce_retention_duration=False)
         for stray in strays:
             with contextlib.suppress(FileNotFoundError):  # gone already: fine
                 filesystem.delete_file(f"{root}/{stray.path}")
-    sizes = {f.path: f.bytes for f in stored}
-    swept = [s.path for s in strays if s.path not in expired]
-    return Vacuumed(files=len(expired) + len(swept),
-                    bytes=sum(sizes.get(p, 0) for p in [*expired, *swept]),
-                    swept=len(swept), warnings=warnings)
+    deleted = [*sorted(expired), *(s.path for s in strays)]
+    return Vacuumed(files=len(deleted), bytes=sum(present[p] for p in deleted),
+                    swept=len(strays), warnings=warnings)
 
 
 def _filesystem(path: str) -> tuple[FileSystem, str]:
