@@ -360,8 +360,8 @@ def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
 
 
 def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
-    """dag_id -> DAG for every enabled flow of the config, `ferry_verify` and
-    `ferry_backfill` (when there is a flow), and `ferry_heartbeats` when some pairs emit
+    """dag_id -> DAG for every enabled flow of the config, `ferry_verify`, `ferry_backfill`
+    and `ferry_maintenance` (when there is a flow), and `ferry_heartbeats` when some pairs emit
     heartbeats without a data flow."""
     from ferry.heartbeating import heartbeat_only_pairs
 
@@ -370,9 +370,11 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
         from ferry.airflow.backfill import BACKFILL_DAG, build_backfill_dag
+        from ferry.airflow.maintenance import MAINTENANCE_DAG, build_maintenance_dag
 
         dags[VERIFY_DAG] = build_verify_dag(config, path)
         dags[BACKFILL_DAG] = build_backfill_dag(config, path)
+        dags[MAINTENANCE_DAG] = build_maintenance_dag(config, path)
     if heartbeat_only_pairs(config):
         dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
     return dags

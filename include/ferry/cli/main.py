@@ -205,6 +205,15 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.state.maintain import maintain
+
+    report = maintain(load_config(args.file), args.retention_hours, args.dry_run)
+    _emit(args, report.to_json(), report.text())
+    return EXIT_OK
+
+
 def cmd_topology(args: argparse.Namespace) -> int:
     from ferry.config import load_config
     from ferry.heartbeating import topology
@@ -422,6 +431,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="serve /metrics until interrupted (scrape token: "
                               "$FERRY_METRICS_TOKEN)")
     metrics.set_defaults(func=cmd_metrics)
+
+    maint = sub.add_parser("maintain", parents=[common],
+                           help="compact and vacuum the Delta state tables (the "
+                                "ferry_maintenance DAG without Airflow)")
+    maint.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    maint.add_argument("--retention-hours", type=int, default=168,
+                       help="keep replaced files this long (at least 24; default 168)")
+    maint.add_argument("--dry-run", action="store_true", help="report, change nothing")
+    maint.set_defaults(func=cmd_maintain)
 
     topo = sub.add_parser("topology", parents=[common],
                           help="the clusters upstream of one, seen through heartbeats")
