@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.maintenance import DEFAULT_RETENTION_HOURS, SAFE_MINIMUM_RETENTION_HOURS, state_tables
+from tests.dags.test_flow_dags import run_dag
 from tests.integration.test_maintenance import (
     FLOWS,
     files_per_flow,
@@ -47,60 +48,10 @@ def test_one_task_per_state_table_daily_one_run_at_a_time(tmp_path: Path) -> Non
     assert f"`{state}`" in dag.doc_md and f"ferry maintain {config.path}" in dag.doc_md
 
 
-RUNNER = """
-import json, os, subprocess, sys
-from pathlib import Path
-
-if not (Path(os.environ["AIRFLOW_HOME"]) / "airflow.db").exists():
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-                   check=True, stdout=subprocess.DEVNULL)
-from ferry.airflow.maintenance import build_maintenance_dag
-from ferry.airflow.testing import _stored
-from ferry.config import load_config
-
-path, conf = sys.argv[1], json.loads(sys.argv[2])
-dag = build_maintenance_dag(load_config(path), path)
-run = dag.test(run_conf=conf)
-xcoms, _ = _stored(dag.dag_id, run.run_id)
-print("FERRY_DAG_RUN " + json.dumps({
-    "state": str(run.state), "xcoms": xcoms,
-    "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
-"""
-
-
-DAG_FILE = """
-from ferry.airflow.dags import config_path
-from ferry.airflow.maintenance import build_maintenance_dag
-from ferry.config import load_config
-
-dag = build_maintenance_dag(load_config(config_path()), config_path())
-"""
-
-
-def maintenance_env(config: str) -> dict[str, str]:
-    """Airflow's environment with a DAGs folder holding only a thin ferry_maintenance file:
-    `dag.test()` runs the DAG as the DAG processor serialized it from there."""
-    from ferry.airflow.testing import airflow_env
-
-    folder = Path(config).parent / "dags"
-    folder.mkdir(exist_ok=True)
-    (folder / "ferry_maintenance.py").write_text(DAG_FILE)
-    env = airflow_env(os.environ["AIRFLOW_HOME"], config)
-    env["AIRFLOW__CORE__DAGS_FOLDER"] = str(folder)
-    return env
-
-
 def run_maintenance(config: str, conf: dict[str, Any]) -> dict[str, Any]:
-    """One `dag.test()` run of ferry_maintenance in a fresh process (Airflow keeps global
-    state); the run's state, its task states and XComs."""
-    env = maintenance_env(config)
-    result = subprocess.run([sys.executable, "-c", RUNNER, config, json.dumps(conf)], env=env,
-                            capture_output=True, text=True, timeout=600, check=False)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
-    assert lines, result.stdout[-3000:] + result.stderr[-3000:]
-    run: dict[str, Any] = json.loads(lines[-1].removeprefix("FERRY_DAG_RUN "))
-    run["log"] = result.stdout + result.stderr
-    return run
+    """One `dag.test()` run of ferry_maintenance (registered beside the flows' DAGs) in a
+    fresh process; the run's state, its task states and XComs."""
+    return run_dag(config, "ferry_maintenance", conf)
 
 
 @pytest.mark.integration
@@ -151,10 +102,12 @@ def test_the_maintenance_dag_compacts_the_state_tables_of_a_config(
 def test_a_retention_below_the_minimum_is_refused_before_the_run_starts(
         tmp_path: Path) -> None:
     config = state_config(tmp_path)
-    env = maintenance_env(config.path)
-    result = subprocess.run([sys.executable, "-c", RUNNER, config.path,
-                             json.dumps({"retention_hours": 2})], env=env, capture_output=True,
-                            text=True, timeout=600, check=False)
+    from ferry.airflow.testing import airflow_env
+
+    env = airflow_env(os.environ["AIRFLOW_HOME"], config.path)
+    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config.path,
+                             "ferry_maintenance", json.dumps({"retention_hours": 2})], env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
     assert "FERRY_DAG_RUN" not in result.stdout
     assert "retention_hours" in result.stderr and "2 is less than the minimum of 24" in \
         result.stderr, result.stderr[-3000:]
