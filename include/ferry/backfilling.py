@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,15 +88,12 @@ class BackfillRun:
         }
 
 
-def _topics(flow: Flow, pattern: str, source_topics: Mapping[str, int]) -> list[str]:
-    from ferry.sync.topics import mirrored_topics
-
+def _topics(flow: Flow, pattern: str, mirrored: Mapping[str, int]) -> list[str]:
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise UsageError(f"topics={pattern!r} is not a regular expression ({exc}): give one "
                          "such as 'orders|payments' or 'orders\\..*'") from None
-    mirrored = mirrored_topics(flow, source_topics)
     chosen = sorted(t for t in mirrored if regex.fullmatch(t))
     if not chosen:
         raise UsageError(f"topics={pattern!r} matches none of the topics flow {flow.name} "
@@ -117,10 +114,6 @@ def _resolve(bound: Bound, tps: list[TopicPartition], marks: Mapping[TopicPartit
         return dict.fromkeys(tps, bound.value)
     assert bound.value is not None
     return dict(source.offsets_at(tps, bound.value))
-
-
-def _constant(name: str) -> Callable[[str], str]:
-    return lambda _topic: name
 
 
 def _held(entries: list[MapEntry], exists: bool, marks: Watermarks | None) -> tuple[Held, ...]:
@@ -146,6 +139,7 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     from ferry.kafka.admin import Admin
     from ferry.lanes import cores_of, lane_count
     from ferry.lookup import partition_entries
+    from ferry.sync.topics import mirrored_topics
 
     if request.on_gap not in ("fail", "continue"):
         raise UsageError(f"on_gap={request.on_gap!r}: give fail or continue")
@@ -153,11 +147,12 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     end = parse_bound(request.end, "to", start=False)
     source, target = Admin(flow.source_admin), Admin(flow.target_admin)
     source_topics = {t.name: t.partitions for t in source.topics().values()}
-    topics = _topics(flow, request.topics, source_topics)
+    mirrored = mirrored_topics(flow, source_topics)
+    topics = _topics(flow, request.topics, mirrored)
     check_destinations(request.target_topic, topics)
     destinations = {t: destination_of(request.target_topic, t, flow.remote_topic(t))
                     for t in topics}
-    _check_named(flow, destinations, source_topics)
+    _check_named(flow, destinations, mirrored)
     target_topics = {t.name: t.partitions for t in target.topics().values()}
     for topic, dest in destinations.items():
         if dest in target_topics and target_topics[dest] < source_topics[topic] \
@@ -167,14 +162,9 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
                                 f"to it or name another topic")
     tps = [TopicPartition(t, p) for t in topics for p in range(source_topics[t])]
     marks = source.watermarks(tps)
-    by_dest: dict[str, list[str]] = {}
-    for topic, dest in destinations.items():
-        by_dest.setdefault(dest, []).append(topic)
-    entries: dict[tuple[str, int], list[MapEntry]] = {}
-    for dest, sources in by_dest.items():
-        entries.update(partition_entries(flow, sources, into=_constant(dest)))
-    history = {tp: min(e.covered_start for e in found)
-               for (t, p), found in entries.items() if found for tp in [TopicPartition(t, p)]}
+    entries = partition_entries(flow, topics, into=destinations.__getitem__)
+    history = {TopicPartition(t, p): min(e.covered_start for e in found)
+               for (t, p), found in entries.items() if found}
     starts = _resolve(start, tps, marks, history, source)
     ends = _resolve(end, tps, marks, history, source)
     dest_tps = [TopicPartition(destinations[tp.topic], tp.partition) for tp in tps
@@ -218,11 +208,9 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
 
 
 def _check_named(flow: Flow, destinations: Mapping[str, str],
-                 source_topics: Mapping[str, int]) -> None:
+                 mirrored: Mapping[str, int]) -> None:
     """A named destination may not be another topic's remote topic or an internal one."""
-    from ferry.sync.topics import mirrored_topics
-
-    remotes = {flow.remote_topic(t): t for t in mirrored_topics(flow, source_topics)}
+    remotes = {flow.remote_topic(t): t for t in mirrored}
     for topic, dest in destinations.items():
         owner = remotes.get(dest)
         if owner is not None and owner != topic:

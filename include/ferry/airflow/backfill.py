@@ -10,15 +10,15 @@ offsets`); `report` sums what the chunks recorded in the `runs` table.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
 from ferry.airflow.dags import (
-    _config,
     copy_job_settings,
+    file_safe,
     spark_job_files,
     spark_master,
+    task_config,
     task_edge,
 )
 from ferry.config import MirrorConfig
@@ -37,7 +37,7 @@ def plan_backfill(path: str) -> dict[str, Any]:
     with task_edge():
         context = get_current_context()
         params = context["params"]
-        flow = _config(path).flow(str(params["flow"]))
+        flow = task_config(path).flow(str(params["flow"]))
         target_topic = str(params.get("target_topic") or "")
         if not target_topic:
             running = context["ti"].get_dr_count(dag_id=flow.dag_id,
@@ -51,7 +51,7 @@ def plan_backfill(path: str) -> dict[str, Any]:
             topics=str(params["topics"]), start=str(params["from"]), end=str(params["to"]),
             target_topic=target_topic, chunk_records=int(params["chunk_records"]),
             on_gap=str(params["on_gap"]))
-        run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"backfill.{context['run_id']}")
+        run_id = file_safe(f"backfill.{context['run_id']}")
         master = spark_master()
         run = prepare_backfill(flow, request, run_id, master)
         result = run.summary()
@@ -78,7 +78,7 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
     from ferry.state.tables import StatePaths
 
     with task_edge():
-        flow = _config(path).flow(str(planned["flow"]))
+        flow = task_config(path).flow(str(planned["flow"]))
         runs = [r for r in rows(StatePaths(flow.ferry.state_dir).runs, flow.name)
                 if str(r["run_id"]).startswith(f"{planned['run_id']}.chunk-")]
         summary = {"run_id": planned["run_id"], "chunks": len(planned["chunks"]),

@@ -73,7 +73,15 @@ def task_edge() -> Iterator[None]:
         raise AirflowFailException(str(exc)) from None
 
 
-def _config(path: str) -> MirrorConfig:
+def file_safe(run_id: str) -> str:
+    """Ferry's run id for an Airflow run id: the same, made safe for file names."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+
+
+def task_config(path: str) -> MirrorConfig:
+    """The config a task reads (Ferry's logging set up first)."""
     from ferry import logs
 
     logs.setup()
@@ -81,7 +89,7 @@ def _config(path: str) -> MirrorConfig:
 
 
 def _flow(path: str, name: str) -> Flow:
-    return _config(path).flow(name)
+    return task_config(path).flow(name)
 
 
 def sync_topology(path: str, name: str) -> dict[str, Any]:
@@ -99,8 +107,6 @@ def sync_topology(path: str, name: str) -> dict[str, Any]:
 
 
 def plan(path: str, name: str) -> dict[str, Any]:
-    import re
-
     from airflow.sdk import get_current_context
 
     from ferry.cycle import needs_job, offset_map_lag, write_plan
@@ -108,8 +114,7 @@ def plan(path: str, name: str) -> dict[str, Any]:
 
     with task_edge():
         flow = _flow(path, name)
-        # Ferry's run id is Airflow's, made safe for file names.
-        run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(get_current_context()["run_id"]))
+        run_id = file_safe(str(get_current_context()["run_id"]))
         master = spark_master()
         prepared = prepare(flow, apply=False, run_id=run_id, master=master, sync=False)
         lag = offset_map_lag(flow)
@@ -198,7 +203,7 @@ def checkpoints(path: str, name: str) -> dict[str, Any]:
     from ferry.sync.schedule import DUE
 
     with task_edge():
-        config = _config(path)
+        config = task_config(path)
         flow = config.flow(name)
         state = due(flow)
         if state != DUE:
@@ -216,7 +221,7 @@ def heartbeat(path: str, name: str | None = None) -> list[str]:
     from ferry.heartbeating import emit, heartbeat_only_pairs
 
     with task_edge():
-        config = _config(path)
+        config = task_config(path)
         flows = [config.flow(name)] if name else heartbeat_only_pairs(config)
         return [f"{b.source}->{b.target}" for b in emit(flows)]
 

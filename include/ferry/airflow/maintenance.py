@@ -29,12 +29,12 @@ def maintain_table(path: str, table: str) -> dict[str, Any]:
 
     from airflow.sdk import get_current_context
 
-    from ferry.airflow.dags import _config, task_edge
+    from ferry.airflow.dags import task_config, task_edge
     from ferry.state.maintain import maintain
 
     with task_edge():
         params = get_current_context()["params"]
-        report = maintain(_config(path), int(params["retention_hours"]),
+        report = maintain(task_config(path), int(params["retention_hours"]),
                           bool(params["dry_run"]), tables=(table,),
                           option="the retention_hours param")
         logging.getLogger("ferry.maintenance").info("%s", report.text())
