@@ -14,6 +14,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ferry import crash
+
+    crash.enable()  # a native crash in the driver prints its Python stack
     parser = argparse.ArgumentParser(prog="jobs/ferry_copy.py")
     parser.add_argument("--config", required=True)
     parser.add_argument("--flow", required=True)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any
 
+from ferry import crash
 from ferry.secrets import RedactingFilter
 
 _CONTEXT = ("flow", "lane", "topic", "partition")
@@ -49,7 +50,9 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def setup(verbose: bool = False) -> None:
-    """Log to stderr; INFO by default, DEBUG with `verbose`."""
+    """Log to stderr; INFO by default, DEBUG with `verbose`. Also turns on the native-crash
+    stack dump (`ferry.crash`): every Ferry process sets up logging first."""
+    crash.enable()
     handler = _StderrHandler()
     handler.setFormatter(ContextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ferry import __version__, logs
+from ferry import __version__, crash, logs
 from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
 
 log = logging.getLogger("ferry.cli")
@@ -493,6 +493,7 @@ def _fail(args: argparse.Namespace | None, code: int, lines: list[str],
 def main(argv: Sequence[str] | None = None) -> int:
     from ferry.cli.render import problems_json
 
+    crash.enable()
     args: argparse.Namespace | None = None
     wants_json = "--json" in (sys.argv[1:] if argv is None else list(argv))
     try:
