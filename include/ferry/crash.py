@@ -25,4 +25,4 @@ def enable() -> None:
         stream.fileno()
         faulthandler.enable(file=stream, all_threads=True)
     except (AttributeError, OSError, ValueError):
-        faulthandler.enable(file=2, all_threads=True)  # type: ignore[arg-type]
+        faulthandler.enable(file=2, all_threads=True)

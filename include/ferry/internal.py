@@ -29,8 +29,13 @@ def reader_group(flow: Flow, role: str) -> str:
     return f"{positions_group(flow)}.{role}"
 
 
-def transactional_id(flow: Flow, lane: int, role: str = "") -> str:
-    """Stable per flow and lane, so a restarted lane fences its zombie. A backfill's lanes
-    (`role="backfill"`) have their own ids: they never fence the flow's scheduled runs."""
+def transactional_id(flow: Flow, lane: int, lanes: int, role: str = "") -> str:
+    """Stable per flow, lane and lane count, so a restarted lane fences its zombie. The
+    count is part of the id: when it changes (tasks.max, cores, partitions), a partition
+    that moves to another lane is written under an id no lane of the new count uses, and
+    the lane that takes it over fences the old id first (`ferry.kafka.lane`; the owner is
+    recorded with each position). A backfill's lanes (`role="backfill"`) have their own
+    ids; the same owner fencing keeps a backfill and a scheduled run from both committing
+    a partition."""
     kind = f"{role}." if role else ""
-    return f"ferry.{flow.source}->{flow.target}.{kind}lane-{lane}"
+    return f"ferry.{flow.source}->{flow.target}.{kind}lane-{lane}-of-{lanes}"

@@ -20,9 +20,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 FORMAT_VERSION = 1
+MAX_ENTRY_SEGMENTS = 10_000
+"""Segments one entry holds at most (about 250 kB encoded): a transaction whose records
+break into more segments (one-record source transactions put a marker after every record;
+compaction leaves a hole after every kept record) writes several entries, so an entry
+stays far below the broker's default 1 MB record limit."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,24 @@ class SegmentBuilder:
             segments.append(Segment(source_start, target, run))
             target += run
         return tuple(segments)
+
+
+def split_entry(entry: MapEntry, max_segments: int = MAX_ENTRY_SEGMENTS) -> list[MapEntry]:
+    """`entry` as consecutive entries of at most `max_segments` segments each. Together they
+    cover exactly `[covered_start, covered_end)`, contiguously and in order: each piece ends
+    where the next piece's first segment starts. The bytes stay on the first piece (their
+    sum is unchanged)."""
+    if max_segments <= 0:
+        raise ValueError("max_segments must be above 0")
+    if len(entry.segments) <= max_segments:
+        return [entry]
+    chunks = [entry.segments[i:i + max_segments]
+              for i in range(0, len(entry.segments), max_segments)]
+    starts = [entry.covered_start] + [chunk[0].source_start for chunk in chunks[1:]]
+    ends = starts[1:] + [entry.covered_end]
+    return [replace(entry, covered_start=start, covered_end=end, segments=chunk,
+                    bytes=entry.bytes if i == 0 else 0)
+            for i, (start, end, chunk) in enumerate(zip(starts, ends, chunks, strict=True))]
 
 
 def encode(entry: MapEntry) -> tuple[bytes, bytes]:

@@ -18,7 +18,7 @@ end), never the high watermark, so a range never waits behind an open transactio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ferry.errors import TerminalError
 
@@ -53,6 +53,12 @@ class Range:
     """Set on the first range after an accepted gap: the mirrored position it skips from."""
     target_topic: str | None = None
     """Where the records go; None: the flow's remote topic (a backfill may name another)."""
+    expect: int | None = None
+    """The position the lane must find committed before it copies this range: the one the
+    plan was made from (`skip_from` after an accepted gap, else `start`), or None for a
+    partition that had none (never mirrored). A lane that finds no position where one is
+    expected copies nothing (an earlier range is not committed, or the position vanished):
+    starting from scratch would copy twice or leave a hole."""
 
     @property
     def tp(self) -> TopicPartition:
@@ -151,12 +157,15 @@ def plan(
                 continue
             split = _split(tp, marks.low, marks.high, limits.max_records) or [
                 Range(tp.topic, tp.partition, marks.low, marks.low)]
-            split[0] = Range(tp.topic, tp.partition, split[0].start, split[0].end, position)
+            split[0] = replace(split[0], skip_from=position, expect=position)
             ranges.extend(split)
             continue
         else:
             start = position
-        ranges.extend(_split(tp, start, marks.high, limits.max_records))
+        split = _split(tp, start, marks.high, limits.max_records)
+        if split and position is None:
+            split[0] = replace(split[0], expect=None)
+        ranges.extend(split)
     if ahead:
         if len(ahead) == 1:
             raise ahead[0]
@@ -167,5 +176,6 @@ def plan(
 
 
 def _split(tp: TopicPartition, start: int, end: int, max_records: int) -> list[Range]:
-    return [Range(tp.topic, tp.partition, s, min(s + max_records, end))
+    """`[start, end)` in ranges of at most `max_records`, each expecting its own start."""
+    return [Range(tp.topic, tp.partition, s, min(s + max_records, end), expect=s)
             for s in range(start, end, max_records)]

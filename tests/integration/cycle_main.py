@@ -14,7 +14,7 @@ def main(config: str, flow_name: str) -> None:
     flow = load_config(config).flow(flow_name)
     prepared = prepare(flow)
     for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items():
-        Lane(flow, lane, ranges, prepared.run_id).run()
+        Lane(flow, lane, ranges, prepared.run_id, lanes=prepared.lanes).run()
 
 
 if __name__ == "__main__":

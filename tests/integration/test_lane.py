@@ -42,7 +42,7 @@ def run_cycle(flow: Flow, run_id: str = "run") -> int:
     prepared = prepare(flow, run_id=run_id)
     copied = 0
     for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items():
-        copied += Lane(flow, lane, ranges, prepared.run_id).run().records
+        copied += Lane(flow, lane, ranges, prepared.run_id, lanes=prepared.lanes).run().records
     return copied
 
 
@@ -255,7 +255,8 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
 
     prepared = prepare(flow, run_id="after-crash")
     results = [r for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items()
-               for r in Lane(flow, lane, ranges, "after-crash").run().ranges]
+               for r in Lane(flow, lane, ranges, "after-crash",
+                                lanes=prepared.lanes).run().ranges]
 
     on_target = sum(len(read_all(clusters["target"], remote, p)) for p in range(2))
     duplicates = sum(r.duplicates for r in results)

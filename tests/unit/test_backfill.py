@@ -65,12 +65,14 @@ def test_a_fresh_remote_topic_is_filled_in_chunks_of_every_partition() -> None:
     windows = [window(100, 350),
                PartitionWindow(other, "A.orders", True, 0, 120, 0, 120, None)]
     plan = plan_backfill(windows, chunk_records=100)
+    # the first chunk expects the fresh topic's lack of a position, each later chunk the
+    # position the chunk before it commits
     assert plan.chunks == (
         (Range("orders", 0, 100, 200, None, "A.orders"), Range("orders", 1, 0, 100, None,
                                                                 "A.orders")),
-        (Range("orders", 0, 200, 300, None, "A.orders"), Range("orders", 1, 100, 120, None,
-                                                                "A.orders")),
-        (Range("orders", 0, 300, 350, None, "A.orders"),),
+        (Range("orders", 0, 200, 300, None, "A.orders", expect=200),
+         Range("orders", 1, 100, 120, None, "A.orders", expect=100)),
+        (Range("orders", 0, 300, 350, None, "A.orders", expect=300),),
     )
     assert plan.span == 250 + 120 and not plan.gaps and not plan.refusals
     assert plan.windows == {TP: (100, 350), other: (0, 120)}
@@ -104,14 +106,14 @@ def test_a_refused_window_names_the_offsets_and_how_to_proceed(
 
 def test_the_remote_topic_continues_exactly_where_the_flow_stands() -> None:
     plan = plan_backfill([window(300, 450, position=300)], chunk_records=1000)
-    assert plan.chunks == ((Range("orders", 0, 300, 450, None, "A.orders"),),)
+    assert plan.chunks == ((Range("orders", 0, 300, 450, None, "A.orders", expect=300),),)
 
 
 def test_a_named_topic_may_take_a_later_window_after_an_earlier_one() -> None:
     plan = plan_backfill([window(600, 700, position=200, remote=False,
                                  held=(Held(100, 200, "run-1"),))], chunk_records=1000)
     # the position moves from 200 to 700 with the first chunk's records
-    assert plan.chunks == ((Range("orders", 0, 600, 700, 200, "inv.orders"),),)
+    assert plan.chunks == ((Range("orders", 0, 600, 700, 200, "inv.orders", expect=200),),)
 
 
 def test_a_window_before_the_log_start_is_a_gap_that_fails_unless_continued() -> None:
@@ -127,7 +129,7 @@ def test_a_flow_position_inside_a_gap_is_covered_by_the_first_range() -> None:
     plan = plan_backfill([window(150, 500, low=200, position=150)], chunk_records=1000,
                          on_gap="continue")
     assert plan.gaps == (Gap("orders", 0, 150, 200),)
-    assert plan.chunks == ((Range("orders", 0, 200, 500, 150, "A.orders"),),)
+    assert plan.chunks == ((Range("orders", 0, 200, 500, 150, "A.orders", expect=150),),)
 
 
 @pytest.mark.parametrize(("start", "end"), [(300, 300), (500, 400)])

@@ -15,6 +15,7 @@ from ferry.offsetmap import (
     decode,
     encode,
     lookup,
+    split_entry,
 )
 
 
@@ -148,3 +149,40 @@ def test_reading_the_entries_of_no_topic_reads_nothing(tmp_path: Path) -> None:
     append(path, "flow string, source_topic string, schema_version int", [
         {"flow": "A->B", "source_topic": "t", "schema_version": 1}])
     assert map_rows(path, "A->B", set()) == []  # (pyarrow refuses an empty isin filter)
+
+
+@pytest.mark.parametrize(
+    ("max_segments", "covered"),
+    [
+        (10, [(0, 40)]),
+        (4, [(0, 40)]),
+        (3, [(0, 31), (31, 40)]),
+        (2, [(0, 21), (21, 40)]),
+        (1, [(0, 11), (11, 21), (21, 31), (31, 40)]),
+    ],
+    ids=["fits", "exactly-full", "two-pieces", "three-pieces", "one-segment-each"],
+)
+def test_an_entry_with_too_many_segments_splits_into_contiguous_pieces(
+    max_segments: int, covered: list[tuple[int, int]]
+) -> None:
+    # given: a transaction covering source 0..39 whose records broke into 4 segments
+    whole = entry(0, 40, [(1, 0, 5), (11, 5, 5), (21, 10, 5), (31, 15, 5)])
+    whole = MapEntry(**{**whole.__dict__, "bytes": 999})
+
+    pieces = split_entry(whole, max_segments)
+
+    assert [(p.covered_start, p.covered_end) for p in pieces] == covered
+    assert check_contiguous(pieces) == []
+    assert all(len(p.segments) <= max_segments for p in pieces)
+    assert tuple(s for p in pieces for s in p.segments) == whole.segments
+    assert sum(p.bytes for p in pieces) == 999
+    for source in range(0, 40):  # every look-up answers as the whole entry did
+        found = lookup(pieces, source)
+        assert found is not None and found[1] == whole.target_of(source)
+
+
+def test_an_entry_of_sixty_thousand_segments_encodes_below_the_broker_record_limit() -> None:
+    base = 10_000_000  # a partition some way into its life
+    whole = entry(base, base + 120_000, [(base + 2 * i, base + i, 1) for i in range(60_000)])
+    assert len(encode(whole)[1]) > 1_000_000  # one entry would be refused by the broker
+    assert max(len(encode(p)[1]) for p in split_entry(whole)) < 500_000

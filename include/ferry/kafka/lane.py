@@ -44,7 +44,7 @@ from ferry.config.clients import RdValue
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.internal import offset_map_topic, positions_group, reader_group, transactional_id
 from ferry.kafka.errors import kafka_error
-from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode
+from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode, split_entry
 from ferry.planner import Range
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ class _Part:
     start: int
     end: int
     ranges: list[RangeResult]
+    expect: int | None = None  # the committed position the plan was made from (Range.expect)
     covered: int = 0  # next source offset not yet committed
     skip_from: int | None = None  # committed position before an accepted retention gap
     done: bool = False
@@ -109,18 +110,36 @@ class _Part:
     last_target: int | None = None
     last_offset: int = -1
     target_end: int | None = None  # next remote offset after what this lane recorded
+    owner: str = ""  # the transactional id that committed the position this lane found
     txn_bytes: int = 0
     touched: bool = False
+    progress_at: float = field(default_factory=time.monotonic)
+    """When this partition last moved (a record, its end, its position): across
+    transactions, so a partition that never moves is found however often empty
+    transactions commit."""
+    position_seen: int = -1
 
     @property
     def read_from(self) -> int:
         """Where the consumer reads: a skipped gap is covered, but never read."""
         return max(self.covered, self.start)
 
+    @property
+    def covered_end(self) -> int:
+        """The next source offset after what the open transaction covers: the range's end
+        once done, else one past the last record this transaction read (never past what it
+        read: records of an aborted transaction are not covered)."""
+        return self.end if self.done else max(self.read_from, self.last_offset + 1)
+
+    def moved(self) -> None:
+        self.progress_at = time.monotonic()
+
     def reset_txn(self) -> None:
+        """Forget the open transaction (committed, or aborted and to be read again)."""
         self.builder = SegmentBuilder()
         self.pending, self.sent = None, 0
         self.first_target = self.last_target = None
+        self.last_offset = -1
         self.touched = False
         self.txn_bytes = 0
 
@@ -129,17 +148,34 @@ class _Refused(Exception):
     """The transaction failed in a way an abort and a re-run may fix (or pinpoint)."""
 
 
-def _end_metadata(target_end: int | None) -> str:
-    """Commit metadata of a position: the remote partition's end after what was recorded."""
-    return "" if target_end is None else json.dumps({"ferry_target_end": target_end})
+def position_metadata(target_end: int | None, owner: str = "") -> str:
+    """Commit metadata of a position: the remote partition's end after what was recorded,
+    and the transactional id that committed it (the partition's owner, fenced by the next
+    owner before it writes)."""
+    data: dict[str, object] = {}
+    if target_end is not None:
+        data["ferry_target_end"] = target_end
+    if owner:
+        data["ferry_owner"] = owner
+    return json.dumps(data) if data else ""
+
+
+def _metadata(metadata: str | None) -> dict[str, Any]:
+    try:
+        data = json.loads(metadata or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _recorded_end(metadata: str | None) -> int | None:
-    try:
-        value = json.loads(metadata or "{}").get("ferry_target_end")
-    except (ValueError, AttributeError):
-        return None
+    value = _metadata(metadata).get("ferry_target_end")
     return int(value) if isinstance(value, int) else None
+
+
+def _recorded_owner(metadata: str | None) -> str:
+    value = _metadata(metadata).get("ferry_owner")
+    return value if isinstance(value, str) else ""
 
 
 def _offset(message: Message) -> int:
@@ -153,9 +189,13 @@ class Lane:
     """Copies `ranges` (all on this lane) for `flow`; use `run()` once."""
 
     def __init__(self, flow: Flow, lane: int, ranges: Sequence[Range], run_id: str,
-                 progress: Callable[[int, int], None] | None = None, role: str = "") -> None:
+                 progress: Callable[[int, int], None] | None = None, role: str = "", *,
+                 lanes: int) -> None:
+        """Lane `lane` of `lanes` (the run's lane count, part of the transactional id)."""
         self.flow, self.lane, self.run_id = flow, lane, run_id
-        self.txn_id = transactional_id(flow, lane, role)
+        self.txn_id = transactional_id(flow, lane, lanes, role)
+        self.producer: Producer | None = None
+        self.in_transaction = False
         self.progress = progress
         self.map_topic = offset_map_topic(flow)
         self.parts = self._parts(ranges)
@@ -183,7 +223,7 @@ class Lane:
             else:
                 remote = r.target_topic or self.flow.remote_topic(r.topic)
                 parts[key] = _Part(r.topic, r.partition, remote,
-                                   r.start, r.end, [result], covered=r.start,
+                                   r.start, r.end, [result], expect=r.expect, covered=r.start,
                                    skip_from=r.skip_from)
         return parts
 
@@ -224,10 +264,13 @@ class Lane:
             return LaneResult(self.lane, [], 0, 0.0)
         reader = self.reader = self._target_reader()
         consumer = self._consumer()
+        producer: Producer | None = None
         try:
             producer = self._start_producer()
             self._resume_from_committed(reader)
-            if not self.exactly_once:
+            if self.exactly_once:
+                self._fence_previous_owners(reader)
+            else:
                 self._mark_starts(reader)
             metadata = reader.consumer_group_metadata()
             self._copy(producer, consumer, metadata)
@@ -235,6 +278,7 @@ class Lane:
             for result in self.results:
                 if result.outcome == "pending":
                     result.outcome, result.error = "failed", str(exc)
+            self._abort_open(producer)
             raise
         finally:
             consumer.close()
@@ -246,10 +290,54 @@ class Lane:
         """A producer with the lane's transactional id; initialising it fences every older
         one (a zombie task, or this lane's previous producer)."""
         producer = self._producer(diagnose)
+        self.producer = producer
+        self.in_transaction = False
         if self.exactly_once:
             self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S), self.flow.target,
                        f"initialising transactions of lane {self.lane}")
         return producer
+
+    def _abort_open(self, producer: Producer | None) -> None:
+        """After a failure: abort the transaction this lane left open, so the partitions'
+        last stable offsets do not wait for the broker's transaction timeout. Best effort:
+        a fenced or fatal producer cannot, and the next init_transactions aborts it then."""
+        producer = getattr(self, "producer", None) or producer
+        if producer is None or not self.exactly_once or not self.in_transaction:
+            return
+        try:
+            producer.abort_transaction(10)
+        except KafkaException as exc:
+            log.warning("lane %s: could not abort its open transaction (%s); the next run's "
+                        "init_transactions aborts it", self.lane, exc.args[0].str(),
+                        extra={"flow": self.flow.name, "lane": self.lane})
+        self.in_transaction = False
+
+    def _fence_previous_owners(self, reader: Consumer) -> None:
+        """Before writing a partition another transactional id owned (recorded with its
+        position: another lane count, a backfill, a scheduled run beside a backfill), fence
+        that id: `init_transactions` with it aborts its open transaction and makes any
+        producer still holding it (a zombie) fail at its next commit. Then the positions are
+        read again: whatever the old owner committed last is where this lane resumes.
+        So one producer at a time commits a partition's ranges, whatever the lane count."""
+        owners = sorted({p.owner for p in self.parts.values()
+                         if p.owner and p.owner != self.txn_id})
+        if not owners:
+            return
+        for owner in owners:
+            log.info("lane %s: fencing %s, the previous owner of some of its partitions",
+                     self.lane, owner, extra={"flow": self.flow.name, "lane": self.lane})
+            conf = self.flow.producer.confluent({
+                "transactional.id": owner, "enable.idempotence": True, "acks": "all",
+                "log_level": 3})
+            fencer = Producer(conf)
+            self._call(lambda f=fencer: f.init_transactions(CALL_TIMEOUT_S),  # type: ignore[misc]
+                       self.flow.target, f"fencing the previous owner {owner}")
+            fencer.flush(0)
+        for part in self.parts.values():  # read again: the fenced owner may have committed
+            part.covered, part.done, part.touched = part.start, False, False
+            for result in part.ranges:
+                result.outcome = "pending"
+        self._resume_from_committed(reader)
 
     def _call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
         try:
@@ -281,7 +369,16 @@ class Lane:
         for key, tp in zip(keys, committed, strict=True):
             part = self.parts[key]
             if tp.offset < 0:
+                if part.expect is not None:
+                    raise TransientError(
+                        f"flow {self.flow.name}: {part.topic}-{part.partition}: the plan "
+                        f"expects the position {part.expect} committed on {part.remote}, "
+                        "but there is none: an earlier range (a backfill chunk) is not "
+                        "committed yet, or Kafka expired the position. Nothing was copied, "
+                        "so nothing is doubled or skipped; run the earlier chunk first, or "
+                        "plan again (a run restores an expired position from the offset map)")
                 continue
+            part.owner = _recorded_owner(tp.metadata)
             part.target_end = _recorded_end(tp.metadata)
             if not self.exactly_once and part.target_end is not None:
                 self._count_duplicates(reader, part)
@@ -315,7 +412,7 @@ class Lane:
                 f"reading the end of {part.remote}-{part.partition}")
             part.target_end = end
             offsets.append(KTP(part.remote, part.partition, part.covered,
-                               metadata=_end_metadata(end)))
+                               metadata=position_metadata(end)))
         self._call(lambda: reader.commit(offsets=offsets, asynchronous=False),
                    self.flow.target, "committing start positions")
 
@@ -337,14 +434,21 @@ class Lane:
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
         if self.progress is not None:
             self.progress(0, self.total)
+        for part in self.parts.values():  # stall time counts from here
+            part.moved()
         active = [p for p in self.parts.values() if not p.done and p.read_from < p.end]
         markers = [p for p in self.parts.values() if not p.done and p.start == p.end]
         if active:
             consumer.assign([KTP(p.topic, p.partition, p.read_from) for p in active])
-        if markers:  # new partitions under `latest`: record where copying starts
+        if markers:  # new (or empty) partitions: record where copying starts
             for part in markers:
                 part.touched, part.done = True, True
-            self._transaction(producer, consumer, metadata, [])
+            try:
+                self._transaction(producer, consumer, metadata, [])
+            except _Refused as exc:
+                self._abort(producer, consumer, [])
+                raise TransientError(f"flow {self.flow.name} lane {self.lane}: recording the "
+                                     f"start positions failed: {exc}") from None
         while any(not p.done for p in active):
             try:
                 self._transaction(producer, consumer, metadata, active)
@@ -368,6 +472,7 @@ class Lane:
     def _abort(self, producer: Producer, consumer: Consumer, active: list[_Part]) -> None:
         try:
             producer.abort_transaction(CALL_TIMEOUT_S)
+            self.in_transaction = False
         except KafkaException as exc:
             if not exc.args[0].fatal():
                 raise self._error(exc, self.flow.target, "aborting a transaction") from None
@@ -387,9 +492,9 @@ class Lane:
                      active: list[_Part]) -> None:
         if self.exactly_once:
             self._call(producer.begin_transaction, self.flow.target, "beginning a transaction")
+            self.in_transaction = True
         opened = time.monotonic()
         records = 0
-        last_progress = time.monotonic()
         limit_records = self.flow.ferry.transaction_max_records
         limit_s = self.flow.ferry.transaction_max_seconds
         by_key = {(p.topic, p.partition): p for p in active}
@@ -397,10 +502,10 @@ class Lane:
             messages = consumer.consume(BATCH, POLL_S)
             if not messages:
                 self._check_positions(consumer, active)
-                if time.monotonic() - last_progress > STALL_S:
-                    raise TransientError(self._stalled(active))
-            else:
-                last_progress = time.monotonic()
+                now = time.monotonic()
+                stalled = [p for p in active if not p.done and now - p.progress_at > STALL_S]
+                if stalled:
+                    raise TransientError(self._stalled(stalled))
             for message in messages:
                 records += self._take(producer, message, by_key)
             finished = [p for p in active if p.done and not p.paused]
@@ -424,6 +529,7 @@ class Lane:
             if error.code() == KafkaError._PARTITION_EOF:
                 if part is not None and not part.done and _offset(message) >= part.end:
                     part.done, part.touched = True, True
+                    part.moved()
                 return 0
             if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                 raise TerminalError(
@@ -435,6 +541,7 @@ class Lane:
         if part is None or part.done:
             return 0
         offset = _offset(message)
+        part.moved()
         if offset >= part.end:
             part.done, part.touched = True, True
             return 0
@@ -518,6 +625,10 @@ class Lane:
             return
         positions = consumer.position([KTP(p.topic, p.partition) for p in waiting])
         for part, tp in zip(waiting, positions, strict=True):
+            if tp.offset > part.position_seen:  # markers and compaction move it too
+                if part.position_seen >= 0:
+                    part.moved()
+                part.position_seen = tp.offset
             if tp.offset >= part.end:
                 part.done, part.touched = True, True
 
@@ -525,7 +636,8 @@ class Lane:
         waiting = ", ".join(f"{p.topic}-{p.partition} at {max(p.covered, p.last_offset + 1)}"
                             f" of {p.end}" for p in active if not p.done)
         return (f"flow {self.flow.name} lane {self.lane}: no progress for {STALL_S:.0f}s on "
-                f"{waiting}; an open transaction on the source may hold the partition")
+                f"{waiting}: is the partition's leader offline on {self.flow.source}? Nothing "
+                "past the last commit was kept; the next run resumes there")
 
     def _commit_transaction(self, producer: Producer, metadata: Any, offsets: list[KTP]) -> None:
         if offsets:
@@ -533,6 +645,7 @@ class Lane:
                 offsets, metadata, CALL_TIMEOUT_S), self.flow.target, "committing positions")
         try:
             producer.commit_transaction(CALL_TIMEOUT_S)
+            self.in_transaction = False
         except KafkaException as exc:
             err = exc.args[0]
             if err.txn_requires_abort():
@@ -558,6 +671,28 @@ class Lane:
             remaining = producer.flush(0.5)
         return int(remaining)
 
+    def _send_entry(self, producer: Producer, entry: MapEntry) -> None:
+        """Produce one offset-map entry, its delivery checked: positions are never committed
+        over an entry the target did not take (at_least_once has no transaction to fail)."""
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            if err is not None and self.refused is None:
+                self.refused = (entry.source_topic, entry.source_partition,
+                                f"flow {self.flow.name}: cluster {self.flow.target} refused "
+                                f"the offset-map entry of {entry.source_topic}-"
+                                f"{entry.source_partition} offsets {entry.covered_start}.."
+                                f"{entry.covered_end - 1} on {self.map_topic}: {err.str()}")
+
+        key, value = encode(entry)
+        while True:
+            try:
+                producer.produce(self.map_topic, value, key, partition=0, on_delivery=report)
+                return
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as exc:
+                raise self._error(exc, self.flow.target,
+                                  f"writing the offset-map entry to {self.map_topic}") from None
+
     def _commit(self, producer: Producer, metadata: Any, parts: list[_Part]) -> None:
         touched = [p for p in parts if p.touched]
         for part in touched:
@@ -571,7 +706,7 @@ class Lane:
         offsets = []
         ends: dict[tuple[str, int], int] = {}
         for part in touched:
-            covered_end = part.end if part.done else max(part.read_from, part.last_offset + 1)
+            covered_end = part.covered_end
             ends[(part.topic, part.partition)] = covered_end
             count = part.builder.count
             try:
@@ -586,12 +721,13 @@ class Lane:
             entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
                              part.remote, part.partition, part.covered, covered_end,
                              segments, now_ms, part.txn_bytes)
-            key, value = encode(entry)
-            producer.produce(self.map_topic, value, key, partition=0)
+            for piece in split_entry(entry):  # an entry stays far below the record limit
+                self._send_entry(producer, piece)
             if segments:
                 part.target_end = segments[-1].target_end
             offsets.append(KTP(part.remote, part.partition, covered_end,
-                               metadata=_end_metadata(part.target_end)))
+                               metadata=position_metadata(part.target_end, self.txn_id
+                                                          if self.exactly_once else "")))
         if self.exactly_once:
             self._commit_transaction(producer, metadata, offsets)
         else:

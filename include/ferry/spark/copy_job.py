@@ -57,7 +57,8 @@ class JobResult:
 
 def lane_task(config_path: str, flow_name: str, run_id: str,
               lanes: dict[int, list[dict[str, Any]]], lane_ids: list[int], role: str,
-              batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+              lane_count: int, batches: Iterator[pa.RecordBatch]
+              ) -> Iterator[pa.RecordBatch]:
     """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
     import pyarrow as pa
 
@@ -77,7 +78,8 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
             ranges = [Range(**r) for r in lanes[lane]]
             context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane)
             worker = Lane(flow, lane, ranges, run_id,
-                          progress=Progress(context, f"lane {lane}"), role=role)
+                          progress=Progress(context, f"lane {lane}"), role=role,
+                          lanes=lane_count)
             started = datetime.now(UTC)
             try:
                 worker.run()
@@ -145,7 +147,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
         lanes = {lane: [r.__dict__ for r in rs] for lane, rs in by_lane.items()}
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
         task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
-                       plan.get("role", ""))
+                       plan.get("role", ""), int(plan["lanes"]))
         runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
         _append(spark, runs, RUNS_DDL, paths.runs)
     mapped = record_offset_map(spark, flow, paths)
