@@ -10,6 +10,8 @@ secure pair then lives in its `secure/` subdirectory).
 from __future__ import annotations
 
 import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +48,40 @@ def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):
             cluster.down(root, wipe=True)
+
+
+EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",
+                    "offsets.retention.check.interval.ms": "2000"}
+"""Broker settings that compress a week of idleness into a minute: a group offset not
+committed again for 60 s is deleted (Kafka's minimum), checked every 2 s."""
+
+
+@pytest.fixture(scope="session")
+def expiring_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """alias -> bootstrap servers of a `source` and a `target` cluster whose brokers expire
+    group offsets a minute after their last commit (`EXPIRING_OFFSETS`), for lifetime tests.
+    `restart_target` below restarts the target on the same data."""
+    base = os.environ.get("FERRY_TEST_DIR")
+    root = Path(base) / "expiring" if base else tmp_path_factory.mktemp("kafka-expiring")
+    try:
+        states = cluster.up(("source", "target"), root, extra=EXPIRING_OFFSETS)
+        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
+
+
+def restart_target(clusters: dict[str, str]) -> None:
+    """Stop the expiring pair's target broker (SIGTERM, as an operator's restart) and start
+    it again on the same data and ports; returns once it answers again."""
+    root = Path(clusters["root"])
+    (target,) = [s for s in cluster.states_in(root) if s.alias == "target"]
+    if target.pid is not None and cluster.is_our_broker(target):
+        os.kill(target.pid, signal.SIGTERM)
+        while cluster.is_our_broker(target):
+            time.sleep(0.2)
+    (state,) = cluster.up(("target",), root, extra=EXPIRING_OFFSETS)
+    assert state.bootstrap == clusters["target"], "the restarted target moved ports"
 
 
 @pytest.fixture(scope="session")

@@ -75,11 +75,14 @@ def limits_for(flow: Flow) -> Limits:
 
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
-            master: str | None = None, sync: bool = True) -> Prepared:
+            master: str | None = None, sync: bool = True, restore: bool = True) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
-    `master` (default `ferry.spark.master`) sizes the default lane count."""
+    `master` (default `ferry.spark.master`) sizes the default lane count.
+
+    Positions Kafka expired are taken from the offset map (`ferry.recovery`) and, with
+    `restore`, committed back into the positions group for the lanes."""
     from ferry.kafka.admin import Admin
     from ferry.lanes import cores_of, lane_count
     from ferry.syncing import sync_flow
@@ -95,6 +98,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     committed = target.group_offsets(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     positions = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
+                              restore))
     result = plan(positions, marks, limits_for(flow))
     lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
     prepared = Prepared(flow.name, run_id,
@@ -104,6 +109,19 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
              len(result.copies), result.span, len(result.gaps), len(tps),
              extra={"flow": flow.name})
     return prepared
+
+
+def _recover(flow: Flow, target: object, missing: list[TopicPartition],
+             restore: bool) -> dict[TopicPartition, int | None]:
+    """Positions of `missing` partitions that the offset map knows (G9)."""
+    from ferry import recovery
+
+    if not missing:
+        return {}
+    found = recovery.recorded_positions(flow, missing)
+    if restore:
+        recovery.restore(flow, target, found)
+    return {tp: r.position for tp, r in found.items()}
 
 
 def describe_gaps(gaps: tuple[Gap, ...]) -> str:

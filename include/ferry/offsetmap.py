@@ -139,7 +139,7 @@ def split_entry(entry: MapEntry, max_segments: int = MAX_ENTRY_SEGMENTS) -> list
     chunks = [entry.segments[i:i + max_segments]
               for i in range(0, len(entry.segments), max_segments)]
     starts = [entry.covered_start] + [chunk[0].source_start for chunk in chunks[1:]]
-    ends = starts[1:] + [entry.covered_end]
+    ends = [*starts[1:], entry.covered_end]
     return [replace(entry, covered_start=start, covered_end=end, segments=chunk,
                     bytes=entry.bytes if i == 0 else 0)
             for i, (start, end, chunk) in enumerate(zip(starts, ends, chunks, strict=True))]

@@ -76,7 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ferry.mirror import prepare
 
     flow = _flow(args)
-    prepared = prepare(flow, apply=False)
+    prepared = prepare(flow, apply=False, restore=False)
     data = prepared.to_json()
     lines = [f"flow {flow.name}: {len(prepared.plan.copies)} ranges, "
              f"{prepared.plan.span:,} offsets to copy over {prepared.lanes} lanes"

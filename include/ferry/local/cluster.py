@@ -145,10 +145,12 @@ def _cluster_id() -> str:
 
 
 def server_properties(state: ClusterState, passwords: Mapping[str, str] | None = None,
-                      tls: TlsFiles | None = None) -> str:
+                      tls: TlsFiles | None = None,
+                      extra: Mapping[str, str] | None = None) -> str:
     """A single-node combined broker+controller config on loopback: PLAINTEXT, or for a
     secure cluster SASL_SSL + SASL_PLAINTEXT with ACLs (then `passwords` and `tls` are
-    needed)."""
+    needed). `extra` broker settings go last (they win): tests compress time with them,
+    e.g. `offsets.retention.minutes=1`."""
     data = Path(state.dir) / "data"
     if state.secure:
         if passwords is None or tls is None:
@@ -182,6 +184,7 @@ def server_properties(state: ClusterState, passwords: Mapping[str, str] | None =
         # Development clusters: let the log cleaner look for work every second (tests of
         # compacted topics would otherwise wait 15 s per pass).
         "log.cleaner.backoff.ms=1000",
+        *(f"{key}={value}" for key, value in (extra or {}).items()),
         "",
     ])
 
@@ -375,7 +378,8 @@ class _Security:
 
 
 def _start_one(root: Path, alias: str, jars: Path,
-               security: _Security | None = None) -> ClusterState:
+               security: _Security | None = None,
+               extra: Mapping[str, str] | None = None) -> ClusterState:
     secure = security is not None
     cluster_dir = root / alias
     current = _load(cluster_dir)
@@ -401,7 +405,7 @@ def _start_one(root: Path, alias: str, jars: Path,
     state = _prepare(root, alias, secure)
     props = Path(state.dir) / "server.properties"
     text = server_properties(state, security.passwords if security else None,
-                             security.tls if security else None)
+                             security.tls if security else None, extra)
     write_atomic(props, text.encode(), 0o600 if secure else 0o644)  # JAAS holds passwords
     log_file = Path(state.dir) / "broker.log"
     if not formatted:
@@ -425,9 +429,11 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 
 def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
-       secure: bool = False, timeout: float = READY_TIMEOUT_S) -> list[ClusterState]:
+       secure: bool = False, timeout: float = READY_TIMEOUT_S,
+       extra: Mapping[str, str] | None = None) -> list[ClusterState]:
     """Start (or keep) one cluster per alias and wait until each accepts produce/consume
-    (as the super user over SASL_SSL for `secure` clusters; see the module docstring)."""
+    (as the super user over SASL_SSL for `secure` clusters; see the module docstring).
+    `extra`: broker settings added to every new or restarted cluster's properties."""
     from ferry.local.probe import wait_ready
 
     root = (root or default_dir()).resolve()
@@ -438,7 +444,7 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
         passwords, new = _ensure_credentials(root)
         security = _Security(passwords, new, ensure_tls(root / TLS_DIR))
     with ThreadPoolExecutor(max_workers=len(aliases) or 1) as pool:
-        states = list(pool.map(lambda a: _start_one(root, a, jars, security), aliases))
+        states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra), aliases))
     deadline = time.monotonic() + timeout
     for state in states:
         def alive(s: ClusterState = state) -> bool:

@@ -1,0 +1,101 @@
+"""Durable positions (G9): where each partition was mirrored to, from the offset map.
+
+A flow's positions are offsets of the memberless group `__ferry-positions.<source>` on the
+target, committed in the same transactions as the records. Kafka deletes such an offset
+`offsets.retention.minutes` after its last commit (7 days by default), so a partition
+that stays idle that long loses its position. The offset map is the truth they are a
+cache of: every transaction also wrote an entry whose `covered_end` is the position it
+committed. When the group has no position for a partition the offset map knows, the run
+takes the position from the offset map (the latest entry written into the flow's remote
+topic: Delta's rows plus the entries committed on the target since) and commits it back
+into the group, with a warning naming the partition. A partition is never started from
+scratch after it was mirrored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ferry.config import Flow
+from ferry.offsetmap import MapEntry
+from ferry.planner import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A partition's position as the offset map records it."""
+
+    position: int
+    """The next source offset to copy: the latest entry's covered end."""
+    target_end: int | None
+    """The remote partition's next offset after the last mirrored record (None: none)."""
+    run_id: str
+
+
+def latest_positions(flow: Flow, entries: Iterable[tuple[int, MapEntry]]
+                     ) -> dict[TopicPartition, Recorded]:
+    """Per source partition, the position the latest entry (highest offset in the
+    offset-map topic) written into the flow's remote topic left: a backfill into a topic of
+    its own moves no position of the flow. Pure."""
+    latest: dict[TopicPartition, tuple[int, MapEntry]] = {}
+    ends: dict[TopicPartition, tuple[int, int]] = {}
+    for offset, entry in entries:
+        if entry.target_topic != flow.remote_topic(entry.source_topic):
+            continue
+        tp = TopicPartition(entry.source_topic, entry.source_partition)
+        if tp not in latest or offset > latest[tp][0]:
+            latest[tp] = (offset, entry)
+        if entry.segments and (tp not in ends or offset > ends[tp][0]):
+            ends[tp] = (offset, entry.segments[-1].target_end)
+    return {tp: Recorded(entry.covered_end, ends[tp][1] if tp in ends else None, entry.run_id)
+            for tp, (_, entry) in latest.items()}
+
+
+def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
+                       ) -> dict[TopicPartition, Recorded]:
+    """The offset map's positions of `tps` (those it knows): the Delta table's entries and
+    the ones committed on the target's offset-map topic that Delta does not hold yet."""
+    from ferry.kafka.mapreader import read_entries
+    from ferry.state.reader import map_rows, max_map_offset
+    from ferry.state.tables import StatePaths
+
+    wanted = set(tps)
+    if not wanted:
+        return {}
+    path = StatePaths(flow.ferry.state_dir).offset_map
+    topics = {tp.topic for tp in wanted}
+    entries = map_rows(path, flow.name, topics)
+    entries += [(o, e) for o, e in read_entries(flow, max_map_offset(path, flow.name))
+                if e.source_topic in topics]
+    return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
+
+
+def restore(flow: Flow, target: object, recovered: Mapping[TopicPartition, Recorded]) -> None:
+    """Commit recovered positions back into the flow's positions group (with the remote
+    partition's end as metadata, as the lanes commit them), so the lanes find them."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition as KTP
+
+    from ferry.internal import positions_group
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.lane import position_metadata
+
+    if not recovered:
+        return
+    assert isinstance(target, Admin)
+    group = positions_group(flow)
+    request = [ConsumerGroupTopicPartitions(group, [
+        KTP(flow.remote_topic(tp.topic), tp.partition, r.position,
+            metadata=position_metadata(r.target_end)) for tp, r in sorted(recovered.items())])]
+    futures = target.raw.alter_consumer_group_offsets(request, request_timeout=target.timeout)
+    target.wait(futures[group], f"restoring the positions of group {group}",
+                {"GROUP": f"READ on GROUP {group}", "TOPIC": "DESCRIBE on TOPIC (remote)"})
+    for tp, r in sorted(recovered.items()):
+        log.warning("the position of %s had expired from group %s (Kafka's "
+                    "offsets.retention.minutes); restored %d from the offset map (run %s)",
+                    tp, group, r.position, r.run_id,
+                    extra={"flow": flow.name, "topic": tp.topic, "partition": tp.partition})

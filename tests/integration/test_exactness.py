@@ -1,0 +1,166 @@
+"""What keeps the copy exact beyond a fresh run, on real brokers: one writer per partition
+whatever the lane count or role (G11), ranges that expect their position, stalls named,
+offset-map entries that never outgrow the broker's record limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from ferry.errors import FerryError, TransientError
+from ferry.internal import offset_map_topic, transactional_id
+from ferry.kafka import lane as lane_module
+from ferry.kafka.admin import Admin
+from ferry.kafka.lane import Lane
+from ferry.kafka.topology import ensure_offset_map_topic
+from ferry.lanes import lane_of
+from ferry.mirror import prepare
+from ferry.offsetmap import MAX_ENTRY_SEGMENTS, decode
+from ferry.planner import Range
+from tests.integration.kafka_data import (
+    COMPACTION_EXCLUDE,
+    conf,
+    create_topic,
+    flow_config,
+    produce,
+    read_all,
+)
+from tests.integration.test_lane import assert_exact
+
+pytestmark = pytest.mark.integration
+
+
+def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None, int]]:
+    return [(f"k{i}".encode(), f"v{i}".encode(), 0) for i in range(first, first + count)]
+
+
+@pytest.mark.parametrize(("role", "old_lanes", "new_lanes"), [("", 1, 3), ("backfill", 1, 1)],
+                         ids=["the-lane-count-changed", "a-backfill-wrote-last"])
+def test_the_lane_that_takes_a_partition_over_fences_its_previous_owner_first(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, role: str, old_lanes: int,
+    new_lanes: int,
+) -> None:
+    # given: a partition last committed by another transactional id (lane 0 of 1 lane, or a
+    # backfill's lane), and a zombie of that id with records in an open transaction
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(100))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    prepared = prepare(flow, run_id="first")
+    Lane(flow, 0, prepared.plan.ranges, "first", role=role, lanes=old_lanes).run()
+    remote = flow.remote_topic(topic_name)
+    zombie = Producer(conf(clusters["target"], **{
+        "transactional.id": transactional_id(flow, 0, old_lanes, role)}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(10):
+        zombie.produce(remote, value=f"zombie-{i}".encode(), partition=0)
+    zombie.flush(30)
+
+    # when: the next scheduled run copies the partition with another id
+    produce(clusters["source"], topic_name, records(20, 100))
+    prepared = prepare(flow, run_id="second")
+    lane = lane_of(topic_name, 0, new_lanes)
+    assert transactional_id(flow, lane, new_lanes) != transactional_id(flow, 0, old_lanes, role)
+    Lane(flow, lane, prepared.plan.ranges, "second", lanes=new_lanes).run()
+
+    # then: the zombie was fenced (its commit fails, its records are aborted) and every
+    # source record is on the target exactly once
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_a_backfill_chunk_run_before_the_chunk_it_follows_copies_nothing(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a backfill into a topic of its own, in two chunks of 100 offsets
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(200))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    destination = f"investigation.{topic_name}"
+    create_topic(clusters["target"], destination, 1)
+    ensure_offset_map_topic(flow, Admin(flow.target_admin))
+    first = Range(topic_name, 0, 0, 100, None, destination, expect=None)
+    second = Range(topic_name, 0, 100, 200, None, destination, expect=100)
+
+    # when: the second chunk runs first (the first failed before its first commit)
+    with pytest.raises(TransientError, match="expects the position 100"):
+        Lane(flow, 0, [second], "chunk-2", role="backfill", lanes=1).run()
+
+    # then: nothing was written, and in order the chunks leave no hole
+    assert read_all(clusters["target"], destination, 0) == []
+    Lane(flow, 0, [first], "chunk-1", role="backfill", lanes=1).run()
+    Lane(flow, 0, [second], "chunk-2", role="backfill", lanes=1).run()
+    source = read_all(clusters["source"], topic_name, 0)
+    assert [r.content() for r in read_all(clusters["target"], destination, 0)] == \
+        [r.content() for r in source]
+
+
+def test_a_partition_that_never_moves_fails_the_lane_naming_it_despite_empty_commits(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given: transactions of 1 s, a stall limit of 4 s, and a partition that cannot reach
+    # its range's end (what an offline leader looks like to the lane)
+    monkeypatch.setattr(lane_module, "STALL_S", 4.0)
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(5))
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "ferry.transaction.max.seconds = 1\n").enabled_flows[0]
+    prepare(flow, run_id="topology")  # creates the remote and offset-map topics
+    stuck = Lane(flow, 0, [Range(topic_name, 0, 0, 10, expect=None)], "stuck", lanes=1)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            stuck.run()
+        except FerryError as exc:
+            failure.append(exc)
+
+    # when
+    worker = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(timeout=40)
+
+    # then: it failed within the stall limit (plus a transaction), naming partition and offset
+    assert not worker.is_alive(), "the lane spins forever in empty transactions"
+    assert time.monotonic() - started < 30
+    assert len(failure) == 1 and isinstance(failure[0], TransientError)
+    assert f"{topic_name}-0 at 5 of 10" in str(failure[0])
+
+
+def test_a_transaction_of_sixty_thousand_segments_writes_entries_below_the_record_limit(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a compacted source where every kept record is followed by a hole, so one
+    # transaction's records break into one segment each (one entry would be > 1 MB)
+    create_topic(clusters["source"], topic_name, 1, {
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0"})
+    for round_ in range(6):  # segments roll by time: all but the last get compacted
+        time.sleep(0.3)
+        produce(clusters["source"], topic_name,
+                [((f"dup-{i % 10}" if i % 2 == 0 else f"u{round_}-{i}").encode(), b"v", 0)
+                 for i in range(24_000)], headers=False)
+    deadline = time.monotonic() + 120
+    while len(read_all(clusters["source"], topic_name, 0)) > 80_000:
+        assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
+        time.sleep(1)
+    flow = flow_config(tmp_path, clusters, topic_name, COMPACTION_EXCLUDE).enabled_flows[0]
+
+    # when
+    prepared = prepare(flow, run_id="big")
+    Lane(flow, 0, prepared.plan.ranges, "big", lanes=1).run()
+
+    # then: exact, and the transaction's entry came in pieces of bounded size
+    assert_exact(flow, clusters, topic_name, 1)
+    entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    assert len(entries) > 1
+    assert max(len(e.segments) for e in entries) <= MAX_ENTRY_SEGMENTS
+    assert sum(len(e.segments) for e in entries) > 60_000
