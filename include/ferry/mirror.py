@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from ferry.config import Flow
+from ferry.errors import TerminalError
 from ferry.internal import positions_group
 from ferry.planner import Gap, Limits, Plan, Range, TopicPartition, Watermarks, plan
 from ferry.sync.topics import TopicActions
@@ -84,6 +86,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     Positions Kafka expired are taken from the offset map (`ferry.recovery`) and, with
     `restore`, committed back into the positions group for the lanes."""
     from ferry.kafka.admin import Admin
+    from ferry.kafka.identity import topic_ids
+    from ferry.kafka.lane import recorded_source_id
     from ferry.lanes import cores_of, lane_count
     from ferry.syncing import sync_flow
 
@@ -95,12 +99,17 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     actions = report.topics
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
-    committed = target.group_offsets(
+    committed = target.committed(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
-    positions = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    ids = topic_ids(source, topics)
+    check_identity(flow, ids, {tp: recorded_source_id(c[1]) for tp, c in found.items() if c})
+    positions = {tp: c[0] if c else None for tp, c in found.items()}
     positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
                               restore))
     result = plan(positions, marks, limits_for(flow))
+    result = Plan(tuple(replace(r, source_id=ids.get(r.topic, "")) for r in result.ranges),
+                  result.gaps)
     lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
     prepared = Prepared(flow.name, run_id,
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
@@ -109,6 +118,35 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
              len(result.copies), result.span, len(result.gaps), len(tps),
              extra={"flow": flow.name})
     return prepared
+
+
+class SourceRecreatedError(TerminalError):
+    """Positions were committed for another incarnation of a source topic (G10)."""
+
+
+def check_identity(flow: Flow, ids: Mapping[str, str],
+                   recorded: Mapping[TopicPartition, str]) -> None:
+    """Refuse to plan partitions whose position was committed for a source topic ID other
+    than the topic's current one: the topic was deleted and created again, and its new
+    offsets are not the ones the position counts (copying on would skip the new topic's
+    first records, or copy them as if they continued the old ones). Pure."""
+    changed = sorted(tp for tp, rid in recorded.items()
+                     if rid and tp.topic in ids and ids[tp.topic] != rid)
+    if not changed:
+        return
+    topics = sorted({tp.topic for tp in changed})
+    first = changed[0]
+    log.error("incident: source topic %s was deleted and recreated (topic ID %s, positions "
+              "committed for %s)", ", ".join(topics), ids[first.topic], recorded[first],
+              extra={"flow": flow.name, "topic": first.topic})
+    raise SourceRecreatedError(
+        f"flow {flow.name}: source topic {', '.join(topics)} was deleted and created again on "
+        f"{flow.source} (topic ID {recorded[first]} became {ids[first.topic]}); the positions "
+        f"of {', '.join(str(tp) for tp in changed[:5])} count offsets of the old topic. "
+        "Nothing was copied. To mirror the new topic from its start, either delete the remote "
+        f"topic {flow.remote_topic(first.topic)} on {flow.target}, or keep it and run `ferry "
+        f"positions reset CONFIG --flow '{flow.name}' --topic {first.topic} --to earliest`; "
+        "then run again.")
 
 
 def _recover(flow: Flow, target: object, missing: list[TopicPartition],

@@ -59,6 +59,9 @@ class Range:
     partition that had none (never mirrored). A lane that finds no position where one is
     expected copies nothing (an earlier range is not committed, or the position vanished):
     starting from scratch would copy twice or leave a hole."""
+    source_id: str = ""
+    """The source topic's ID when planned (Kafka's topic ID; empty: unknown), recorded with
+    each position so a deleted-and-recreated source topic is detected (G10)."""
 
     @property
     def tp(self) -> TopicPartition:

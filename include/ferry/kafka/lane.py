@@ -98,6 +98,7 @@ class _Part:
     end: int
     ranges: list[RangeResult]
     expect: int | None = None  # the committed position the plan was made from (Range.expect)
+    source_id: str = ""  # the source topic's ID (Range.source_id)
     covered: int = 0  # next source offset not yet committed
     skip_from: int | None = None  # committed position before an accepted retention gap
     done: bool = False
@@ -148,16 +149,24 @@ class _Refused(Exception):
     """The transaction failed in a way an abort and a re-run may fix (or pinpoint)."""
 
 
-def position_metadata(target_end: int | None, owner: str = "") -> str:
+def position_metadata(target_end: int | None, owner: str = "", source_id: str = "") -> str:
     """Commit metadata of a position: the remote partition's end after what was recorded,
-    and the transactional id that committed it (the partition's owner, fenced by the next
-    owner before it writes)."""
+    the transactional id that committed it (the partition's owner, fenced by the next
+    owner before it writes) and the source topic's ID (a recreated topic has another)."""
     data: dict[str, object] = {}
     if target_end is not None:
         data["ferry_target_end"] = target_end
     if owner:
         data["ferry_owner"] = owner
+    if source_id:
+        data["ferry_source_id"] = source_id
     return json.dumps(data) if data else ""
+
+
+def recorded_source_id(metadata: str | None) -> str:
+    """The source topic ID a position was committed for ("" when not recorded)."""
+    value = _metadata(metadata).get("ferry_source_id")
+    return value if isinstance(value, str) else ""
 
 
 def _metadata(metadata: str | None) -> dict[str, Any]:
@@ -223,7 +232,8 @@ class Lane:
             else:
                 remote = r.target_topic or self.flow.remote_topic(r.topic)
                 parts[key] = _Part(r.topic, r.partition, remote,
-                                   r.start, r.end, [result], expect=r.expect, covered=r.start,
+                                   r.start, r.end, [result], expect=r.expect,
+                                   source_id=r.source_id, covered=r.start,
                                    skip_from=r.skip_from)
         return parts
 
@@ -412,7 +422,7 @@ class Lane:
                 f"reading the end of {part.remote}-{part.partition}")
             part.target_end = end
             offsets.append(KTP(part.remote, part.partition, part.covered,
-                               metadata=position_metadata(end)))
+                               metadata=position_metadata(end, source_id=part.source_id)))
         self._call(lambda: reader.commit(offsets=offsets, asynchronous=False),
                    self.flow.target, "committing start positions")
 
@@ -726,8 +736,9 @@ class Lane:
             if segments:
                 part.target_end = segments[-1].target_end
             offsets.append(KTP(part.remote, part.partition, covered_end,
-                               metadata=position_metadata(part.target_end, self.txn_id
-                                                          if self.exactly_once else "")))
+                               metadata=position_metadata(
+                                   part.target_end, self.txn_id if self.exactly_once else "",
+                                   part.source_id)))
         if self.exactly_once:
             self._commit_transaction(producer, metadata, offsets)
         else:

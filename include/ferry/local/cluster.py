@@ -129,7 +129,11 @@ def _free_port() -> int:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a broker could listen on `port` now. With SO_REUSEADDR, as the broker binds
+    (Java's default): connections left in TIME_WAIT by a stopped broker do not keep a
+    restarted cluster from its old ports (its clients' bootstrap.servers stay right)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -1,0 +1,83 @@
+"""Durable positions (G9) and topic identity (G10), as pure decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferry.config import Flow, load_config
+from ferry.kafka.lane import position_metadata, recorded_source_id
+from ferry.mirror import SourceRecreatedError, check_identity
+from ferry.offsetmap import MapEntry, Segment
+from ferry.planner import TopicPartition
+from ferry.recovery import Recorded, latest_positions
+
+T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> Flow:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = "
+                    "b:9092\nA->B.enabled = true\n")
+    return load_config(path).flow("A->B")
+
+
+def entry(partition: int, start: int, end: int, segments: list[tuple[int, int, int]],
+          target: str = "A.orders", run: str = "r") -> MapEntry:
+    return MapEntry("A->B", run, 0, "orders", partition, target, partition, start, end,
+                    tuple(Segment(*s) for s in segments), 0)
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ([], {}),
+        ([(0, entry(0, 0, 100, [(0, 0, 100)], run="r1"))], {T0: Recorded(100, 100, "r1")}),
+        ([(0, entry(0, 0, 100, [(0, 0, 100)])), (5, entry(0, 100, 130, [], run="idle"))],
+         {T0: Recorded(130, 100, "idle")}),
+        ([(0, entry(0, 0, 100, [(0, 0, 100)])),
+          (7, entry(0, 0, 40, [(0, 101, 40)], run="reset"))],
+         {T0: Recorded(40, 141, "reset")}),
+        ([(0, entry(0, 0, 100, [(0, 0, 100)], target="investigation.orders"))], {}),
+        ([(0, entry(0, 0, 10, [(0, 0, 10)], run="a")), (1, entry(1, 0, 3, [], run="b"))],
+         {T0: Recorded(10, 10, "a"), T1: Recorded(3, None, "b")}),
+    ],
+    ids=["nothing-mirrored", "one-entry", "an-idle-entry-after-records",
+         "the-latest-written-wins-after-a-reset", "a-backfill-topic-moves-no-position",
+         "each-partition-its-own"],
+)
+def test_the_offset_map_gives_each_partition_the_position_its_latest_entry_left(
+    flow: Flow, entries: list[tuple[int, MapEntry]], expected: dict[TopicPartition, Recorded]
+) -> None:
+    assert latest_positions(flow, entries) == expected
+
+
+def test_positions_carry_the_source_topic_id_they_count_offsets_of() -> None:
+    metadata = position_metadata(12, "ferry.A->B.lane-0-of-1", "Xy-1")
+    assert recorded_source_id(metadata) == "Xy-1"
+    assert recorded_source_id("") == "" and recorded_source_id("not json") == ""
+
+
+@pytest.mark.parametrize(
+    ("ids", "recorded", "refused"),
+    [
+        ({"orders": "id-1"}, {T0: "id-1", T1: "id-1"}, False),
+        ({"orders": "id-2"}, {T0: "id-1"}, True),
+        ({"orders": "id-2"}, {T0: ""}, False),  # committed before IDs were recorded
+        ({}, {T0: "id-1"}, False),  # the topic is gone: the sync step reports that
+    ],
+    ids=["same-topic", "recreated", "no-recorded-id", "topic-gone"],
+)
+def test_a_position_of_another_incarnation_of_the_source_topic_is_an_incident(
+    flow: Flow, ids: dict[str, str], recorded: dict[TopicPartition, str], refused: bool
+) -> None:
+    if not refused:
+        check_identity(flow, ids, recorded)
+        return
+    with pytest.raises(SourceRecreatedError) as err:
+        check_identity(flow, ids, recorded)
+    text = str(err.value)
+    assert "orders was deleted and created again" in text and "id-1 became id-2" in text
+    assert "ferry positions reset" in text and "Nothing was copied" in text
