@@ -74,8 +74,11 @@ def translate(entries: Sequence[MapEntry], committed: int) -> tuple[int, str] | 
     `committed`, from one partition's offset-map entries in source order; None when
     nothing of the partition was mirrored yet."""
     targets = [s.target_end for e in entries for s in e.segments]
-    if not targets:
-        return None
+    if not targets:  # no record mirrored (an empty partition): where the remote one ends
+        ends = [e.target_end for e in entries if e.target_end is not None]
+        if not ends:
+            return None
+        return ends[-1], EXACT if committed <= entries[-1].covered_end else BOUNDED
     found = next_mirrored(entries, committed)
     if found is not None:
         return found[1], EXACT

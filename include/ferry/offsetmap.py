@@ -64,6 +64,10 @@ class MapEntry:
     segments: tuple[Segment, ...]
     committed_at_ms: int
     bytes: int = 0  # keys + values written, so the runs table can be rebuilt from entries
+    target_end: int | None = None
+    """The remote partition's next offset after this entry: its last segment's end, or for
+    an entry without records the end the lane saw (where a group at or past everything
+    mirrored resumes, empty partitions included); None in entries of older versions."""
 
     @property
     def records(self) -> int:
@@ -140,8 +144,10 @@ def split_entry(entry: MapEntry, max_segments: int = MAX_ENTRY_SEGMENTS) -> list
               for i in range(0, len(entry.segments), max_segments)]
     starts = [entry.covered_start] + [chunk[0].source_start for chunk in chunks[1:]]
     ends = [*starts[1:], entry.covered_end]
+    last = len(chunks) - 1
     return [replace(entry, covered_start=start, covered_end=end, segments=chunk,
-                    bytes=entry.bytes if i == 0 else 0)
+                    bytes=entry.bytes if i == 0 else 0,
+                    target_end=entry.target_end if i == last else chunk[-1].target_end)
             for i, (start, end, chunk) in enumerate(zip(starts, ends, chunks, strict=True))]
 
 
@@ -163,6 +169,8 @@ def encode(entry: MapEntry) -> tuple[bytes, bytes]:
         "at": entry.committed_at_ms,
         "b": entry.bytes,
     }
+    if entry.target_end is not None:
+        value["te"] = entry.target_end
     return key, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -179,6 +187,7 @@ def decode(value: bytes) -> MapEntry:
         segments=tuple(Segment(int(a), int(b), int(c)) for a, b, c in data["seg"]),
         committed_at_ms=int(data["at"]),
         bytes=int(data.get("b", 0)),
+        target_end=int(data["te"]) if data.get("te") is not None else None,
     )
 
 

@@ -348,3 +348,34 @@ def test_fail_back_moves_the_group_to_the_original_topic_exactly(
         rest = [r.content() for r in on_target if r.offset >= read_before]
         assert [r.content() for r in got[p]] == rest
         assert not seen & {r.content() for r in got[p]}
+
+
+def test_a_group_committed_on_an_empty_partition_keeps_its_offset_there_on_the_target(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given (MM2's testReplicationWithEmptyPartition): partition 1 is empty, and the group
+    # committed 0 there; partition 0 holds records the group read half of
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(40)])
+    flow = flow_config(tmp_path, clusters, topic_name, SYNC).enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 20, 1: 0})
+
+    # when
+    report = run(flow)
+
+    # then: the empty partition translates to where the remote partition ends, so a consumer
+    # failing over with auto.offset.reset=latest does not skip what arrives there first
+    assert {(t.partition, t.target_offset, t.status) for t in report.translations} == {
+        (0, 20, EXACT), (1, 0, EXACT)}
+    remote = flow.remote_topic(topic_name)
+    check = Consumer({"bootstrap.servers": clusters["target"], "group.id": group})
+    try:
+        committed = check.committed([TopicPartition(remote, p) for p in (0, 1)], timeout=30)
+        assert [tp.offset for tp in committed] == [20, 0]
+    finally:
+        check.close()
+    produce(clusters["source"], topic_name, [(None, b"first-on-1", 1)])
+    run_cycle(flow, "later")
+    assert_exact_failover(flow, clusters, topic_name, 2, group, {0: 20, 1: 0})

@@ -73,7 +73,20 @@ def test_a_group_before_where_the_flow_started_maps_to_its_first_record() -> Non
 
 def test_nothing_mirrored_yet_has_no_translation() -> None:
     assert translate([], 5) is None
-    assert translate([entry(0, 3)], 1) is None  # only markers covered so far
+    assert translate([entry(0, 3)], 1) is None  # only markers covered, remote end unknown
+
+
+@pytest.mark.parametrize(
+    ("committed", "expected"),
+    [(0, (7, EXACT)), (3, (7, EXACT)), (9, (7, BOUNDED))],
+    ids=["empty-partition-at-0", "past-markers-only", "ahead-of-mirror"],
+)
+def test_a_partition_without_mirrored_records_translates_to_where_the_remote_one_ends(
+    committed: int, expected: tuple[int, str]
+) -> None:
+    # covered 0..2 (markers only, or 0..0 for an empty partition); the remote one ends at 7
+    covered = MapEntry("A->B", "r", 0, "t", 0, "A.t", 0, 0, 3, (), 0, target_end=7)
+    assert translate([covered], committed) == expected
 
 
 @pytest.mark.parametrize(

@@ -681,6 +681,16 @@ class Lane:
             remaining = producer.flush(0.5)
         return int(remaining)
 
+    def _remote_end(self, part: _Part) -> int | None:
+        """The remote partition's last stable offset (this transaction wrote nothing there)."""
+        reader = self.reader
+        if reader is None:
+            return None
+        _, end = self._call(lambda: reader.get_watermark_offsets(
+            KTP(part.remote, part.partition), timeout=CALL_TIMEOUT_S), self.flow.target,
+            f"reading the end of {part.remote}-{part.partition}")
+        return int(end)
+
     def _send_entry(self, producer: Producer, entry: MapEntry) -> None:
         """Produce one offset-map entry, its delivery checked: positions are never committed
         over an entry the target did not take (at_least_once has no transaction to fail)."""
@@ -728,13 +738,15 @@ class Lane:
                                     f"{part.remote}-{part.partition}: {exc}") from None
             if count and not segments:
                 raise _Refused(f"no delivery report for {part.topic}-{part.partition}")
-            entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
-                             part.remote, part.partition, part.covered, covered_end,
-                             segments, now_ms, part.txn_bytes)
-            for piece in split_entry(entry):  # an entry stays far below the record limit
-                self._send_entry(producer, piece)
             if segments:
                 part.target_end = segments[-1].target_end
+            elif part.target_end is None:  # nothing mirrored yet: where the remote one ends
+                part.target_end = self._remote_end(part)
+            entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
+                             part.remote, part.partition, part.covered, covered_end,
+                             segments, now_ms, part.txn_bytes, part.target_end)
+            for piece in split_entry(entry):  # an entry stays far below the record limit
+                self._send_entry(producer, piece)
             offsets.append(KTP(part.remote, part.partition, covered_end,
                                metadata=position_metadata(
                                    part.target_end, self.txn_id if self.exactly_once else "",

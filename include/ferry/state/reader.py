@@ -99,4 +99,5 @@ def _entries(found: list[dict[str, Any]]) -> list[tuple[int, MapEntry]]:
         covered_end=r["covered_end"],
         segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
                        for s in r["segments"]),
-        committed_at_ms=int(r["committed_at"].timestamp() * 1000))) for r in found]
+        committed_at_ms=int(r["committed_at"].timestamp() * 1000),
+        target_end=r.get("target_end"))) for r in found]

@@ -16,7 +16,7 @@ OFFSET_MAP_DDL = (
     "target_partition int, covered_start bigint, covered_end bigint, records bigint, "
     "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
     "run_id string, lane int, committed_at timestamp, map_topic string, map_offset bigint, "
-    "bytes bigint, schema_version int")
+    "bytes bigint, schema_version int, target_end bigint")
 RUNS_DDL = (
     "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
@@ -102,7 +102,7 @@ def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str
         "run_id": entry.run_id, "lane": entry.lane,
         "committed_at": datetime.fromtimestamp(entry.committed_at_ms / 1000, UTC),
         "map_topic": map_topic, "map_offset": map_offset, "bytes": entry.bytes,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION, "target_end": entry.target_end,
     }
 
 
