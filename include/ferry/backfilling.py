@@ -221,6 +221,7 @@ def _check_named(flow: Flow, destinations: Mapping[str, str],
 
 
 def _record_gaps(flow: Flow, run_id: str, plan: BackfillPlan, on_gap: str) -> None:
+    from ferry.state.reader import unrecorded_gaps
     from ferry.state.tables import GAPS_DDL, StatePaths, gap_row
     from ferry.state.writer import append
 
@@ -229,8 +230,9 @@ def _record_gaps(flow: Flow, run_id: str, plan: BackfillPlan, on_gap: str) -> No
                     "before they were copied", run_id, gap.topic, gap.partition, gap.start,
                     gap.end - 1, gap.count, extra={"flow": flow.name, "topic": gap.topic,
                                                    "partition": gap.partition})
-    append(StatePaths(flow.ferry.state_dir).gaps, GAPS_DDL,
-           [gap_row(flow.name, run_id, g, on_gap) for g in plan.gaps])
+    path = StatePaths(flow.ferry.state_dir).gaps
+    append(path, GAPS_DDL, [gap_row(flow.name, run_id, g, on_gap)
+                            for g in unrecorded_gaps(path, flow.name, plan.gaps)])
 
 
 def _create_destinations(flow: Flow, run_id: str, destinations: Mapping[str, str],

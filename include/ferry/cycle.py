@@ -35,16 +35,16 @@ def offset_map_lag(flow: Flow) -> int:
     from ferry.internal import offset_map_topic
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import read_entries
+    from ferry.lookup import map_cursor
     from ferry.planner import TopicPartition
-    from ferry.state.reader import max_map_offset
-    from ferry.state.tables import StatePaths
 
     topic = offset_map_topic(flow)
     target = Admin(flow.target_admin)
-    if topic not in target.topics():
+    cursor = map_cursor(flow, target)
+    if not cursor.topic_id:
         return 0
     end = target.watermarks([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high
-    recorded = max_map_offset(StatePaths(flow.ferry.state_dir).offset_map, flow.name)
+    recorded = cursor.after
     if end <= recorded + 2:  # at most the commit marker after the last recorded entry
         return 0
     # Markers and aborted entries also take offsets: count what is really committed.

@@ -3,14 +3,18 @@ JVM), completed from the offset-map topic when Delta has not caught up yet."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from ferry.config import Flow
+from ferry.kafka.admin import Admin
 from ferry.offsetmap import MapEntry, lookup, next_mirrored
 from ferry.state.reader import latest_cover, map_rows, max_map_offset
 from ferry.state.tables import StatePaths
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,29 +72,104 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
                   run_id=entry.run_id)
 
 
+@dataclass(frozen=True)
+class MapCursor:
+    """Where the Delta offset map stands against the offset-map topic on the target."""
+
+    topic_id: str
+    """The offset-map topic's ID ("" when it does not exist yet)."""
+    after: int
+    """The last offset of that topic the Delta table holds (-1: none): read on from here."""
+    legacy_current: bool
+    """Rows an older Ferry wrote without the topic's ID belong to this topic."""
+
+
+def map_cursor(flow: Flow, target: Admin) -> MapCursor:
+    """The Delta table's position in the current offset-map topic. Rows read from a topic
+    that has been deleted and created again (another ID) do not count: the new topic is
+    read from its start, and the change is logged as an incident (G10)."""
+    from ferry.internal import offset_map_topic
+    from ferry.kafka.identity import topic_ids
+    from ferry.planner import TopicPartition
+
+    topic = offset_map_topic(flow)
+    path = StatePaths(flow.ferry.state_dir).offset_map
+    topic_id = topic_ids(target, [topic]).get(topic, "")
+    if not topic_id:
+        return MapCursor("", -1, False)
+    current = max_map_offset(path, flow.name, topic_id)
+    legacy = max_map_offset(path, flow.name, "")
+    legacy_current = legacy >= 0 and (current >= 0 or legacy < target.watermarks(
+        [TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high)
+    after = max(current, legacy) if legacy_current else current
+    if after < 0 and max_map_offset(path, flow.name) >= 0:
+        log.error("incident: the offset-map topic %s on %s was deleted and created again "
+                  "(now ID %s): the Delta offset map keeps every entry recorded before; the "
+                  "new topic is read from its start", topic, flow.target, topic_id,
+                  extra={"flow": flow.name})
+    return MapCursor(topic_id, after, legacy_current)
+
+
+Key = tuple[int, int, int]
+"""Orders entries by when they were written: (of the current offset-map topic, commit
+time for entries of an older one, offset in the offset-map topic)."""
+
+
+def current_entries(flow: Flow, topics: Collection[str] | None = None,
+                    into: Callable[[str], str] | None = None
+                    ) -> dict[tuple[str, int], list[tuple[Key, MapEntry]]]:
+    """Each source partition's offset-map entries (of `topics` only, when given) with their
+    order keys: Delta first, completed from the offset-map topic where Delta has not caught
+    up (a job that died between the Kafka commit and the Delta write).
+
+    Only the current incarnations count (G10): entries written for a source or destination
+    topic that has since been deleted and created again (another topic ID) are left out
+    (entries of an older Ferry carry no IDs and are kept). Without the source cluster (a
+    disaster), source IDs are not checked. Only entries of records written into
+    `into(source topic)` count: by default the flow's remote topic, so a backfill into a
+    topic of its own never answers for the mirror."""
+    from ferry.errors import FerryError
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.identity import topic_ids
+    from ferry.kafka.mapreader import read_entries
+
+    destination = into or flow.remote_topic
+    if topics is not None and not topics:
+        return {}
+    target = Admin(flow.target_admin)
+    cursor = map_cursor(flow, target)
+    keyed: list[tuple[Key, MapEntry]] = []
+    for row in map_rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, topics):
+        current = row.map_topic_id == cursor.topic_id or (
+            not row.map_topic_id and cursor.legacy_current)
+        keyed.append(((1, 0, row.offset) if current
+                      else (0, row.entry.committed_at_ms, row.offset), row.entry))
+    keyed += [((1, 0, offset), entry) for offset, entry in read_entries(flow, cursor.after)
+              if topics is None or entry.source_topic in topics]
+    keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
+    names = {e.source_topic for _, e in keyed}
+    try:
+        source_ids = topic_ids(Admin(flow.source_admin), names)
+    except FerryError as exc:
+        log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
+        source_ids = {}
+    target_ids = topic_ids(target, {destination(t) for t in names})
+    grouped: dict[tuple[str, int], list[tuple[Key, MapEntry]]] = {}
+    for key, entry in keyed:
+        if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
+                                                                 entry.source_id):
+            continue
+        if entry.target_id and entry.target_id != target_ids.get(entry.target_topic):
+            continue  # the records it maps are gone with the topic they were written to
+        grouped.setdefault((entry.source_topic, entry.source_partition), []).append(
+            (key, entry))
+    return grouped
+
+
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
                       into: Callable[[str], str] | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
-    """Each source partition's offset-map entries (of `topics` only, when given; overlaps
-    resolved; source order): Delta first, completed from the offset-map topic where Delta
-    has not caught up (a job that died between the Kafka commit and the Delta write).
-
-    Only entries of records written into `into(source topic)` count: by default the flow's
-    remote topic, so a backfill into a topic of its own never answers for the mirror."""
-    destination = into or flow.remote_topic
-    from ferry.kafka.mapreader import read_entries
-
-    if topics is not None and not topics:
-        return {}
-    paths = StatePaths(flow.ferry.state_dir)
-    pairs = map_rows(paths.offset_map, flow.name, topics)
-    pairs += [(offset, entry) for offset, entry in
-              read_entries(flow, max_map_offset(paths.offset_map, flow.name))
-              if topics is None or entry.source_topic in topics]
-    grouped: dict[tuple[str, int], list[tuple[int, MapEntry]]] = {}
-    for offset, entry in pairs:
-        if entry.target_topic != destination(entry.source_topic):
-            continue
-        key = (entry.source_topic, entry.source_partition)
-        grouped.setdefault(key, []).append((offset, entry))
-    return {key: latest_cover(found) for key, found in grouped.items()}
+    """Each source partition's current offset-map entries (`current_entries`), overlaps
+    resolved to the later written, in source order."""
+    return {key: latest_cover(found)
+            for key, found in current_entries(flow, topics, into).items()}

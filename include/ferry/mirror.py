@@ -108,8 +108,10 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
                               restore))
     result = plan(positions, marks, limits_for(flow))
-    result = Plan(tuple(replace(r, source_id=ids.get(r.topic, "")) for r in result.ranges),
-                  result.gaps)
+    remote_ids = topic_ids(target, {flow.remote_topic(t) for t in topics})
+    result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
+                                target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
+                        for r in result.ranges), result.gaps)
     lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
     prepared = Prepared(flow.name, run_id,
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,

@@ -68,6 +68,10 @@ class MapEntry:
     """The remote partition's next offset after this entry: its last segment's end, or for
     an entry without records the end the lane saw (where a group at or past everything
     mirrored resumes, empty partitions included); None in entries of older versions."""
+    source_id: str = ""
+    """The source topic's ID (Kafka's topic ID); empty where unknown (older entries)."""
+    target_id: str = ""
+    """The target topic's ID: a topic deleted and created again has another (G10)."""
 
     @property
     def records(self) -> int:
@@ -171,6 +175,10 @@ def encode(entry: MapEntry) -> tuple[bytes, bytes]:
     }
     if entry.target_end is not None:
         value["te"] = entry.target_end
+    if entry.source_id:
+        value["si"] = entry.source_id
+    if entry.target_id:
+        value["ti"] = entry.target_id
     return key, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -188,7 +196,27 @@ def decode(value: bytes) -> MapEntry:
         committed_at_ms=int(data["at"]),
         bytes=int(data.get("b", 0)),
         target_end=int(data["te"]) if data.get("te") is not None else None,
+        source_id=str(data.get("si", "")), target_id=str(data.get("ti", "")),
     )
+
+
+def restrict(entry: MapEntry, start: int, end: int) -> MapEntry | None:
+    """The part of `entry` covering source offsets `[start, end)` (None when it covers none
+    of them): its segments cut to that range. The bytes stay with the piece that holds the
+    entry's start."""
+    low, high = max(start, entry.covered_start), min(end, entry.covered_end)
+    if low >= high:
+        return None
+    segments = []
+    for segment in entry.segments:
+        a, b = max(low, segment.source_start), min(high, segment.source_end)
+        if a < b:
+            segments.append(Segment(a, segment.target_start + (a - segment.source_start), b - a))
+    target_end = segments[-1].target_end if segments else (
+        entry.target_end if high == entry.covered_end else None)
+    return replace(entry, covered_start=low, covered_end=high, segments=tuple(segments),
+                   bytes=entry.bytes if low == entry.covered_start else 0,
+                   target_end=target_end)
 
 
 def lookup(entries: Iterable[MapEntry], source_offset: int) -> tuple[MapEntry, int | None] | None:

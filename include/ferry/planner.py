@@ -62,6 +62,9 @@ class Range:
     source_id: str = ""
     """The source topic's ID when planned (Kafka's topic ID; empty: unknown), recorded with
     each position so a deleted-and-recreated source topic is detected (G10)."""
+    target_id: str = ""
+    """The destination topic's ID when planned (empty: unknown), recorded with each
+    offset-map entry: entries of a remote topic deleted since never answer look-ups."""
 
     @property
     def tp(self) -> TopicPartition:

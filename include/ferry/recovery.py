@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ferry.config import Flow
 from ferry.offsetmap import MapEntry
@@ -36,13 +37,13 @@ class Recorded:
     run_id: str
 
 
-def latest_positions(flow: Flow, entries: Iterable[tuple[int, MapEntry]]
+def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
                      ) -> dict[TopicPartition, Recorded]:
-    """Per source partition, the position the latest entry (highest offset in the
-    offset-map topic) written into the flow's remote topic left: a backfill into a topic of
-    its own moves no position of the flow. Pure."""
-    latest: dict[TopicPartition, tuple[int, MapEntry]] = {}
-    ends: dict[TopicPartition, tuple[int, int]] = {}
+    """Per source partition, the position the latest entry (highest order key: its offset
+    in the offset-map topic) written into the flow's remote topic left: a backfill into a
+    topic of its own moves no position of the flow. Pure."""
+    latest: dict[TopicPartition, tuple[Any, MapEntry]] = {}
+    ends: dict[TopicPartition, tuple[Any, int]] = {}
     for offset, entry in entries:
         if entry.target_topic != flow.remote_topic(entry.source_topic):
             continue
@@ -57,20 +58,16 @@ def latest_positions(flow: Flow, entries: Iterable[tuple[int, MapEntry]]
 
 def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
                        ) -> dict[TopicPartition, Recorded]:
-    """The offset map's positions of `tps` (those it knows): the Delta table's entries and
-    the ones committed on the target's offset-map topic that Delta does not hold yet."""
-    from ferry.kafka.mapreader import read_entries
-    from ferry.state.reader import map_rows, max_map_offset
-    from ferry.state.tables import StatePaths
+    """The offset map's positions of `tps` (those it knows), from the entries of the current
+    topic incarnations: the Delta table's and the ones committed on the target's offset-map
+    topic that Delta does not hold yet."""
+    from ferry.lookup import current_entries
 
     wanted = set(tps)
     if not wanted:
         return {}
-    path = StatePaths(flow.ferry.state_dir).offset_map
-    topics = {tp.topic for tp in wanted}
-    entries = map_rows(path, flow.name, topics)
-    entries += [(o, e) for o, e in read_entries(flow, max_map_offset(path, flow.name))
-                if e.source_topic in topics]
+    found = current_entries(flow, {tp.topic for tp in wanted})
+    entries = [pair for pairs in found.values() for pair in pairs]
     return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
 
 

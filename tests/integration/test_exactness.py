@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from ferry.errors import FerryError, TransientError
 from ferry.internal import offset_map_topic, transactional_id
@@ -132,6 +132,16 @@ def test_a_partition_that_never_moves_fails_the_lane_naming_it_despite_empty_com
     assert time.monotonic() - started < 30
     assert len(failure) == 1 and isinstance(failure[0], TransientError)
     assert f"{topic_name}-0 at 5 of 10" in str(failure[0])
+    # and the failed lane aborted its open transaction: the remote partition's last stable
+    # offset is not held back until the broker's transaction timeout
+    remote = TopicPartition(flow.remote_topic(topic_name), 0)
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        probe = Consumer(conf(clusters["target"], **{"group.id": "ferry-test-lso",
+                                                     "isolation.level": isolation}))
+        ends.append(probe.get_watermark_offsets(remote, timeout=10)[1])
+        probe.close()
+    assert ends[0] == ends[1] > 0
 
 
 def test_a_transaction_of_sixty_thousand_segments_writes_entries_below_the_record_limit(

@@ -186,3 +186,32 @@ def test_an_entry_of_sixty_thousand_segments_encodes_below_the_broker_record_lim
     whole = entry(base, base + 120_000, [(base + 2 * i, base + i, 1) for i in range(60_000)])
     assert len(encode(whole)[1]) > 1_000_000  # one entry would be refused by the broker
     assert max(len(encode(p)[1]) for p in split_entry(whole)) < 500_000
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "cover"),
+    [
+        ((0, 10), (10, 20), [(0, 10), (10, 20)]),
+        ((0, 10), (5, 20), [(0, 5), (5, 20)]),
+        ((0, 20), (5, 10), [(0, 5), (5, 10), (10, 20)]),
+        ((5, 10), (0, 20), [(0, 20)]),
+    ],
+    ids=["adjacent", "partial-overlap-keeps-the-older-head", "inside-splits-the-older",
+         "covered-whole"],
+)
+def test_overlapping_entries_resolve_to_the_later_written_and_keep_the_rest_of_the_older(
+    older: tuple[int, int], newer: tuple[int, int], cover: list[tuple[int, int]]
+) -> None:
+    from ferry.state.reader import latest_cover
+
+    old = entry(older[0], older[1], [(older[0], 100 + older[0], older[1] - older[0])])
+    new = entry(newer[0], newer[1], [(newer[0], 500 + newer[0], newer[1] - newer[0])])
+
+    got = latest_cover([(1, old), (2, new)])
+
+    assert [(e.covered_start, e.covered_end) for e in got] == cover
+    for source in range(min(older[0], newer[0]), max(older[1], newer[1])):
+        found = lookup(got, source)
+        assert found is not None
+        expected = (new if newer[0] <= source < newer[1] else old).target_of(source)
+        assert found[1] == expected, source

@@ -99,6 +99,7 @@ class _Part:
     ranges: list[RangeResult]
     expect: int | None = None  # the committed position the plan was made from (Range.expect)
     source_id: str = ""  # the source topic's ID (Range.source_id)
+    target_id: str = ""  # the remote topic's ID (Range.target_id)
     covered: int = 0  # next source offset not yet committed
     skip_from: int | None = None  # committed position before an accepted retention gap
     done: bool = False
@@ -233,7 +234,8 @@ class Lane:
                 remote = r.target_topic or self.flow.remote_topic(r.topic)
                 parts[key] = _Part(r.topic, r.partition, remote,
                                    r.start, r.end, [result], expect=r.expect,
-                                   source_id=r.source_id, covered=r.start,
+                                   source_id=r.source_id, target_id=r.target_id,
+                                   covered=r.start,
                                    skip_from=r.skip_from)
         return parts
 
@@ -744,7 +746,8 @@ class Lane:
                 part.target_end = self._remote_end(part)
             entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
                              part.remote, part.partition, part.covered, covered_end,
-                             segments, now_ms, part.txn_bytes, part.target_end)
+                             segments, now_ms, part.txn_bytes, part.target_end,
+                             part.source_id, part.target_id)
             for piece in split_entry(entry):  # an entry stays far below the record limit
                 self._send_entry(producer, piece)
             offsets.append(KTP(part.remote, part.partition, covered_end,

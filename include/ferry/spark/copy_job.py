@@ -26,6 +26,7 @@ from ferry.config import Flow, load_config
 from ferry.internal import offset_map_topic
 from ferry.mirror import ranges_from_json
 from ferry.planner import Gap
+from ferry.state.reader import transaction_version, unrecorded_gaps
 from ferry.state.tables import (
     GAPS_DDL,
     OFFSET_MAP_DDL,
@@ -98,30 +99,63 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
 
 
-def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str) -> None:
-    if rows:
-        frame = spark.createDataFrame(rows, schema=ddl)
-        # mergeSchema: tables written by an older Ferry take the new columns.
-        frame.write.format("delta").mode("append").option("mergeSchema", "true") \
-            .partitionBy("flow").save(path)
+def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
+            once: tuple[str, int] | None = None) -> bool:
+    """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
+    the append is skipped when a write of that application with that version or a later
+    one was committed already, and a concurrent one of the same application fails instead
+    of committing twice. Returns False when nothing was written for that reason."""
+    if not rows:
+        return True
+    if once is not None:
+        done = transaction_version(path, once[0])
+        if done is not None and done >= once[1]:  # Delta would skip the write silently
+            log.info("%s already recorded up to %d", once[0], done)
+            return False
+    frame = spark.createDataFrame(rows, schema=ddl)
+    # mergeSchema: tables written by an older Ferry take the new columns.
+    writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
+    if once is not None:
+        writer = writer.option("txnAppId", once[0]).option("txnVersion", once[1])
+    try:
+        writer.partitionBy("flow").save(path)
+    except Exception as exc:  # py4j/Spark wrap Delta's exception; match it by name
+        if once is not None and "ConcurrentTransactionException" in str(exc):
+            log.info("another writer recorded the same rows at the same time: %s", once[0])
+            return False
+        raise
+    return True
 
 
-def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths) -> int:
-    """Append the offset-map entries committed on the target but not yet in Delta, and
-    `runs` rows for any run among them that has none (its job died before writing them)."""
+def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
+                      after: int | None = None) -> int:
+    """Append the offset-map entries committed on the target but not yet in Delta (after
+    topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
+    among them that has none (its job died before writing them). Exactly once even when
+    two jobs record at the same time (a retried task beside its first attempt): each
+    append is a Delta idempotent write versioned by the highest topic offset it holds."""
+    from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import read_entries
-    from ferry.state.reader import max_map_offset
+    from ferry.lookup import map_cursor
     from ferry.state.reader import rows as read_rows
 
-    after = max_map_offset(paths.offset_map, flow.name)
+    cursor = map_cursor(flow, Admin(flow.target_admin))
+    if after is None:
+        after = cursor.after
     topic = offset_map_topic(flow)
     found = list(read_entries(flow, after))
-    rows = [offset_map_row(entry, topic, offset) for offset, entry in found]
-    _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map)
-    if found:
-        recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
-        _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
-                RUNS_DDL, paths.runs)
+    if not found:
+        return 0
+    version = max(offset for offset, _ in found)
+    rows = [offset_map_row(entry, topic, offset, cursor.topic_id) for offset, entry in found]
+    # One writer id per offset-map topic incarnation: a recreated topic starts at offset 0.
+    app = f"{flow.name}.{cursor.topic_id}"
+    if not _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
+                   once=(f"ferry.offset_map.{app}", version)):
+        return 0
+    recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
+    _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
+            RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
     return len(rows)
 
 
@@ -139,8 +173,8 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
 
     by_lane = assign(ranges_from_json(plan), plan["lanes"])
     gaps = [Gap(g["topic"], g["partition"], g["start"], g["end"]) for g in plan["gaps"]]
-    _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap) for g in gaps], GAPS_DDL,
-            paths.gaps)
+    _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
+                    for g in unrecorded_gaps(paths.gaps, flow.name, gaps)], GAPS_DDL, paths.gaps)
     runs: list[dict[str, Any]] = []
     if by_lane:
         lane_ids = sorted(by_lane)

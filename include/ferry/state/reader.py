@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from ferry.offsetmap import MapEntry, Segment
+from ferry.offsetmap import MapEntry, Segment, restrict
+from ferry.planner import Gap
 
 
 def _table(path: str) -> Any | None:
@@ -37,6 +38,27 @@ def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     return result
 
 
+def transaction_version(path: str, app_id: str) -> int | None:
+    """The version of the last idempotent write of `app_id` to the table (Delta's
+    SetTransaction), None when it never wrote there."""
+    table = _table(path)
+    if table is None:
+        return None
+    version = table.transaction_version(app_id)
+    return None if version is None else int(version)
+
+
+def unrecorded_gaps(path: str, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
+    """The gaps not in the `gaps` table yet: under `ferry.on.gap=fail` every run finds the
+    same gap again until the operator acts; it is one gap, recorded once (so the table and
+    `ferry_gap_records_total` count records lost, not runs that noticed)."""
+    if not gaps:
+        return []
+    known = {(r["topic"], r["partition"], r["gap_start"], r["gap_end"])
+             for r in rows(path, flow)}
+    return [g for g in gaps if (g.topic, g.partition, g.start, g.end) not in known]
+
+
 def last_steps(path: str, flow: str) -> dict[str, datetime]:
     """When each step of the flow last ran, from the `syncs` table."""
     import pyarrow.dataset as ds
@@ -51,33 +73,63 @@ def last_steps(path: str, flow: str) -> dict[str, datetime]:
                     grouped.column("synced_at_max").to_pylist(), strict=True))
 
 
-def max_map_offset(path: str, flow: str) -> int:
+def max_map_offset(path: str, flow: str, map_topic_id: str | None = None) -> int:
+    """The highest offset-map topic offset the Delta table holds for the flow: of rows
+    read from the map topic with ID `map_topic_id` ("" for rows of an older Ferry, which
+    recorded no ID; None for any row); -1 for none."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     table = _table(path)
     if table is None:
         return -1
-    column = table.to_pyarrow_dataset().to_table(
-        columns=["map_offset"], filter=ds.field("flow") == flow).column("map_offset")
+    dataset = table.to_pyarrow_dataset()
+    condition = ds.field("flow") == flow
+    has_ids = "map_topic_id" in dataset.schema.names
+    if map_topic_id is not None and has_ids:
+        column = ds.field("map_topic_id")
+        condition = condition & ((column == map_topic_id) | column.is_null() if not map_topic_id
+                                 else column == map_topic_id)
+    elif map_topic_id:  # a table without the column holds no row of an identified topic
+        return -1
+    column = dataset.to_table(columns=["map_offset"], filter=condition).column("map_offset")
     value = pc.max(column).as_py() if len(column) else None
     return -1 if value is None else int(value)
 
 
-def latest_cover(entries: list[tuple[int, MapEntry]]) -> list[MapEntry]:
+def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
     """Entries in source order, where overlapping ones (an at_least_once crash, or positions
-    reset after a source topic was recreated) resolve to the later one (higher offset in
-    the offset-map topic). `entries` are (topic offset, entry) pairs."""
+    reset after a source topic was recreated) resolve to the one written later (the higher
+    key: its offset in the offset-map topic, or a (incarnation, offset) pair). An older
+    entry keeps the part no later one covers: a partial overlap cuts it, never drops it."""
     kept: list[MapEntry] = []
     for _, entry in sorted(entries, key=lambda pair: pair[0], reverse=True):
-        start, end = entry.covered_start, entry.covered_end
-        if start == end or all(end <= k.covered_start or start >= k.covered_end for k in kept):
+        if entry.covered_start == entry.covered_end:
             kept.append(entry)
-    return sorted(kept, key=lambda e: e.covered_start)
+            continue
+        free = [(entry.covered_start, entry.covered_end)]
+        for k in kept:
+            if k.covered_start == k.covered_end:
+                continue
+            free = [(x, y) for a, b in free
+                    for x, y in ((a, min(b, k.covered_start)), (max(a, k.covered_end), b))
+                    if x < y]
+        kept.extend(p for a, b in free if (p := restrict(entry, a, b)) is not None)
+    return sorted(kept, key=lambda e: (e.covered_start, e.covered_end))
+
+
+class MapRow(NamedTuple):
+    """An offset-map entry as the Delta table holds it."""
+
+    offset: int
+    """Its offset in the offset-map topic."""
+    entry: MapEntry
+    map_topic_id: str
+    """The ID of the offset-map topic it was read from ("" when not recorded)."""
 
 
 def map_rows(path: str, flow: str, topics: Collection[str] | None = None
-             ) -> list[tuple[int, MapEntry]]:
+             ) -> list[MapRow]:
     """The flow's offset-map entries (of `topics` only, when given), each with its offset in
     the offset-map topic (resolve overlaps with `latest_cover`)."""
     import pyarrow.dataset as ds
@@ -91,8 +143,8 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     return _entries(table.to_pyarrow_dataset().to_table(filter=condition).to_pylist())
 
 
-def _entries(found: list[dict[str, Any]]) -> list[tuple[int, MapEntry]]:
-    return [(r["map_offset"], MapEntry(
+def _entries(found: list[dict[str, Any]]) -> list[MapRow]:
+    return [MapRow(r["map_offset"], MapEntry(
         flow=r["flow"], run_id=r["run_id"], lane=r["lane"], source_topic=r["source_topic"],
         source_partition=r["source_partition"], target_topic=r["target_topic"],
         target_partition=r["target_partition"], covered_start=r["covered_start"],
@@ -100,4 +152,5 @@ def _entries(found: list[dict[str, Any]]) -> list[tuple[int, MapEntry]]:
         segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
                        for s in r["segments"]),
         committed_at_ms=int(r["committed_at"].timestamp() * 1000),
-        target_end=r.get("target_end"))) for r in found]
+        target_end=r.get("target_end"), source_id=r.get("source_topic_id") or "",
+        target_id=r.get("target_topic_id") or ""), r.get("map_topic_id") or "") for r in found]

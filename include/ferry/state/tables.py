@@ -16,7 +16,8 @@ OFFSET_MAP_DDL = (
     "target_partition int, covered_start bigint, covered_end bigint, records bigint, "
     "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
     "run_id string, lane int, committed_at timestamp, map_topic string, map_offset bigint, "
-    "bytes bigint, schema_version int, target_end bigint")
+    "bytes bigint, schema_version int, target_end bigint, source_topic_id string, "
+    "target_topic_id string, map_topic_id string")
 RUNS_DDL = (
     "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
@@ -91,7 +92,8 @@ class StatePaths:
         return self.table("lag")
 
 
-def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str, Any]:
+def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
+                   map_topic_id: str = "") -> dict[str, Any]:
     return {
         "flow": entry.flow, "source_topic": entry.source_topic,
         "source_partition": entry.source_partition, "target_topic": entry.target_topic,
@@ -103,6 +105,8 @@ def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int) -> dict[str
         "committed_at": datetime.fromtimestamp(entry.committed_at_ms / 1000, UTC),
         "map_topic": map_topic, "map_offset": map_offset, "bytes": entry.bytes,
         "schema_version": SCHEMA_VERSION, "target_end": entry.target_end,
+        "source_topic_id": entry.source_id, "target_topic_id": entry.target_id,
+        "map_topic_id": map_topic_id,
     }
 
 

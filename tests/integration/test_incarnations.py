@@ -1,0 +1,92 @@
+"""Topic identity on real brokers (G10): a remote topic deleted and refilled, or a recreated
+offset-map topic, is a new incarnation; look-ups, translation and recording read only the
+current one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ferry.checkpointing import run as checkpoints
+from ferry.internal import offset_map_topic
+from ferry.lookup import find
+from ferry.spark.copy_job import record_offset_map
+from ferry.state.tables import StatePaths
+from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
+from tests.integration.test_failover import SYNC, commit_source
+from tests.integration.test_lane import run_cycle
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+
+def _delete(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} was never deleted"
+        time.sleep(0.5)
+
+
+def test_entries_of_a_deleted_remote_topic_never_answer_for_its_refill(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: offsets 0..99 mirrored in two transactions (entries 0..49 and 50..99), then
+    # the remote topic is lost and the source's retention has moved past 50
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(100)])
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       SYNC + "ferry.transaction.max.records = 50\n").enabled_flows[0]
+    run_cycle(flow)
+    _delete(clusters["target"], flow.remote_topic(topic_name))
+    source = AdminClient({"bootstrap.servers": clusters["source"]})
+    source.delete_records([TopicPartition(topic_name, 0, 50)])[
+        TopicPartition(topic_name, 0, 50)].result(30)
+
+    # when: the next cycle creates the remote topic again and fills it from what is left
+    assert run_cycle(flow, "refill") == 50
+
+    # then: a source offset only the lost topic held is not mirrored (the old entry would
+    # send it to offset 10 of the new topic, which holds source offset 60) ...
+    assert find(flow, topic_name, 0, 10).status == "not-mirrored"
+    answer = find(flow, topic_name, 0, 60)
+    assert (answer.status, answer.target_offset) == ("mirrored", 10)
+    remote = read_all(clusters["target"], flow.remote_topic(topic_name), 0)
+    assert remote[10].value == b"v60"
+    # ... and a group that had read up to 10 fails over to the first record still there
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 10})
+    (translation,) = checkpoints(flow).translations
+    assert translation.target_offset == 0
+
+
+def test_a_recreated_offset_map_topic_is_read_from_its_start(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a run recorded in Delta, then the offset-map topic lost and created again
+    create_topic(clusters["source"], topic_name, 1)
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    paths = StatePaths(flow.ferry.state_dir)
+    for run in range(4):  # four transactions of 10 records: entries at map offsets 0..7
+        produce(clusters["source"], topic_name,
+                [(None, f"a{run}-{i}".encode(), 0) for i in range(10)])
+        run_cycle(flow, f"run-{run}")
+    assert record_offset_map(spark, flow, paths) == 4
+    _delete(clusters["target"], offset_map_topic(flow))
+
+    # when: the next run writes its entries into the new topic (offsets from 0 again)
+    produce(clusters["source"], topic_name, [(None, f"b{i}".encode(), 0) for i in range(10)])
+    assert run_cycle(flow, "after-loss") == 10
+
+    # then: they are recorded (not taken as already recorded), and found
+    assert record_offset_map(spark, flow, paths) == 1
+    answer = find(flow, topic_name, 0, 45)
+    assert (answer.status, answer.target_offset) == ("mirrored", 45 + 4)  # 4 commit markers

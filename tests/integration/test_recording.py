@@ -1,0 +1,64 @@
+"""Recording a run in Delta stays exact when jobs overlap or repeat (real Spark, Delta and
+brokers): entries appended once however many jobs record them, a gap recorded once however
+many runs find it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ferry.internal import offset_map_topic
+from ferry.spark.copy_job import record_offset_map, run_copy_job
+from ferry.state.reader import rows
+from ferry.state.tables import StatePaths
+from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
+from tests.integration.test_lane import run_cycle
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def test_two_jobs_recording_the_same_entries_at_once_append_them_once(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a run whose entries are committed on the target and not yet in Delta
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(50)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "copied-without-recording")
+    entries = [r for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    paths = StatePaths(flow.ferry.state_dir)
+
+    # when: one job records them, and another that looked before the first committed (a
+    # retried `mirror` beside its first attempt) records the same
+    assert record_offset_map(spark, flow, paths) == len(entries)
+    assert record_offset_map(spark, flow, paths, after=-1) == 0
+
+    # then
+    assert len(rows(paths.offset_map, flow.name)) == len(entries)
+    assert len(rows(paths.runs, flow.name)) == 2  # one rebuilt row per range, not two
+
+
+def test_a_gap_that_every_run_finds_again_is_recorded_once(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "topology")  # the remote and offset-map topics
+    gap = {"topic": topic_name, "partition": 0, "start": 10, "end": 25}
+    for run in ("run-1", "run-2", "run-3"):  # ferry.on.gap=fail: each run plans it again
+        plan = tmp_path / f"{run}.json"
+        plan.write_text(json.dumps({"flow": flow.name, "run_id": run, "lanes": 1,
+                                    "ranges": [], "gaps": [gap]}))
+        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow.name, str(plan))
+
+    recorded = rows(StatePaths(flow.ferry.state_dir).gaps, flow.name)
+    assert [(r["run_id"], r["gap_start"], r["gap_end"], r["records"]) for r in recorded] == [
+        ("run-1", 10, 25, 15)]
