@@ -37,6 +37,8 @@ from ferry.planner import TopicPartition, Watermarks
 
 log = logging.getLogger(__name__)
 ROLE = "backfill"
+"""The transactional-id role of a backfill into a topic of its own (nobody else writes
+there); into the flow's remote topic a backfill copies as the flow's own lanes."""
 
 
 @dataclass(frozen=True)
@@ -197,9 +199,14 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     if apply and plan.chunks:
         _create_destinations(flow, run_id, destinations, source_topics, target_topics,
                              source, target)
+        # Into the flow's own remote topic, a backfill copies as the flow's scheduled lanes
+        # do: the same lane count (of every mirrored partition) and transactional ids, so
+        # a backfill and a scheduled run fence each other and never both commit (G11).
+        into_remote = not request.target_topic
+        partitions = sum(mirrored.values()) if into_remote else len(plan.windows)
         lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master),
-                           len(plan.windows))
-        files = _write_chunks(flow, run_id, plan, lanes)
+                           partitions)
+        files = _write_chunks(flow, run_id, plan, lanes, "" if into_remote else ROLE)
     result = BackfillRun(flow.name, run_id, plan, destinations, files)
     log.info("backfill %s: %d chunks, %d offsets over %d partitions, %d gaps", run_id,
              len(plan.chunks), plan.span, len(plan.windows), len(plan.gaps),
@@ -262,7 +269,8 @@ def chunk_label(index: int, count: int, ranges: list[dict[str, Any]]) -> str:
     return f"chunk {index}/{count}: {name}, {len(ranges)} partitions, {span:,} offsets"
 
 
-def _write_chunks(flow: Flow, run_id: str, plan: BackfillPlan, lanes: int) -> tuple[str, ...]:
+def _write_chunks(flow: Flow, run_id: str, plan: BackfillPlan, lanes: int,
+                  role: str) -> tuple[str, ...]:
     from dataclasses import asdict
 
     from ferry.cycle import plans_dir
@@ -274,9 +282,9 @@ def _write_chunks(flow: Flow, run_id: str, plan: BackfillPlan, lanes: int) -> tu
         ranges = [asdict(r) for r in chunk]
         path = folder / f"chunk-{index:04d}.json"
         path.write_text(json.dumps({
-            "flow": flow.name, "run_id": f"{run_id}.chunk-{index:04d}", "role": ROLE,
+            "flow": flow.name, "run_id": f"{run_id}.chunk-{index:04d}", "role": role,
             "label": chunk_label(index, len(plan.chunks), ranges),
-            "lanes": min(lanes, len(chunk)), "ranges": ranges, "gaps": []}, indent=2))
+            "lanes": lanes, "ranges": ranges, "gaps": []}, indent=2))
         files.append(str(path))
     return tuple(files)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,104 @@ def test_a_transaction_of_sixty_thousand_segments_writes_entries_below_the_recor
     assert len(entries) > 1
     assert max(len(e.segments) for e in entries) <= MAX_ENTRY_SEGMENTS
     assert sum(len(e.segments) for e in entries) > 60_000
+
+
+def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_position_back(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a stream into the source, scheduled cycles copying it back to back, and
+    # backfills of the flow's own remote topic from the flow's position, all at once
+    import json
+
+    from ferry.backfilling import BackfillRequest, prepare_backfill
+    from ferry.internal import positions_group
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 2)
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "ferry.transaction.max.seconds = 0.3\n").enabled_flows[0]
+    run_cycle(flow, "start")
+    remote = flow.remote_topic(topic_name)
+    stop = threading.Event()
+    copied = {"scheduled": 0, "backfill": 0, "fenced or refused": 0}
+    moved_back: list[str] = []
+    errors: list[BaseException] = []
+
+    def stream() -> None:
+        n = 0
+        while not stop.is_set():
+            produce(clusters["source"], topic_name,
+                    [(None, f"r{n + i}".encode(), i % 2) for i in range(400)])
+            n += 400
+            time.sleep(0.05)
+
+    def scheduled() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                copied["scheduled"] += run_cycle(flow, f"cycle-{n}")
+            except FerryError:
+                copied["fenced or refused"] += 1
+
+    def backfills() -> None:
+        admin = Admin(flow.target_admin)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            position = admin.group_offsets(positions_group(flow), [(remote, 0)]).get(
+                (remote, 0))
+            if position is None:
+                continue
+            try:
+                run = prepare_backfill(flow, BackfillRequest(
+                    topics=topic_name, start=str(position), chunk_records=5_000), f"bf-{n}")
+                for path in run.chunk_files:
+                    chunk = json.loads(Path(path).read_text())
+                    ranges = [Range(**r) for r in chunk["ranges"]]
+                    for lane in sorted({lane_of(r.topic, r.partition, chunk["lanes"])
+                                        for r in ranges}):
+                        mine = [r for r in ranges
+                                if lane_of(r.topic, r.partition, chunk["lanes"]) == lane]
+                        copied["backfill"] += Lane(flow, lane, mine, chunk["run_id"],
+                                                   role=chunk["role"],
+                                                   lanes=chunk["lanes"]).run().records
+            except FerryError:
+                copied["fenced or refused"] += 1
+
+    def watch() -> None:
+        admin = Admin(flow.target_admin)
+        last: dict[int, int] = {}
+        while not stop.is_set():
+            found = admin.group_offsets(positions_group(flow), [(remote, 0), (remote, 1)])
+            for (_, partition), offset in found.items():
+                if offset < last.get(partition, -1):
+                    moved_back.append(f"{partition}: {last[partition]} -> {offset}")
+                last[partition] = offset
+            time.sleep(0.02)
+
+    def guarded(work: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # surfaced below, not lost in the thread
+                errors.append(exc)
+        return run
+
+    # when
+    threads = [threading.Thread(target=guarded(w), daemon=True)
+               for w in (stream, scheduled, backfills, watch)]
+    for thread in threads:
+        thread.start()
+    time.sleep(25)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    while run_cycle(flow, "catch-up"):  # the stream has stopped: copy what is left
+        pass
+
+    # then: both kinds of writers committed, and still every record is there once
+    assert copied["scheduled"] > 0 and copied["backfill"] > 0, copied
+    assert moved_back == []
+    assert_exact(flow, clusters, topic_name, 2)

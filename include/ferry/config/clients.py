@@ -35,13 +35,22 @@ Setting = str | Secret
 RdValue = str | int | float | bool
 
 
+RETRY_SECONDS = 120.0
+"""The default of `ferry.kafka.retry.seconds`."""
+
+
 @dataclass(frozen=True)
 class ClientConfig:
-    """librdkafka settings for one client (role) of one cluster. Secrets stay wrapped."""
+    """librdkafka settings for one client (role) of one cluster. Secrets stay wrapped.
+
+    `retry_seconds` is the flow's `ferry.kafka.retry.seconds`: how long calls made with this
+    client wait out transient broker states before they fail (`ferry.kafka.retry`).
+    """
 
     cluster: str
     role: str
     settings: Mapping[str, Setting] = field(default_factory=dict)
+    retry_seconds: float = RETRY_SECONDS
 
     def confluent(self, extra: Mapping[str, RdValue] | None = None,
                   **overrides: RdValue) -> dict[str, RdValue]:

@@ -123,6 +123,12 @@ KEYS: tuple[FerryKey, ...] = (
              "ACL sync also copies READ/DESCRIBE (and DENY) ACLs of consumer groups that "
              "pass the group filter, so consumers fail over with their own principals.",
              _bool, "false"),
+    FerryKey("ferry.kafka.retry.seconds", "120",
+             "How long each Kafka call waits out a transient broker state (a coordinator "
+             "loading or moving, a leader election, a broker restarting or unreachable), "
+             "retrying with backoff, before the run fails naming the cluster, the call and the "
+             "last error. Denied access and other lasting errors fail at once.",
+             _positive_seconds, "300"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -142,6 +148,8 @@ class FerrySettings:
     sync_acls_prefixed: bool = True
     sync_acls_groups: bool = True
     identity_loops_accepted: bool = False
+    kafka_retry_seconds: float = 120.0
+    """`ferry.kafka.retry.seconds`: the budget for waiting out transient Kafka states."""
 
 
 def resolve_ferry_settings(
@@ -172,6 +180,7 @@ def resolve_ferry_settings(
         sync_acls_prefixed=parsed["ferry.sync.acls.prefixed"],
         sync_acls_groups=parsed["ferry.sync.acls.groups"],
         identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
+        kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
     )
 
 

@@ -51,15 +51,18 @@ def describe_acls(admin: Admin, types: Iterable[str] = ("TOPIC", "GROUP")) -> li
         query = AclBindingFilter(ResourceType[kind], None,  # type: ignore[arg-type]
                                  ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                                  AclOperation.ANY, AclPermissionType.ANY)
-        future = admin.raw.describe_acls(query, request_timeout=admin.timeout)
-        try:
-            result = future.result(timeout=admin.timeout)
-        except KafkaException as exc:
-            if _disabled(exc):
-                raise NoAuthorizer(admin.cluster) from None
-            raise admin.error(exc, f"describing {kind.lower()} ACLs",
-                              "DESCRIBE on CLUSTER kafka-cluster") from None
-        found.extend(_acl(b) for b in result)
+
+        def describe(timeout: float, query: AclBindingFilter = query) -> list[AclBinding]:
+            try:
+                return list(admin.raw.describe_acls(query, request_timeout=timeout)
+                            .result(timeout=timeout + 1))
+            except KafkaException as exc:
+                if _disabled(exc):
+                    raise NoAuthorizer(admin.cluster) from None
+                raise
+
+        found.extend(_acl(b) for b in admin.retry(describe, f"describing {kind.lower()} ACLs",
+                                                  "DESCRIBE on CLUSTER kafka-cluster"))
     return found
 
 
@@ -68,7 +71,8 @@ def create_acls(admin: Admin, acls: Iterable[Acl]) -> None:
     bindings = [binding(a) for a in acls]
     if not bindings:
         return
-    admin.settle(admin.raw.create_acls(bindings, request_timeout=admin.timeout),
+    admin.settle({b: b for b in bindings},
+                 lambda todo, timeout: admin.raw.create_acls(todo, request_timeout=timeout),
                  lambda made: (f"creating the ACL {_acl(made).describe()}",
                                "ALTER on CLUSTER kafka-cluster"),
                  lambda exc: NoAuthorizer(admin.cluster) if _disabled(exc) else None)

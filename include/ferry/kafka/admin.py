@@ -1,16 +1,21 @@
-"""Read a cluster's shape and offsets, in batched admin calls (adapter)."""
+"""Read a cluster's shape and offsets, in batched admin calls (adapter).
+
+Every call waits out transient broker states (`ferry.kafka.retry`) for the client's
+`retry_seconds` (`ferry.kafka.retry.seconds`) before it fails with a Ferry error that names
+the cluster, the call and the last error.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
+    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -22,13 +27,20 @@ from confluent_kafka.cimpl import NewTopic
 from ferry.config.clients import ClientConfig
 from ferry.errors import FerryError, TerminalError
 from ferry.kafka.errors import Needs, kafka_error
+from ferry.kafka.retry import Again, retrying, transient
 from ferry.planner import TopicPartition as TP
 from ferry.planner import Watermarks
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 K = TypeVar("K")
+R = TypeVar("R")
 TIMEOUT_S = 30.0
+MARGIN_S = 1.0  # a future's wait beyond its request timeout: librdkafka's own comes first
+JUST_CREATED = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
+                KafkaError._UNKNOWN_PARTITION)
+"""Transient for a topic this Admin created within its retry budget: new metadata takes a
+moment to reach every broker. For any other topic they are an error reported at once."""
 
 
 class _Refusals:
@@ -51,17 +63,38 @@ class TopicInfo:
     partitions: int
 
 
-class Admin:
-    """One cluster's admin client, with errors that name the cluster."""
+def _text(action: str | Callable[[], str]) -> str:
+    return action() if callable(action) else action
 
-    def __init__(self, client: ClientConfig, timeout: float = TIMEOUT_S) -> None:
+
+class Admin:
+    """One cluster's admin client, with errors that name the cluster.
+
+    `timeout` bounds one attempt of a call; `retry_seconds` (default: the client's
+    `ferry.kafka.retry.seconds`) bounds how long a call waits out transient states.
+    """
+
+    def __init__(self, client: ClientConfig, timeout: float = TIMEOUT_S, *,
+                 retry_seconds: float | None = None) -> None:
+        self.client = client
         self.cluster = client.cluster
         self.principal = client.principal
         self.timeout = timeout
+        self.retry_seconds = client.retry_seconds if retry_seconds is None else retry_seconds
         self._refusals = _Refusals()
-        conf: dict[str, Any] = client.confluent(log_level=3)
-        conf["error_cb"] = self._refusals  # not a bound method: no cycle keeps the client
-        self._admin = AdminClient(conf)
+        self._admin: AdminClient | None = None
+        self._created: dict[str, float] = {}  # topic -> when this Admin created it
+
+    @property
+    def raw(self) -> AdminClient:
+        """The librdkafka admin client. Issue requests on it inside the functions given to
+        `call`, `batch` or `retry`, so that each attempt uses the current one (a failed
+        coordinator call replaces it)."""
+        if self._admin is None:
+            conf: dict[str, Any] = self.client.confluent(log_level=3)
+            conf["error_cb"] = self._refusals  # not a bound method: no cycle keeps the client
+            self._admin = AdminClient(conf)
+        return self._admin
 
     def _connection_refused(self, action: str) -> FerryError | None:
         err = self._refusals.error
@@ -77,8 +110,63 @@ class Admin:
         """A Ferry error for a failed call on this cluster, naming this client's principal."""
         return kafka_error(exc, self.cluster, action, principal=self.principal, needs=needs)
 
+    def retry(self, attempt: Callable[[float], T], action: str | Callable[[], str],
+              needs: Needs | None = None, *, coordinator: bool = False,
+              also: Collection[int] = ()) -> T:
+        """`attempt(timeout)`'s result, attempted again while it fails transiently
+        (`ferry.kafka.retry.transient`, with the extra codes `also`) until `retry_seconds`
+        are spent. `timeout` is what one attempt may take: the Admin's timeout, less near
+        the end of the budget (at least 1 s).
+
+        A failed login or TLS handshake ends the wait at once (TerminalError). Any other
+        `KafkaException` becomes a Ferry error naming the cluster, `action` and, when
+        access was denied, the right `needs`; other exceptions propagate unchanged.
+
+        `coordinator`: the attempt talks to a group coordinator. After a failure the
+        librdkafka client is then replaced: librdkafka (2.16) aborts the process when a
+        broker answers a coordinator request that already timed out
+        (confluentinc/librdkafka#4605), which is what a restarting broker does.
+        """
+        deadline = time.monotonic() + self.retry_seconds
+
+        def once() -> T:
+            timeout = max(1.0, min(self.timeout, deadline - time.monotonic()))
+            try:
+                return attempt(timeout)
+            except TimeoutError:
+                self._after_failure(action, coordinator)
+                raise TimeoutError(f"no answer in {timeout:.0f}s") from None
+            except Exception as exc:
+                if transient(exc, also):
+                    self._after_failure(action, coordinator)
+                raise
+
+        try:
+            return retrying(once, cluster=self.cluster, action=action,
+                            budget_s=self.retry_seconds, also=also)
+        except KafkaException as exc:
+            raise self.error(exc, _text(action), needs) from None
+
+    def _after_failure(self, action: str | Callable[[], str], coordinator: bool) -> None:
+        if self._admin is not None:
+            self._admin.poll(0)  # serves error_cb
+        refused = self._connection_refused(_text(action))
+        if refused is not None:
+            raise refused
+        if coordinator:
+            self._admin = None  # freed here, before the broker can answer the stale request
+
+    def call(self, issue: Callable[[float], Future[T]], action: str,
+             needs: Needs | None = None, *, coordinator: bool = False) -> T:
+        """The result of the request `issue(timeout)` makes (on `raw`), made again while
+        it fails transiently; see `retry`."""
+        return self.retry(lambda timeout: issue(timeout).result(timeout=timeout + MARGIN_S),
+                          action, needs, coordinator=coordinator)
+
     def wait(self, future: Future[T], action: str, needs: Needs | None = None) -> T:
-        """The future's result; a failure becomes a Ferry error naming cluster and action."""
+        """The result of a request already made, without retries (a failed request cannot
+        be made again from its future: prefer `call`). A failure becomes a Ferry error
+        naming cluster and action."""
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
@@ -87,58 +175,102 @@ class Admin:
             raise self.error(TimeoutError(f"no answer in {self.timeout:.0f}s"), action) \
                 from None
 
-    def settle(self, futures: Mapping[K, Future[Any]],
+    def batch(self, requests: Mapping[K, R],
+              issue: Callable[[list[R], float], Mapping[Any, Future[Any]]],
+              describe: Callable[[K], tuple[str, Needs | None]], *,
+              key: Callable[[Any], K] = lambda k: k,
+              handle: Callable[[K, KafkaException], Any] | None = None,
+              coordinator: bool = False) -> dict[K, Any]:
+        """Each request's result, from one batched call: `issue(requests, timeout)` returns
+        a future per request, whose key `key` maps back to the request's key. Requests
+        that failed transiently are issued again (only those) until the budget is spent.
+
+        `handle(key, exc)` may turn a failure into a result (returns it, not None) or into
+        an exception of its own (raises it); otherwise a failure that is not transient
+        becomes a Ferry error with `describe(key)`'s action and needed right.
+        UNKNOWN_TOPIC_OR_PART is transient for a topic this Admin has just created, when
+        `key` gives a `TP` or a topic name.
+        """
+        results: dict[K, Any] = {}
+        pending = dict(requests)
+        failing: list[tuple[K, BaseException]] = []
+
+        def once(timeout: float) -> dict[K, Any]:
+            failing.clear()
+            for raw_key, future in issue(list(pending.values()), timeout).items():
+                k = key(raw_key)
+                try:
+                    results[k] = future.result(timeout=timeout + MARGIN_S)
+                except TimeoutError:
+                    failing.append((k, TimeoutError(f"no answer in {timeout:.0f}s")))
+                    continue
+                except KafkaException as exc:
+                    handled = handle(k, exc) if handle is not None else None
+                    if handled is not None:
+                        results[k] = handled
+                    elif transient(exc, self._also(k)):
+                        failing.append((k, exc))
+                        continue
+                    else:
+                        action, needs = describe(k)
+                        raise self.error(exc, action, needs) from None
+                pending.pop(k, None)
+            if failing:
+                raise Again(failing[0][1])
+            return results
+
+        def action() -> str:
+            return describe(failing[0][0])[0] if failing else describe(next(iter(requests)))[0]
+
+        if not requests:
+            return {}
+        return self.retry(once, action, coordinator=coordinator)
+
+    def _also(self, key: object) -> Collection[int]:
+        topic = key.topic if isinstance(key, TP) else key if isinstance(key, str) else None
+        created = self._created.get(topic) if topic is not None else None
+        fresh = created is not None and time.monotonic() - created < self.retry_seconds
+        return JUST_CREATED if fresh else ()
+
+    def settle(self, requests: Mapping[K, R],
+               issue: Callable[[list[R], float], Mapping[Any, Future[Any]]],
                describe: Callable[[K], tuple[str, Needs | None]],
-               special: Callable[[KafkaException], Exception | None] | None = None) -> None:
-        """Wait for every future of a batched call; the first failure becomes `special`'s
-        exception when it gives one, else a Ferry error with `describe(key)`'s action and
-        needed right."""
-        for key, future in futures.items():
-            try:
-                future.result(timeout=self.timeout)
-            except KafkaException as exc:
-                replaced = special(exc) if special else None
-                if replaced is not None:
-                    raise replaced from None
-                action, needs = describe(key)
-                raise self.error(exc, action, needs) from None
+               special: Callable[[KafkaException], Exception | None] | None = None, *,
+               key: Callable[[Any], K] = lambda k: k) -> None:
+        """Make a batched change and wait for every part of it (see `batch`); a failure
+        becomes `special`'s exception when it gives one, else a Ferry error with
+        `describe(key)`'s action and needed right. Only idempotent changes belong here:
+        a part that timed out may have been applied before it is made again."""
+
+        def handle(_key: K, exc: KafkaException) -> None:
+            replaced = special(exc) if special else None
+            if replaced is not None:
+                raise replaced from None
+
+        self.batch(requests, issue, describe, key=key, handle=handle)
 
     def create_topics(self, topics: list[NewTopic], action: Callable[[str], str]) -> list[str]:
         """Create the topics that are missing; one that exists already is no error (another
-        run may have made it). `action(name)` says what a failure was creating. Returns the
-        names this call created."""
-        if not topics:
-            return []
-        created: list[str] = []
-        futures = self._admin.create_topics(topics, request_timeout=self.timeout)
-        for name, future in futures.items():
-            try:
-                future.result(timeout=self.timeout)
-                created.append(name)
-            except KafkaException as exc:
-                if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue
-                raise self.error(exc, action(name), f"CREATE on TOPIC {name}") from None
+        run may have made it, or an attempt of this call whose answer was lost).
+        `action(name)` says what a failure was creating. Returns the names this call
+        created."""
+        done = self.batch(
+            {t.topic: t for t in topics},
+            lambda todo, timeout: self.raw.create_topics(todo, request_timeout=timeout),
+            lambda name: (action(name), f"CREATE on TOPIC {name}"),
+            handle=lambda _name, exc: "exists" if exc.args and exc.args[0].code()
+            == KafkaError.TOPIC_ALREADY_EXISTS else None)
+        created = [t.topic for t in topics if done[t.topic] is None]
+        now = time.monotonic()
+        self._created.update((name, now) for name in done)
         return created
 
-    @property
-    def raw(self) -> AdminClient:
-        return self._admin
-
     def topics(self) -> dict[str, TopicInfo]:
-        """Every topic with its partition count (internal ones included)."""
-        deadline = time.monotonic() + self.timeout
-        while True:  # in short slices: a refused login ends the wait at once
-            try:
-                meta = self._admin.list_topics(timeout=min(1.0, self.timeout))
-                break
-            except KafkaException as exc:
-                self._admin.poll(0)  # serves error_cb
-                refused = self._connection_refused("listing topics")
-                if refused is not None:
-                    raise refused from None
-                if time.monotonic() >= deadline:
-                    raise self.error(exc, "listing topics", "DESCRIBE on TOPIC *") from None
+        """Every topic with its partition count (internal ones included; a topic whose
+        metadata carries an error is left out)."""
+        meta = self.retry(  # in short slices: a refused login ends the wait at once
+            lambda timeout: self.raw.list_topics(timeout=min(1.0, timeout)),
+            "listing topics", "DESCRIBE on TOPIC *")
         return {name: TopicInfo(name, len(t.partitions)) for name, t in meta.topics.items()
                 if t.error is None}
 
@@ -164,30 +296,76 @@ class Admin:
         return {tp: ends.get(tp, offset) for tp, offset in found.items()}
 
     def _offsets(self, tps: list[TP], spec: Any, action: str) -> dict[TP, int]:
-        request = {TopicPartition(tp.topic, tp.partition): spec for tp in tps}
-        futures = self._admin.list_offsets(request,
-                                           isolation_level=IsolationLevel.READ_COMMITTED,
-                                           request_timeout=self.timeout)
-        return {TP(k.topic, k.partition): int(self.wait(
-            f, f"{action} of {k.topic}", f"DESCRIBE on TOPIC {k.topic}").offset)
-                for k, f in futures.items()}
+        found = self.batch(
+            {tp: TopicPartition(tp.topic, tp.partition) for tp in tps},
+            lambda todo, timeout: self.raw.list_offsets(
+                dict.fromkeys(todo, spec), isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=timeout),
+            lambda tp: (f"{action} of {tp.topic}", f"DESCRIBE on TOPIC {tp.topic}"),
+            key=lambda k: TP(k.topic, k.partition))
+        return {tp: int(info.offset) for tp, info in found.items()}
 
     def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
                   ) -> dict[tuple[str, int], tuple[int, str]]:
-        """(offset, commit metadata) of `group` on (topic, partition)s (default: all it
-        committed); absent ones are left out. Stable offsets only (waits out pending
-        transactional commits)."""
-        parts = None if tps is None else [TopicPartition(t, p) for t, p in tps]
-        if parts is not None and not parts:  # the client refuses an empty list
+        """(offset, commit metadata) of `group` on (topic, partition)s; those without a
+        committed offset are left out. Default: every partition of every topic the cluster
+        lists (offsets on topics deleted since are not returned; topics this principal may
+        not see are skipped, as Kafka skips them). Stable offsets only (waits out pending
+        transactional commits).
+
+        A partition the broker answers with an error is never taken for "no offset":
+        a transient error is retried with the rest, any other raises naming the group, the
+        topic and the partition.
+
+        Read with a consumer of the group that never joins it: librdkafka's admin
+        ListConsumerGroupOffsets crashes the process on a NOT_COORDINATOR answer
+        (confluentinc/librdkafka#5040), which a restarting broker gives.
+        """
+        everything = tps is None
+        pairs = ([(name, p) for name, info in sorted(self.topics().items())
+                  for p in range(info.partitions)] if tps is None else list(tps))
+        if not pairs:
             return {}
-        request = [ConsumerGroupTopicPartitions(group, parts)]
-        futures = self._admin.list_consumer_group_offsets(request, require_stable=True,
-                                                          request_timeout=self.timeout)
-        result = self.wait(futures[group], f"reading offsets of group {group}",
-                           {"GROUP": f"DESCRIBE on GROUP {group}",
-                            "TOPIC": "DESCRIBE on TOPIC (the group's topics)"})
-        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-                for tp in result.topic_partitions if tp.offset >= 0}
+        needs = {"GROUP": f"DESCRIBE on GROUP {group}",
+                 "TOPIC": "DESCRIBE on TOPIC (the group's topics)"}
+
+        def attempt(timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
+            conf: dict[str, Any] = self.client.confluent({
+                "group.id": group, "enable.auto.commit": False,
+                "isolation.level": "read_committed", "log_level": 3})
+            conf["error_cb"] = self._refusals
+            consumer = Consumer(conf)
+            try:
+                answer = consumer.committed([TopicPartition(t, p) for t, p in pairs],
+                                            timeout=timeout)
+            except KafkaException:
+                consumer.poll(0)  # serves error_cb: a refused login ends the wait
+                raise
+            finally:
+                consumer.close()
+            return self._offsets_of(group, answer, everything)
+
+        return self.retry(attempt, f"reading offsets of group {group}", needs)
+
+    def _offsets_of(self, group: str, answer: list[TopicPartition], everything: bool
+                    ) -> dict[tuple[str, int], tuple[int, str]]:
+        found: dict[tuple[str, int], tuple[int, str]] = {}
+        for tp in answer:
+            err = tp.error
+            if err is None:
+                if tp.offset >= 0:
+                    found[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+                continue
+            if transient(err):
+                raise KafkaException(err)
+            if everything and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                              *JUST_CREATED):
+                continue  # not visible to this principal, or deleted since it was listed
+            raise self.error(KafkaException(err), f"reading the offset of group {group} on "
+                             f"{tp.topic}-{tp.partition}",
+                             {"GROUP": f"DESCRIBE on GROUP {group}",
+                              "TOPIC": f"DESCRIBE on TOPIC {tp.topic}"})
+        return found
 
     def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> dict[tuple[str, int],
                                                                               int]:

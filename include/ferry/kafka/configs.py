@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -36,18 +37,16 @@ def describe_topic_configs(admin: Admin, topics: Iterable[str]) -> dict[str, Top
     names = sorted(set(topics))
     if not names:
         return {}
-    futures = admin.raw.describe_configs(
-        [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names],
-        request_timeout=admin.timeout)
-    result: dict[str, TopicConfig] = {}
-    for resource, future in futures.items():
-        entries = admin.wait(future, f"describing configs of topic {resource.name}",
-                             f"DESCRIBE_CONFIGS on TOPIC {resource.name}")
-        result[resource.name] = {
-            name: ConfigValue(entry.value, _source_name(entry.source),
-                              bool(entry.is_read_only), bool(entry.is_sensitive))
-            for name, entry in entries.items()}
-    return result
+    found = admin.batch(
+        {t: ConfigResource(ConfigResource.Type.TOPIC, t) for t in names},
+        lambda todo, timeout: admin.raw.describe_configs(todo, request_timeout=timeout),
+        lambda topic: (f"describing configs of topic {topic}",
+                       f"DESCRIBE_CONFIGS on TOPIC {topic}"),
+        key=lambda resource: str(resource.name))
+    return {topic: {name: ConfigValue(entry.value, _source_name(entry.source),
+                                      bool(entry.is_read_only), bool(entry.is_sensitive))
+                    for name, entry in found[topic].items()}
+            for topic in names}
 
 
 def _unsupported(exc: KafkaException) -> bool:
@@ -72,10 +71,13 @@ def alter_incremental(admin: Admin, changes: Iterable[AlterTopicConfig]) -> None
                                         incremental_configs=entries))
     if not resources:
         return
-    admin.settle(admin.raw.incremental_alter_configs(resources, request_timeout=admin.timeout),
-                 lambda r: (f"altering configs of remote topic {r.name}",
-                            f"ALTER_CONFIGS on TOPIC {r.name}"),
-                 lambda exc: IncrementalUnsupported(str(exc)) if _unsupported(exc) else None)
+    admin.settle({r.name: r for r in resources},
+                 lambda todo, timeout: admin.raw.incremental_alter_configs(
+                     todo, request_timeout=timeout),
+                 lambda topic: (f"altering configs of remote topic {topic}",
+                                f"ALTER_CONFIGS on TOPIC {topic}"),
+                 lambda exc: IncrementalUnsupported(str(exc)) if _unsupported(exc) else None,
+                 key=lambda resource: str(resource.name))
 
 
 def alter_legacy(admin: Admin, replacements: Iterable[ReplaceTopicConfig]) -> None:
@@ -84,9 +86,13 @@ def alter_legacy(admin: Admin, replacements: Iterable[ReplaceTopicConfig]) -> No
                                 set_config=dict(r.configs)) for r in replacements]
     if not resources:
         return
-    with warnings.catch_warnings():  # deprecated, and chosen on purpose (MM2's modes)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        futures = admin.raw.alter_configs(resources, request_timeout=admin.timeout)
-    admin.settle(futures,
-                 lambda r: (f"replacing configs of remote topic {r.name}",
-                            f"ALTER_CONFIGS on TOPIC {r.name}"))
+
+    def issue(todo: list[ConfigResource], timeout: float) -> dict[ConfigResource, Any]:
+        with warnings.catch_warnings():  # deprecated, and chosen on purpose (MM2's modes)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return dict(admin.raw.alter_configs(todo, request_timeout=timeout))
+
+    admin.settle({r.name: r for r in resources}, issue,
+                 lambda topic: (f"replacing configs of remote topic {topic}",
+                                f"ALTER_CONFIGS on TOPIC {topic}"),
+                 key=lambda resource: str(resource.name))

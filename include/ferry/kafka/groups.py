@@ -17,14 +17,22 @@ from ferry.config import Flow
 from ferry.internal import reader_group
 from ferry.kafka import mm2topics
 from ferry.kafka.admin import Admin
+from ferry.kafka.retry import transient
 
 log = logging.getLogger(__name__)
 
 def list_groups(admin: Admin) -> list[str]:
-    """Every consumer group id of the cluster."""
-    result = admin.wait(admin.raw.list_consumer_groups(request_timeout=admin.timeout),
-                        "listing consumer groups", "DESCRIBE on GROUP *")
-    return sorted(g.group_id for g in result.valid)
+    """Every consumer group id of the cluster. A broker that could not answer is retried
+    (transient) or an error, never a cluster with fewer groups."""
+
+    def attempt(timeout: float) -> list[str]:
+        result = admin.raw.list_consumer_groups(request_timeout=timeout) \
+            .result(timeout=timeout + 1)
+        for failure in result.errors or ():
+            raise failure if isinstance(failure, KafkaException) else KafkaException(failure)
+        return sorted(g.group_id for g in result.valid or ())
+
+    return admin.retry(attempt, "listing consumer groups", "DESCRIBE on GROUP *")
 
 
 def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
@@ -32,17 +40,16 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
     its committed offsets."""
     if not groups:
         return {}
-    futures = admin.raw.describe_consumer_groups(groups, request_timeout=admin.timeout)
+    states = admin.batch(
+        {g: g for g in groups},
+        lambda todo, timeout: admin.raw.describe_consumer_groups(todo, request_timeout=timeout),
+        lambda group: (f"describing group {group}", f"DESCRIBE on GROUP {group}"),
+        handle=lambda _group, exc: "DEAD" if exc.args and exc.args[0].code()
+        == KafkaError.GROUP_ID_NOT_FOUND else None,
+        coordinator=True)
     found: dict[str, TargetGroup] = {}
-    for group, future in futures.items():
-        try:
-            state = future.result(timeout=admin.timeout).state.name
-        except KafkaException as exc:
-            if exc.args and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                state = "DEAD"
-            else:
-                raise admin.error(exc, f"describing group {group}",
-                                  f"DESCRIBE on GROUP {group}") from None
+    for group in groups:
+        state = states[group] if isinstance(states[group], str) else states[group].state.name
         if state in ("DEAD", "UNKNOWN"):
             found[group] = TargetGroup("ABSENT", {})
         else:
@@ -53,15 +60,30 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
 
 
 def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
-    """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`."""
+    """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`.
+    Every partition must be accepted: a partition the broker refused is retried when the
+    refusal is transient, else an error naming the group, topic and partition."""
     request = [ConsumerGroupTopicPartitions(group, [
         TopicPartition(c.topic, c.partition, c.downstream_offset, c.metadata)
         if c.metadata else TopicPartition(c.topic, c.partition, c.downstream_offset)
         for c in checkpoints])]
-    futures = admin.raw.alter_consumer_group_offsets(request, request_timeout=admin.timeout)
-    admin.wait(futures[group], f"committing translated offsets of group {group}",
-               {"GROUP": f"READ on GROUP {group}",
-                "TOPIC": "READ on TOPIC (the group's remote topics)"})
+    needs = {"GROUP": f"READ on GROUP {group}",
+             "TOPIC": "READ on TOPIC (the group's remote topics)"}
+
+    def attempt(timeout: float) -> None:
+        result = admin.raw.alter_consumer_group_offsets(request, request_timeout=timeout)[
+            group].result(timeout=timeout + 1)
+        for tp in result.topic_partitions or ():
+            if tp.error is None:
+                continue
+            if transient(tp.error):
+                raise KafkaException(tp.error)
+            raise admin.error(KafkaException(tp.error), f"committing the translated offset of "
+                              f"group {group} on {tp.topic}-{tp.partition}",
+                              {**needs, "TOPIC": f"READ on TOPIC {tp.topic}"})
+
+    admin.retry(attempt, f"committing translated offsets of group {group}", needs,
+                coordinator=True)
 
 
 def read_checkpoints(flow: Flow, topic: str) -> list[Checkpoint]:

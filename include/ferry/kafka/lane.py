@@ -678,10 +678,24 @@ class Lane:
         """Wait for delivery reports; stop at the first refusal (after one, the transaction
         must abort and the records queued behind it are never sent)."""
         deadline = time.monotonic() + CALL_TIMEOUT_S
-        remaining = producer.flush(0.5)
+        remaining = self._flush_once(producer)
         while remaining and self.refused is None and time.monotonic() < deadline:
-            remaining = producer.flush(0.5)
+            remaining = self._flush_once(producer)
         return int(remaining)
+
+    def _flush_once(self, producer: Producer) -> int:
+        """One `flush` slice. A producer another owner fenced meanwhile has a fatal error,
+        and confluent-kafka's flush then fails without an exception of its own (SystemError:
+        "returned NULL without setting an exception"): that is this lane losing the
+        partition to a newer owner, not a crash."""
+        try:
+            return int(producer.flush(0.5))
+        except (SystemError, KafkaException) as exc:
+            raise TransientError(
+                f"flow {self.flow.name} lane {self.lane}: its producer ({self.txn_id}) was "
+                f"fenced by a newer owner of its partitions (another lane count, a backfill "
+                f"or a newer run) and stopped; nothing past its last commit was kept: {exc}"
+            ) from None
 
     def _remote_end(self, part: _Part) -> int | None:
         """The remote partition's last stable offset (this transaction wrote nothing there)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from ferry.config import Flow
@@ -24,13 +25,27 @@ def apply_topology(flow: Flow, target: Admin, actions: TopicActions) -> None:
         log.info("created remote topic %s on %s", name, flow.target,
                  extra={"flow": flow.name, "topic": name})
     if actions.grow:
-        target.settle(target.raw.create_partitions(
-            [NewPartitions(g.name, g.to_partitions) for g in actions.grow],
-            request_timeout=target.timeout),
-            lambda name: (f"adding partitions to {name}", f"ALTER on TOPIC {name}"))
+        grown = target.batch(
+            {g.name: NewPartitions(g.name, g.to_partitions) for g in actions.grow},
+            lambda todo, timeout: target.raw.create_partitions(todo, request_timeout=timeout),
+            lambda name: (f"adding partitions to {name}", f"ALTER on TOPIC {name}"),
+            handle=lambda name, exc: "grown" if _grown(exc) else None)
+        for name in (n for n, outcome in grown.items() if outcome == "grown"):
+            log.info("remote topic %s on %s had its partitions already (an earlier attempt "
+                     "or another run added them)", name, flow.target,
+                     extra={"flow": flow.name, "topic": name})
         for g in actions.grow:
             log.info("grew remote topic %s on %s to %d partitions", g.name, flow.target,
                      g.to_partitions, extra={"flow": flow.name, "topic": g.name})
+
+
+def _grown(exc: KafkaException) -> bool:
+    """The topic has the partitions asked for already: a retried request whose first
+    attempt was applied (its answer lost), or another run. Kafka (KRaft) says
+    INVALID_PARTITIONS: "Topic already has N partition(s)."."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS \
+        and "already has" in err.str()
 
 
 def ensure_offset_map_topic(flow: Flow, target: Admin,
