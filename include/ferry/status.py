@@ -99,14 +99,14 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
     from ferry.heartbeating import topology
     from ferry.heartbeats import sources_of
     from ferry.state.digest import newest, recent_runs
-    from ferry.state.tables import StatePaths
+    from ferry.state.tables import StatePaths, final_attempts
 
     found = FlowStatus(flow.name, flow.source, flow.target, partition_lag(flow))
     paths = StatePaths(flow.ferry.state_dir)
     runs = recent_runs(paths.runs, flow.name, newest=1)  # the latest run, not every row
     if runs:
         latest = max(runs, key=lambda r: r["finished_at"])
-        mine = [r for r in runs if r["run_id"] == latest["run_id"]]
+        mine = final_attempts([r for r in runs if r["run_id"] == latest["run_id"]])
         found.last_run = latest["run_id"]
         found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
         found.last_run_outcome = ("failed" if any(r["outcome"] == "failed" for r in mine)

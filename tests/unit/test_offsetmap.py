@@ -215,3 +215,17 @@ def test_overlapping_entries_resolve_to_the_later_written_and_keep_the_rest_of_t
         assert found is not None
         expected = (new if newer[0] <= source < newer[1] else old).target_of(source)
         assert found[1] == expected, source
+
+
+def test_a_range_that_failed_and_was_copied_on_retry_counts_as_copied() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ferry.state.tables import final_attempts
+
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    row = {"run_id": "r", "topic": "t", "partition": 0, "range_start": 0}
+    attempts = [row | {"outcome": "failed", "finished_at": first},
+                row | {"outcome": "copied", "finished_at": first + timedelta(seconds=40)},
+                row | {"range_start": 100, "outcome": "failed", "finished_at": first}]
+    assert sorted((r["range_start"], r["outcome"]) for r in final_attempts(attempts)) == [
+        (0, "copied"), (100, "failed")]

@@ -157,7 +157,7 @@ def spark_job_files(master: str | None) -> dict[str, str]:
 
 def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
+    from ferry.state.tables import StatePaths, final_attempts
 
     with task_edge():
         flow = _flow(path, name)
@@ -165,7 +165,7 @@ def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
         if planned.get("idle"):
             return {"idle": True}
         paths = StatePaths(flow.ferry.state_dir)
-        runs = rows(paths.runs, flow.name, run_id=planned["run_id"])
+        runs = final_attempts(rows(paths.runs, flow.name, run_id=planned["run_id"]))
         summary = {"run_id": planned["run_id"], "ranges": len(runs),
                    "records": sum(r["records"] for r in runs),
                    "bytes": sum(r["bytes"] for r in runs),

@@ -114,6 +114,18 @@ REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended be
            "recorded its runs")
 
 
+def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `runs` rows of the last attempt at each range: an Airflow retry of a run's copy
+    writes the same ranges again, and a range that failed first and was copied on retry is
+    copied, not failed."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
+        if key not in latest or row["finished_at"] >= latest[key]["finished_at"]:
+            latest[key] = row
+    return list(latest.values())
+
+
 def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
                       delivery: str) -> list[dict[str, Any]]:
     """`runs` rows for runs whose entries the target committed but whose rows are missing
