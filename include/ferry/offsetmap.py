@@ -115,6 +115,14 @@ class SegmentBuilder:
     def count(self) -> int:
         return sum(run[1] for run in self._runs)
 
+    def truncate(self, end: int) -> None:
+        """Forget the source offsets at or after `end` (records not to be recorded)."""
+        kept = []
+        for start, run in self._runs:
+            if start < end:
+                kept.append([start, min(run, end - start)])
+        self._runs = kept
+
     def finish(self, target_first: int, target_last: int) -> tuple[Segment, ...]:
         """Segments for records written at target offsets `[target_first, target_last]`.
 

@@ -22,6 +22,7 @@ from ferry.kafka.lane import Lane
 from ferry.lanes import assign
 from ferry.mirror import prepare
 from ferry.offsetmap import decode, lookup
+from ferry.planner import TopicPartition as TopicPartition_
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
     Conn,
@@ -214,6 +215,34 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
     assert (f"cluster {flow.target} refused the record of {topic_name}-0 at source offset 5"
             in message)
     assert read_all(clusters["target"], flow.remote_topic(topic_name), 0) == []  # nothing half
+
+
+def test_at_least_once_keeps_what_was_acknowledged_before_a_refused_record(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an at_least_once flow whose target refuses the record at source offset 50
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), b"x" * (20_000 if i == 50 else 10), 0) for i in range(80)])
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "config.properties.exclude = max\\.message\\.bytes\n"
+                       "ferry.delivery = at_least_once\n").enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    create_topic(clusters["target"], remote, 1, {"max.message.bytes": "10000"})
+
+    # when: two runs meet the refusal
+    for run in ("first", "second"):
+        with pytest.raises(TerminalError, match="at source offset 50") as err:
+            run_cycle(flow, run)
+        assert "the next run starts at it" in str(err.value)
+
+    # then: the records before it were written once, not once per run, and the flow's
+    # position stops at the refused record
+    keys = [r.key for r in read_all(clusters["target"], remote, 0)]
+    before = [f"k{i}".encode() for i in range(50)]
+    assert [k for k in keys if k in before] == before
+    assert prepare(flow, apply=False, restore=False).positions[
+        TopicPartition_(topic_name, 0)] == 50
 
 
 def test_an_unreachable_cluster_is_named_with_what_to_check() -> None:

@@ -115,6 +115,7 @@ class _Part:
     owner: str = ""  # the transactional id that committed the position this lane found
     txn_bytes: int = 0
     touched: bool = False
+    refused_at: int | None = None  # at_least_once: the first source offset the target refused
     progress_at: float = field(default_factory=time.monotonic)
     """When this partition last moved (a record, its end, its position): across
     transactions, so a partition that never moves is found however often empty
@@ -144,10 +145,34 @@ class _Part:
         self.last_offset = -1
         self.touched = False
         self.txn_bytes = 0
+        self.refused_at = None
+
+    def refuse(self, source_offset: int) -> None:
+        if self.refused_at is None or source_offset < self.refused_at:
+            self.refused_at = source_offset
+
+    def keep_before_refusal(self) -> None:
+        """at_least_once: record only the records before the first refused one (all of
+        them acknowledged, at contiguous target offsets); the refused record is where the
+        partition's position stops."""
+        assert self.refused_at is not None
+        self.builder.truncate(self.refused_at)
+        count = self.builder.count
+        self.done = False
+        self.last_offset = self.refused_at - 1
+        self.last_target = (self.first_target + count - 1
+                            if count and self.first_target is not None else None)
+        if not count:
+            self.first_target = None
 
 
 class _Refused(Exception):
     """The transaction failed in a way an abort and a re-run may fix (or pinpoint)."""
+
+
+class _RefusedKept(TerminalError):
+    """at_least_once: the target refused a record; what was acknowledged before it is
+    committed, and the partition's position stops at it."""
 
 
 def position_metadata(target_end: int | None, owner: str = "", source_id: str = "") -> str:
@@ -463,10 +488,29 @@ class Lane:
                                      f"start positions failed: {exc}") from None
         while any(not p.done for p in active):
             try:
-                self._transaction(producer, consumer, metadata, active)
+                try:
+                    self._transaction(producer, consumer, metadata, active)
+                except _Refused as exc:
+                    if self.exactly_once:
+                        raise
+                    # at_least_once (a local refusal): nothing to abort; keep what was
+                    # acknowledged before it
+                    try:
+                        self._commit(producer, metadata, list(self.parts.values()))
+                    except _Refused as again:
+                        raise TerminalError(str(again)) from None
+                    raise TerminalError(self.refused[2] if self.refused else str(exc)) \
+                        from None
+            except _RefusedKept as exc:
+                if self.diagnose:
+                    raise TerminalError(str(exc)) from None
+                # Brokers refuse whole batches: from the first refused record on, copy one
+                # record per request, each reported, to name the one refused.
+                self.diagnose, self.refused = True, None
+                self._rewind(consumer, active)
+                producer = self._start_producer(diagnose=True)
+                continue
             except _Refused as exc:
-                if not self.exactly_once:  # nothing to abort: every record was reported
-                    raise TerminalError(self.refused[2] if self.refused else str(exc)) from None
                 self._abort(producer, consumer, active)
                 if self.diagnose:
                     if self.refused is not None:
@@ -480,6 +524,16 @@ class Lane:
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
                 producer = self._start_producer()
+
+    def _rewind(self, consumer: Consumer, active: list[_Part]) -> None:
+        """Read each unfinished partition again from what is committed."""
+        for part in active:
+            part.done = part.covered >= part.end
+            if not part.done:
+                if part.paused:
+                    consumer.resume([KTP(part.topic, part.partition)])
+                    part.paused = False
+                consumer.seek(KTP(part.topic, part.partition, part.read_from))
 
     def _abort(self, producer: Producer, consumer: Consumer, active: list[_Part]) -> None:
         try:
@@ -601,15 +655,21 @@ class Lane:
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
-                raise TerminalError(self._refusal(part, _offset(message), exc.args[0])) \
-                    from None
+                text = self._refusal(part, _offset(message), exc.args[0])
+                if self.exactly_once:
+                    raise TerminalError(text) from None
+                part.refuse(_offset(message))
+                self.refused = self.refused or (part.topic, part.partition, text)
+                raise _Refused(text) from None
         part.sent += 1
 
     def _reporter(self, part: _Part, source_offset: int) -> Callable[[Any, Message], None]:
         def report(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
-                if self.refused is None and err.code() not in (KafkaError._PURGE_QUEUE,
-                                                               KafkaError._PURGE_INFLIGHT):
+                if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+                    return
+                part.refuse(source_offset)
+                if self.refused is None:
                     self.refused = (part.topic, part.partition,
                                     self._refusal(part, source_offset, err))
                 return
@@ -733,10 +793,23 @@ class Lane:
         touched = [p for p in parts if p.touched]
         for part in touched:
             if part.pending is not None:
-                self._send(producer, part, part.pending, report=True)
+                if part.refused_at is None:  # nothing at or after a refusal is sent
+                    self._send(producer, part, part.pending, report=True)
                 part.pending = None
         remaining = self._flush(producer)
-        if self.refused is not None or remaining:
+        refusal = None
+        if self.refused is not None and not self.exactly_once:
+            # at_least_once: every record has its report; wait for all of them, then
+            # commit the acknowledged ones before the refusal, so that no later run writes
+            # them again; the run fails naming the refused record.
+            deadline = time.monotonic() + CALL_TIMEOUT_S
+            while remaining and time.monotonic() < deadline:
+                remaining = self._flush_once(producer)
+            refusal = self.refused[2]
+            for part in touched:
+                if part.refused_at is not None:
+                    part.keep_before_refusal()
+        if (self.refused is not None and refusal is None) or remaining:
             raise _Refused(self.refused[2] if self.refused else f"{remaining} records unsent")
         now_ms = int(time.time() * 1000)
         offsets = []
@@ -771,6 +844,8 @@ class Lane:
         if self.exactly_once:
             self._commit_transaction(producer, metadata, offsets)
         else:
+            if refusal is not None:  # the entries of what was acknowledged, then the stop
+                self.refused = None
             self._commit_positions(producer, offsets)
         self.transactions += 1
         for part in touched:
@@ -780,3 +855,6 @@ class Lane:
             for result in part.ranges:
                 if result.outcome == "pending" and part.covered >= result.end:
                     result.outcome = "copied"
+        if refusal is not None:
+            raise _RefusedKept(f"{refusal}; the records before it are committed: the next "
+                               "run starts at it")
