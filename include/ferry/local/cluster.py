@@ -434,10 +434,12 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
        secure: bool = False, timeout: float = READY_TIMEOUT_S,
-       extra: Mapping[str, str] | None = None) -> list[ClusterState]:
+       extra: Mapping[str, str] | None = None, wait: bool = True) -> list[ClusterState]:
     """Start (or keep) one cluster per alias and wait until each accepts produce/consume
     (as the super user over SASL_SSL for `secure` clusters; see the module docstring).
-    `extra`: broker settings added to every new or restarted cluster's properties."""
+    `extra`: broker settings added to every new or restarted cluster's properties.
+    Without `wait`, return as soon as the brokers are started: nothing has used them yet
+    (tests of what a first client meets, e.g. a group coordinator never loaded)."""
     from ferry.local.probe import wait_ready
 
     root = (root or default_dir()).resolve()
@@ -449,6 +451,9 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
         security = _Security(passwords, new, ensure_tls(root / TLS_DIR))
     with ThreadPoolExecutor(max_workers=len(aliases) or 1) as pool:
         states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra), aliases))
+    if not wait:
+        _write_bootstrap(root)
+        return states
     deadline = time.monotonic() + timeout
     for state in states:
         def alive(s: ClusterState = state) -> bool:
