@@ -116,7 +116,7 @@ time for entries of an older one, offset in the offset-map topic)."""
 
 
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
-                    into: Callable[[str], str] | None = None
+                    into: Callable[[str], str] | None = None, claims: bool = False
                     ) -> dict[tuple[str, int], list[tuple[Key, MapEntry]]]:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
@@ -125,7 +125,9 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
     Only the current incarnations count (G10): entries written for a source or destination
     topic that has since been deleted and created again (another topic ID) are left out
     (entries of an older Ferry carry no IDs and are kept). Without the source cluster (a
-    disaster), source IDs are not checked. Only entries of records written into
+    disaster), source IDs are not checked. With `claims`, entries of a destination topic
+    deleted since are kept: what the offset map claims is on the target, for a verify to
+    find missing. Only entries of records written into
     `into(source topic)` count: by default the flow's remote topic, so a backfill into a
     topic of its own never answers for the mirror."""
     from ferry.errors import FerryError
@@ -159,7 +161,8 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
         if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
                                                                  entry.source_id):
             continue
-        if entry.target_id and entry.target_id != target_ids.get(entry.target_topic):
+        if not claims and entry.target_id and entry.target_id != target_ids.get(
+                entry.target_topic):
             continue  # the records it maps are gone with the topic they were written to
         grouped.setdefault((entry.source_topic, entry.source_partition), []).append(
             (key, entry))
@@ -167,9 +170,9 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
 
 
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
-                      into: Callable[[str], str] | None = None
+                      into: Callable[[str], str] | None = None, claims: bool = False
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
     return {key: latest_cover(found)
-            for key, found in current_entries(flow, topics, into).items()}
+            for key, found in current_entries(flow, topics, into, claims).items()}
