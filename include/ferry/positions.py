@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import TopicPartition
 
 from ferry.config import Flow
 from ferry.errors import TerminalError, UsageError
 from ferry.internal import positions_group
 from ferry.kafka.admin import Admin
+from ferry.kafka.groups import alter_offsets
 from ferry.planner import TopicPartition as TP
 from ferry.sync.topics import mirrored_topics
 
@@ -46,11 +47,9 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False) -> list[Reset]
                     _target(to, marks[tp].low, marks[tp].high, tp)) for tp in tps]
     if dry_run:
         return resets
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(remote, r.partition, r.after)
-                                                   for r in resets])]
-    futures = target.raw.alter_consumer_group_offsets(request, request_timeout=target.timeout)
-    target.wait(futures[group], f"resetting the positions of {remote}",
-                {"GROUP": f"READ on GROUP {group}", "TOPIC": f"DESCRIBE on TOPIC {remote}"})
+    alter_offsets(target, group, [TopicPartition(remote, r.partition, r.after) for r in resets],
+                  f"resetting the positions of {remote}",
+                  {"GROUP": f"READ on GROUP {group}", "TOPIC": f"DESCRIBE on TOPIC {remote}"})
     return resets
 
 

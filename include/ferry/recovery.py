@@ -74,23 +74,22 @@ def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
 def restore(flow: Flow, target: object, recovered: Mapping[TopicPartition, Recorded]) -> None:
     """Commit recovered positions back into the flow's positions group (with the remote
     partition's end as metadata, as the lanes commit them), so the lanes find them."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka import TopicPartition as KTP
 
     from ferry.internal import positions_group
     from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import alter_offsets
     from ferry.kafka.lane import position_metadata
 
     if not recovered:
         return
     assert isinstance(target, Admin)
     group = positions_group(flow)
-    request = [ConsumerGroupTopicPartitions(group, [
+    alter_offsets(target, group, [
         KTP(flow.remote_topic(tp.topic), tp.partition, r.position,
-            metadata=position_metadata(r.target_end)) for tp, r in sorted(recovered.items())])]
-    futures = target.raw.alter_consumer_group_offsets(request, request_timeout=target.timeout)
-    target.wait(futures[group], f"restoring the positions of group {group}",
-                {"GROUP": f"READ on GROUP {group}", "TOPIC": "DESCRIBE on TOPIC (remote)"})
+            metadata=position_metadata(r.target_end)) for tp, r in sorted(recovered.items())],
+        f"restoring the positions of group {group}",
+        {"GROUP": f"READ on GROUP {group}", "TOPIC": "DESCRIBE on TOPIC (remote)"})
     for tp, r in sorted(recovered.items()):
         log.warning("the position of %s had expired from group %s (Kafka's "
                     "offsets.retention.minutes); restored %d from the offset map (run %s)",

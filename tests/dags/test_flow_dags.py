@@ -54,6 +54,8 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert mirror._conn_id == "spark_default"
     assert mirror.application.endswith("jobs/ferry_copy.py")
     assert mirror.conf["spark.speculation"] == "false"
+    # a hung copy is stopped (the flow's next run then resumes from what was committed)
+    assert mirror.execution_timeout.total_seconds() == 21600
     assert type(dags["ferry_C_to_B"].timetable).__name__ == "NullTimetable"  # manual only
     assert dag.timetable.expression == "*/5 * * * *"
 

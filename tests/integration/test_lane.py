@@ -250,7 +250,8 @@ def test_an_unreachable_cluster_is_named_with_what_to_check() -> None:
     from ferry.errors import TransientError
     from ferry.kafka.admin import Admin
 
-    admin = Admin(ClientConfig("dr-site", "admin", {"bootstrap.servers": "127.0.0.1:1"}), 3)
+    admin = Admin(ClientConfig("dr-site", "admin", {"bootstrap.servers": "127.0.0.1:1"}), 3,
+                  retry_seconds=3)
     with pytest.raises(TransientError, match=r"cluster dr-site: listing topics failed: .*"
                                              r"reachable at its bootstrap.servers"):
         admin.topics()

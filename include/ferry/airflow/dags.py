@@ -269,6 +269,9 @@ def build_dag(flow: Flow, path: str) -> Any:
                                            "{{ ti.xcom_pull(task_ids='plan')['plan_path'] }}"),
             name=f"ferry-copy {flow.name}",
             retries=1,
+            # A hung copy must not hold the flow (max_active_runs=1) for ever; lanes also
+            # fail on their own when a partition makes no progress for 120 s.
+            execution_timeout=timedelta(seconds=flow.ferry.mirror_timeout_seconds),
             **copy_job_settings("plan"),
         )
         recorded = task(task_id="record", trigger_rule="none_failed")(record)(

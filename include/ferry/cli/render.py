@@ -49,6 +49,11 @@ def flow_json(flow: Flow) -> dict[str, Any]:
             "transaction.max.records": flow.ferry.transaction_max_records,
             "transaction.max.seconds": flow.ferry.transaction_max_seconds,
             "schedule": flow.ferry.schedule,
+            "sync.acls.prefixed": flow.ferry.sync_acls_prefixed,
+            "sync.acls.groups": flow.ferry.sync_acls_groups,
+            "identity.loops.accepted": flow.ferry.identity_loops_accepted,
+            "kafka.retry.seconds": flow.ferry.kafka_retry_seconds,
+            "mirror.timeout.seconds": flow.ferry.mirror_timeout_seconds,
         },
         "clients": {
             "source_consumer": flow.consumer.shown(),

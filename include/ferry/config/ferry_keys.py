@@ -129,6 +129,11 @@ KEYS: tuple[FerryKey, ...] = (
              "retrying with backoff, before the run fails naming the cluster, the call and the "
              "last error. Denied access and other lasting errors fail at once.",
              _positive_seconds, "300"),
+    FerryKey("ferry.mirror.timeout.seconds", "21600",
+             "The longest a flow's copy (the DAG's mirror task) may run before Airflow stops "
+             "it as hung (its execution_timeout): the flow's next run can start and resumes "
+             "from what was committed. Size it above your largest backlog's copy time.",
+             _positive_seconds, "3600"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -150,6 +155,8 @@ class FerrySettings:
     identity_loops_accepted: bool = False
     kafka_retry_seconds: float = 120.0
     """`ferry.kafka.retry.seconds`: the budget for waiting out transient Kafka states."""
+    mirror_timeout_seconds: float = 21600.0
+    """`ferry.mirror.timeout.seconds`: the mirror task's execution_timeout."""
 
 
 def resolve_ferry_settings(
@@ -181,6 +188,7 @@ def resolve_ferry_settings(
         sync_acls_groups=parsed["ferry.sync.acls.groups"],
         identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
         kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
+        mirror_timeout_seconds=parsed["ferry.mirror.timeout.seconds"],
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ferry.config import names
@@ -395,6 +396,12 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list
     ferry_values = {k: (v.text, v.origin) for k, v in props.items() if k.startswith("ferry.")}
     ferry_values.update({k: (v.text, v.origin) for k, v in conn.items()
                          if k.startswith("ferry.")})
+    ferry = resolve_ferry_settings(ferry_values, base_dir, problems)
+    budget = ferry.kafka_retry_seconds  # every client of the flow waits transient states out
+
+    def budgeted(client: ClientConfig) -> ClientConfig:
+        return replace(client, retry_seconds=budget)
+
     flow = Flow(
         source=source,
         target=target,
@@ -421,11 +428,11 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, problems: list
         use_incremental_alter_configs=_choice(conn, "use.incremental.alter.configs",
                                               ("requested", "required", "never"), problems),
         tasks_max=_int(conn, "tasks.max", 1, problems, minimum=1) if tasks else None,
-        consumer=consumer,
-        producer=clients["producer"],
-        source_admin=admins["source"],
-        target_admin=admins["target"],
-        ferry=resolve_ferry_settings(ferry_values, base_dir, problems),
+        consumer=budgeted(consumer),
+        producer=budgeted(clients["producer"]),
+        source_admin=budgeted(admins["source"]),
+        target_admin=budgeted(admins["target"]),
+        ferry=ferry,
         settings={k: v.shown() for k, v in sorted(conn.items())
                   if k in names.CONNECTOR_KEYS or k.startswith("replication.policy")},
     )

@@ -36,9 +36,10 @@ T = TypeVar("T")
 K = TypeVar("K")
 R = TypeVar("R")
 TIMEOUT_S = 30.0
+COMMITTED_SLICE_S = 5.0
 MARGIN_S = 1.0  # a future's wait beyond its request timeout: librdkafka's own comes first
 JUST_CREATED = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
-                KafkaError._UNKNOWN_PARTITION)
+                KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
 """Transient for a topic this Admin created within its retry budget: new metadata takes a
 moment to reach every broker. For any other topic they are an error reported at once."""
 
@@ -84,6 +85,7 @@ class Admin:
         self._refusals = _Refusals()
         self._admin: AdminClient | None = None
         self._created: dict[str, float] = {}  # topic -> when this Admin created it
+        self._admin = self.raw  # now: a setting librdkafka refuses fails here, as it did
 
     @property
     def raw(self) -> AdminClient:
@@ -96,8 +98,9 @@ class Admin:
             self._admin = AdminClient(conf)
         return self._admin
 
-    def _connection_refused(self, action: str) -> FerryError | None:
-        err = self._refusals.error
+    def _connection_refused(self, action: str, refusals: _Refusals | None = None
+                            ) -> FerryError | None:
+        err = (refusals or self._refusals).error
         if err is None:
             return None
         fix = ("check the CA (ssl.truststore.location) and the broker's certificate"
@@ -226,6 +229,12 @@ class Admin:
             return {}
         return self.retry(once, action, coordinator=coordinator)
 
+    def just_created(self, topic: str) -> bool:
+        """Whether this Admin created `topic` within its retry budget (metadata of a new
+        topic takes a moment to reach every broker)."""
+        created = self._created.get(topic)
+        return created is not None and time.monotonic() - created < self.retry_seconds
+
     def _also(self, key: object) -> Collection[int]:
         topic = key.topic if isinstance(key, TP) else key if isinstance(key, str) else None
         created = self._created.get(topic) if topic is not None else None
@@ -266,13 +275,24 @@ class Admin:
         return created
 
     def topics(self) -> dict[str, TopicInfo]:
-        """Every topic with its partition count (internal ones included; a topic whose
-        metadata carries an error is left out)."""
-        meta = self.retry(  # in short slices: a refused login ends the wait at once
-            lambda timeout: self.raw.list_topics(timeout=min(1.0, timeout)),
-            "listing topics", "DESCRIBE on TOPIC *")
-        return {name: TopicInfo(name, len(t.partitions)) for name, t in meta.topics.items()
-                if t.error is None}
+        """Every topic with its partition count (internal ones included). A topic whose
+        metadata carries a transient error (no leader yet), or that this Admin has just
+        created but the broker does not list yet, is waited for; one with another error is
+        left out."""
+
+        def attempt(timeout: float) -> dict[str, TopicInfo]:
+            # in short slices: a refused login ends the wait at once
+            meta = self.raw.list_topics(timeout=min(1.0, timeout))
+            for t in meta.topics.values():
+                if t.error is not None and transient(t.error):
+                    raise Again(KafkaException(t.error))
+            for name in self._created:
+                if name not in meta.topics and self._also(name):
+                    raise Again(LookupError(f"{name}, created moments ago, is not listed yet"))
+            return {name: TopicInfo(name, len(t.partitions))
+                    for name, t in meta.topics.items() if t.error is None}
+
+        return self.retry(attempt, "listing topics", "DESCRIBE on TOPIC *")
 
     def watermarks(self, tps: Iterable[TP]) -> dict[TP, Watermarks]:
         """Log start and last stable offsets (read_committed end) of each partition."""
@@ -329,23 +349,35 @@ class Admin:
         needs = {"GROUP": f"DESCRIBE on GROUP {group}",
                  "TOPIC": "DESCRIBE on TOPIC (the group's topics)"}
 
+        action = f"reading offsets of group {group}"
+        refusals = _Refusals()
+        conf: dict[str, Any] = self.client.confluent({
+            "group.id": group, "enable.auto.commit": False,
+            "isolation.level": "read_committed", "log_level": 3})
+        conf["error_cb"] = refusals
+        consumer = Consumer(conf)
+
         def attempt(timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
-            conf: dict[str, Any] = self.client.confluent({
-                "group.id": group, "enable.auto.commit": False,
-                "isolation.level": "read_committed", "log_level": 3})
-            conf["error_cb"] = self._refusals
-            consumer = Consumer(conf)
-            try:
+            try:  # in slices of 5 s at most: a refused login or a denial ends the wait soon
                 answer = consumer.committed([TopicPartition(t, p) for t, p in pairs],
-                                            timeout=timeout)
+                                            timeout=min(timeout, COMMITTED_SLICE_S))
             except KafkaException:
-                consumer.poll(0)  # serves error_cb: a refused login ends the wait
+                # The call only times out on a denied group; the consumer reports the denial
+                # as an event (and a refused login to error_cb).
+                event = consumer.poll(0)
+                denied = event.error() if event is not None else None
+                if denied is not None and not transient(denied):
+                    raise self.error(KafkaException(denied), action, needs) from None
+                refused = self._connection_refused(action, refusals)
+                if refused is not None:
+                    raise refused from None
                 raise
-            finally:
-                consumer.close()
             return self._offsets_of(group, answer, everything)
 
-        return self.retry(attempt, f"reading offsets of group {group}", needs)
+        try:
+            return self.retry(attempt, action, needs)
+        finally:
+            consumer.close()
 
     def _offsets_of(self, group: str, answer: list[TopicPartition], everything: bool
                     ) -> dict[tuple[str, int], tuple[int, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -20,6 +21,7 @@ from ferry.kafka.admin import Admin
 from ferry.kafka.retry import transient
 
 log = logging.getLogger(__name__)
+
 
 def list_groups(admin: Admin) -> list[str]:
     """Every consumer group id of the cluster. A broker that could not answer is retried
@@ -60,15 +62,22 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
 
 
 def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
-    """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`.
-    Every partition must be accepted: a partition the broker refused is retried when the
-    refusal is transient, else an error naming the group, topic and partition."""
-    request = [ConsumerGroupTopicPartitions(group, [
+    """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`."""
+    alter_offsets(admin, group, [
         TopicPartition(c.topic, c.partition, c.downstream_offset, c.metadata)
         if c.metadata else TopicPartition(c.topic, c.partition, c.downstream_offset)
-        for c in checkpoints])]
-    needs = {"GROUP": f"READ on GROUP {group}",
-             "TOPIC": "READ on TOPIC (the group's remote topics)"}
+        for c in checkpoints], f"committing translated offsets of group {group}",
+        {"GROUP": f"READ on GROUP {group}",
+         "TOPIC": "READ on TOPIC (the group's remote topics)"})
+
+
+def alter_offsets(admin: Admin, group: str, offsets: list[TopicPartition], action: str,
+                  needs: Mapping[str, str]) -> None:
+    """Set `group`'s committed offsets (with their metadata) to `offsets`; the group must
+    have no members. Every partition must be accepted: one the broker refused is retried
+    when the refusal is transient, else an error naming the group, topic and partition
+    (`action` and `needs` say what was being done and which rights it takes)."""
+    request = [ConsumerGroupTopicPartitions(group, offsets)]
 
     def attempt(timeout: float) -> None:
         result = admin.raw.alter_consumer_group_offsets(request, request_timeout=timeout)[
@@ -78,12 +87,10 @@ def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
                 continue
             if transient(tp.error):
                 raise KafkaException(tp.error)
-            raise admin.error(KafkaException(tp.error), f"committing the translated offset of "
-                              f"group {group} on {tp.topic}-{tp.partition}",
+            raise admin.error(KafkaException(tp.error), f"{action} ({tp.topic}-{tp.partition})",
                               {**needs, "TOPIC": f"READ on TOPIC {tp.topic}"})
 
-    admin.retry(attempt, f"committing translated offsets of group {group}", needs,
-                coordinator=True)
+    admin.retry(attempt, action, dict(needs), coordinator=True)
 
 
 def read_checkpoints(flow: Flow, topic: str) -> list[Checkpoint]:

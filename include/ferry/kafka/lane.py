@@ -44,6 +44,7 @@ from ferry.config.clients import RdValue
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.internal import offset_map_topic, positions_group, reader_group, transactional_id
 from ferry.kafka.errors import kafka_error
+from ferry.kafka.retry import retrying, transient
 from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode, split_entry
 from ferry.planner import Range
 
@@ -377,10 +378,17 @@ class Lane:
         self._resume_from_committed(reader)
 
     def _call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
+        """`call()`, transient broker states (a coordinator loading, a leader moving) waited
+        out within `ferry.kafka.retry.seconds`; a failure becomes a Ferry error naming the
+        cluster, the action and, when access was denied, the right."""
         try:
-            return call()
+            return self._retrying(call, cluster, action)
         except KafkaException as exc:
             raise self._error(exc, cluster, action) from None
+
+    def _retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
+        return retrying(call, cluster=cluster, action=action,
+                        budget_s=self.flow.ferry.kafka_retry_seconds)
 
     def _error(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
         """A Ferry error naming the principal and, when access was denied, the right."""
@@ -401,8 +409,15 @@ class Lane:
     def _resume_from_committed(self, reader: Consumer) -> None:
         keys = list(self.parts)
         request = [KTP(self.parts[k].remote, k[1]) for k in keys]
-        committed = self._call(lambda: reader.committed(request, timeout=CALL_TIMEOUT_S),
-                               self.flow.target, "reading committed positions")
+
+        def read() -> list[KTP]:
+            answer = reader.committed(request, timeout=CALL_TIMEOUT_S)
+            for tp in answer:  # a partition's error is never taken for "no position"
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+            return list(answer)
+
+        committed = self._call(read, self.flow.target, "reading committed positions")
         for key, tp in zip(keys, committed, strict=True):
             part = self.parts[key]
             if tp.offset < 0:
@@ -602,6 +617,11 @@ class Lane:
                     f"flow {self.flow.name}: {key[0]}-{key[1]}: offsets from "
                     f"{part.covered if part else '?'} were deleted by retention while being "
                     "copied; the next run records the gap")
+            if transient(error):  # librdkafka reconnects and fetches again by itself; a
+                # partition that never moves again fails the lane after STALL_S
+                log.warning("reading %s-%s: %s; waiting", key[0], key[1], error.str(),
+                            extra={"flow": self.flow.name, "lane": self.lane})
+                return 0
             raise self._error(KafkaException(error), self.flow.source,
                               f"reading {key[0]}-{key[1]}")
         if part is None or part.done:
@@ -715,8 +735,9 @@ class Lane:
         if offsets:
             self._call(lambda: producer.send_offsets_to_transaction(
                 offsets, metadata, CALL_TIMEOUT_S), self.flow.target, "committing positions")
-        try:
-            producer.commit_transaction(CALL_TIMEOUT_S)
+        try:  # a retriable failure: the same call again (librdkafka's contract)
+            self._retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
+                           self.flow.target, "committing a transaction")
             self.in_transaction = False
         except KafkaException as exc:
             err = exc.args[0]

@@ -10,10 +10,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.cimpl import NewTopic
 
 from ferry.config.clients import ClientConfig
-from ferry.errors import TerminalError
+from ferry.errors import TransientError
 from ferry.kafka.admin import Admin
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.records import scan
+from ferry.kafka.retry import transient
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +45,18 @@ def read_all(client: ClientConfig, topic: str, group: str) -> list[Record]:
 
 
 def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
-    """Write (key, value, timestamp ms) records to partition 0 (idempotent, all acks)."""
+    """Write (key, value, timestamp ms) records to partition 0 (idempotent, all acks).
+
+    The producer itself waits out transient broker states, retrying each record for up
+    to the client's `retry_seconds` (its message timeout); a record still not written
+    then is a TransientError naming the cluster and the last error, a refused one an error
+    naming the right it needs."""
     if not records:
         return
+    budget_ms = max(1000, int(client.retry_seconds * 1000))
     producer = Producer(client.confluent({
-        "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3}))
+        "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
+        "message.timeout.ms": budget_ms}))
     failed: list[KafkaError] = []
 
     def report(err: KafkaError | None, _msg: object) -> None:
@@ -58,10 +66,15 @@ def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, i
     for key, value, timestamp in records:
         producer.produce(topic, value, key, partition=0, timestamp=timestamp,
                          on_delivery=report)
-    left = producer.flush(60)
+    left = producer.flush(budget_ms / 1000 + 30)
+    action = f"writing to {topic}"
     if failed:
-        raise kafka_error(KafkaException(failed[0]), client.cluster, f"writing to {topic}",
-                          principal=client.principal, needs=f"WRITE on TOPIC {topic}")
+        last = KafkaException(failed[-1])
+        if transient(last) or failed[-1].code() == KafkaError._MSG_TIMED_OUT:
+            raise TransientError(f"{kafka_error(last, client.cluster, action)}; still failing "
+                                 f"after ferry.kafka.retry.seconds={client.retry_seconds:g}")
+        raise kafka_error(last, client.cluster, action, principal=client.principal,
+                          needs=f"WRITE on TOPIC {topic}")
     if left:
-        raise TerminalError(f"cluster {client.cluster}: writing to {topic}: {left} records "
-                            "not acknowledged in 60s")
+        raise TransientError(f"cluster {client.cluster}: {action}: {left} records not "
+                             f"acknowledged in {budget_ms / 1000 + 30:.0f}s")

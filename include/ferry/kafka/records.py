@@ -3,6 +3,7 @@ topics, verification and lag all read this way (adapter)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
@@ -11,8 +12,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from ferry.config.clients import ClientConfig
 from ferry.errors import TransientError
 from ferry.kafka.errors import kafka_error
+from ferry.kafka.retry import retrying, transient
 from ferry.verify import digest
 
+log = logging.getLogger(__name__)
 _MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
             KafkaError._UNKNOWN_PARTITION)
 
@@ -23,15 +26,21 @@ def scan(client: ClientConfig, topic: str, partition: int, start: int, group: st
     """Committed records of the partition from `start` (or the log start, if later) up to
     `end` (default: the last stable offset when the scan begins), with an assigned consumer
     that never joins `group` (librdkafka insists on one). A missing topic yields nothing
-    with `missing_ok`; any other failure is a Ferry error naming the principal."""
+    with `missing_ok`. Transient broker states are waited out (reading the offsets: up to
+    the client's `retry_seconds`; reading records: within `timeout`); any other failure is
+    a Ferry error naming the principal."""
     consumer = Consumer(client.confluent({
         "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
         "log_level": 3}))
     try:
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                       timeout=30)
+            low, high = retrying(
+                lambda: consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition),
+                    timeout=max(1.0, min(30.0, client.retry_seconds))),
+                cluster=client.cluster, action=f"reading the offsets of {topic}-{partition}",
+                budget_s=client.retry_seconds)
         except KafkaException as exc:
             if missing_ok and exc.args and exc.args[0].code() in _MISSING:
                 return
@@ -48,6 +57,10 @@ def scan(client: ClientConfig, topic: str, partition: int, start: int, group: st
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         return
+                    if transient(err):  # the consumer recovers by itself: read on
+                        log.debug("cluster %s: reading %s-%s: %s", client.cluster, topic,
+                                  partition, err.str())
+                        continue
                     raise KafkaException(err)
                 offset = msg.offset() or 0
                 if offset >= end:
