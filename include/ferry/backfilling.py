@@ -165,8 +165,11 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     tps = [TopicPartition(t, p) for t in topics for p in range(source_topics[t])]
     marks = source.watermarks(tps)
     entries = partition_entries(flow, topics, into=destinations.__getitem__)
+    # `earliest` reaches back to what was ever mirrored, also into a destination lost
+    # since: what retention took meanwhile is a gap to report, not silently skipped.
+    claims = partition_entries(flow, topics, into=destinations.__getitem__, claims=True)
     history = {TopicPartition(t, p): min(e.covered_start for e in found)
-               for (t, p), found in entries.items() if found}
+               for (t, p), found in claims.items() if found}
     starts = _resolve(start, tps, marks, history, source)
     ends = _resolve(end, tps, marks, history, source)
     dest_tps = [TopicPartition(destinations[tp.topic], tp.partition) for tp in tps
