@@ -103,10 +103,14 @@ def map_cursor(flow: Flow, target: Admin) -> MapCursor:
         [TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high)
     after = max(current, legacy) if legacy_current else current
     if after < 0 and max_map_offset(path, flow.name) >= 0:
+        from ferry import incidents
+
         log.error("incident: the offset-map topic %s on %s was deleted and created again "
                   "(now ID %s): the Delta offset map keeps every entry recorded before; the "
                   "new topic is read from its start", topic, flow.target, topic_id,
                   extra={"flow": flow.name})
+        incidents.record(flow, [incidents.Incident(incidents.OFFSET_MAP_RECREATED, topic, 0,
+                                                   f"now topic ID {topic_id}")])
     return MapCursor(topic_id, after, legacy_current)
 
 

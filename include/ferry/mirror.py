@@ -85,6 +85,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
 
     Positions Kafka expired are taken from the offset map (`ferry.recovery`) and, with
     `restore`, committed back into the positions group for the lanes."""
+    from ferry import incidents
     from ferry.kafka.admin import Admin
     from ferry.kafka.identity import topic_ids
     from ferry.kafka.lane import recorded_source_id
@@ -103,10 +104,19 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
     ids = topic_ids(source, topics)
-    check_identity(flow, ids, {tp: recorded_source_id(c[1]) for tp, c in found.items() if c})
+    recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
+    try:
+        check_identity(flow, ids, recorded)
+    except SourceRecreatedError:
+        incidents.record(flow, [
+            incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
+                               f"topic ID {recorded[tp]} became {ids[tp.topic]}")
+            for tp in sorted(recorded)
+            if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
+        raise
     positions = {tp: c[0] if c else None for tp, c in found.items()}
     positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
-                              restore))
+                              restore, run_id))
     result = plan(positions, marks, limits_for(flow))
     remote_ids = topic_ids(target, {flow.remote_topic(t) for t in topics})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
@@ -152,15 +162,19 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
 
 
 def _recover(flow: Flow, target: object, missing: list[TopicPartition],
-             restore: bool) -> dict[TopicPartition, int | None]:
+             restore: bool, run_id: str) -> dict[TopicPartition, int | None]:
     """Positions of `missing` partitions that the offset map knows (G9)."""
-    from ferry import recovery
+    from ferry import incidents, recovery
 
     if not missing:
         return {}
     found = recovery.recorded_positions(flow, missing)
-    if restore:
+    if restore and found:
         recovery.restore(flow, target, found)
+        incidents.record(flow, [
+            incidents.Incident(incidents.POSITION_RESTORED, tp.topic, tp.partition,
+                               f"restored {r.position} (run {r.run_id})")
+            for tp, r in sorted(found.items())], run_id)
     return {tp: r.position for tp, r in found.items()}
 
 

@@ -16,6 +16,7 @@ from ferry.checkpointing import run as checkpoints
 from ferry.internal import offset_map_topic
 from ferry.lookup import find
 from ferry.spark.copy_job import record_offset_map
+from ferry.state.reader import rows
 from ferry.state.tables import StatePaths
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_failover import SYNC, commit_source
@@ -88,5 +89,8 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
 
     # then: they are recorded (not taken as already recorded), and found
     assert record_offset_map(spark, flow, paths) == 1
+    (incident,) = rows(paths.incidents, flow.name)
+    assert (incident["kind"], incident["topic"]) == ("offset-map-recreated",
+                                                     offset_map_topic(flow))
     answer = find(flow, topic_name, 0, 45)
     assert (answer.status, answer.target_offset) == ("mirrored", 45 + 4)  # 4 commit markers

@@ -17,6 +17,8 @@ from ferry.config import Flow
 from ferry.internal import positions_group
 from ferry.kafka.admin import Admin
 from ferry.mirror import SourceRecreatedError
+from ferry.state.reader import rows
+from ferry.state.tables import StatePaths
 from tests.conftest import restart_target
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_lane import assert_exact, run_cycle
@@ -103,3 +105,9 @@ def test_a_deployment_stays_exact_across_expiry_recreation_restart_and_many_cycl
 
     assert_exact(flow, clusters, idle, 2)
     assert len(read_all(clusters["target"], remote_idle, 0)) == 500
+    # and what happened is on record, each incident once
+    found = rows(StatePaths(flow.ferry.state_dir).incidents, flow.name)
+    assert sorted((r["kind"], r["topic"], r["partition"]) for r in found
+                  if r["kind"] == "source-recreated") == [("source-recreated", recreated, 0)]
+    assert any(r["kind"] == "position-restored" and r["topic"] == idle and r["partition"] == 0
+               and r["detail"].startswith("restored 500") for r in found)

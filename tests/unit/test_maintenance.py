@@ -37,7 +37,7 @@ from ferry.state.tables import StatePaths
 
 def test_every_state_table_declared_in_state_paths_is_maintained() -> None:
     tables = state_tables()
-    assert tables[:6] == ("offset_map", "runs", "gaps", "syncs", "checkpoints", "verify")
+    assert tables[:6] == ("offset_map", "runs", "gaps", "incidents", "syncs", "checkpoints")
     assert all(StatePaths("/s").table(t) == getattr(StatePaths("/s"), t) for t in tables)
 
 

@@ -27,6 +27,13 @@ GAPS_DDL = (
     "flow string, run_id string, topic string, partition int, gap_start bigint, "
     "gap_end bigint, records bigint, action string, detected_at timestamp, schema_version int")
 
+INCIDENTS_DDL = (
+    "flow string, run_id string, kind string, topic string, partition int, detail string, "
+    "detected_at timestamp, schema_version int")
+"""One row per incident (G9, G10): something Kafka or an operator did that the copy had to
+meet, named and never silent. `kind`: `source-recreated`, `offset-map-recreated`,
+`position-restored`. Written with delta-rs; each incident once, however many runs meet it."""
+
 SYNCS_DDL = (
     "flow string, run_id string, step string, synced_at timestamp, changes bigint, "
     "detail string, schema_version int")
@@ -74,6 +81,10 @@ class StatePaths:
     @property
     def gaps(self) -> str:
         return self.table("gaps")
+
+    @property
+    def incidents(self) -> str:
+        return self.table("incidents")
 
     @property
     def syncs(self) -> str:
