@@ -140,7 +140,7 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     from ferry.internal import positions_group
     from ferry.kafka.admin import Admin
     from ferry.lanes import cores_of, lane_count
-    from ferry.lookup import partition_entries
+    from ferry.lookup import entries_and_claims
     from ferry.sync.topics import mirrored_topics
 
     if request.on_gap not in ("fail", "continue"):
@@ -164,10 +164,9 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
                                 f"to it or name another topic")
     tps = [TopicPartition(t, p) for t in topics for p in range(source_topics[t])]
     marks = source.watermarks(tps)
-    entries = partition_entries(flow, topics, into=destinations.__getitem__)
     # `earliest` reaches back to what was ever mirrored, also into a destination lost
-    # since: what retention took meanwhile is a gap to report, not silently skipped.
-    claims = partition_entries(flow, topics, into=destinations.__getitem__, claims=True)
+    # since (its claims): what retention took meanwhile is a gap to report.
+    entries, claims = entries_and_claims(flow, topics, into=destinations.__getitem__)
     history = {TopicPartition(t, p): min(e.covered_start for e in found)
                for (t, p), found in claims.items() if found}
     starts = _resolve(start, tps, marks, history, source)

@@ -4,7 +4,7 @@ JVM), completed from the offset-map topic when Delta has not caught up yet."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,9 +119,12 @@ Key = tuple[int, int, int]
 time for entries of an older one, offset in the offset-map topic)."""
 
 
+Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
+
+
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
                     into: Callable[[str], str] | None = None, claims: bool = False
-                    ) -> dict[tuple[str, int], list[tuple[Key, MapEntry]]]:
+                    ) -> Grouped:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
     up (a job that died between the Kafka commit and the Delta write).
@@ -134,6 +137,36 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
     find missing. Only entries of records written into
     `into(source topic)` count: by default the flow's remote topic, so a backfill into a
     topic of its own never answers for the mirror."""
+    every, target_ids = _claims(flow, topics, into)
+    return every if claims else _live(every, target_ids)
+
+
+def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
+                       into: Callable[[str], str] | None = None
+                       ) -> tuple[dict[tuple[str, int], list[MapEntry]],
+                                  dict[tuple[str, int], list[MapEntry]]]:
+    """`partition_entries` without and with `claims`, from one read."""
+    every, target_ids = _claims(flow, topics, into)
+    return _covers(_live(every, target_ids)), _covers(every)
+
+
+def _live(grouped: Grouped, target_ids: Mapping[str, str]) -> Grouped:
+    """The entries whose destination is the topic there now (no ID recorded: assumed);
+    the records of the others are gone with the topic they were written to."""
+    live = {key: [(k, e) for k, e in found
+                  if not e.target_id or e.target_id == target_ids.get(e.target_topic)]
+            for key, found in grouped.items()}
+    return {key: found for key, found in live.items() if found}
+
+
+def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
+    return {key: latest_cover(found) for key, found in grouped.items()}
+
+
+def _claims(flow: Flow, topics: Collection[str] | None,
+            into: Callable[[str], str] | None) -> tuple[Grouped, dict[str, str]]:
+    """Every entry of the current source incarnations (see `current_entries`), and the
+    destinations' current topic IDs."""
     from ferry.errors import FerryError
     from ferry.kafka.admin import Admin
     from ferry.kafka.identity import topic_ids
@@ -141,7 +174,7 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
 
     destination = into or flow.remote_topic
     if topics is not None and not topics:
-        return {}
+        return {}, {}
     target = Admin(flow.target_admin)
     cursor = map_cursor(flow, target)
     keyed: list[tuple[Key, MapEntry]] = []
@@ -160,17 +193,14 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
         log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
         source_ids = {}
     target_ids = topic_ids(target, {destination(t) for t in names})
-    grouped: dict[tuple[str, int], list[tuple[Key, MapEntry]]] = {}
+    grouped: Grouped = {}
     for key, entry in keyed:
         if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
                                                                  entry.source_id):
             continue
-        if not claims and entry.target_id and entry.target_id != target_ids.get(
-                entry.target_topic):
-            continue  # the records it maps are gone with the topic they were written to
         grouped.setdefault((entry.source_topic, entry.source_partition), []).append(
             (key, entry))
-    return grouped
+    return grouped, target_ids
 
 
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
@@ -178,5 +208,4 @@ def partition_entries(flow: Flow, topics: Collection[str] | None = None,
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
-    return {key: latest_cover(found)
-            for key, found in current_entries(flow, topics, into, claims).items()}
+    return _covers(current_entries(flow, topics, into, claims))

@@ -339,7 +339,7 @@ class Lane:
         """After a failure: abort the transaction this lane left open, so the partitions'
         last stable offsets do not wait for the broker's transaction timeout. Best effort:
         a fenced or fatal producer cannot, and the next init_transactions aborts it then."""
-        producer = getattr(self, "producer", None) or producer
+        producer = self.producer or producer
         if producer is None or not self.exactly_once or not self.in_transaction:
             return
         try:
