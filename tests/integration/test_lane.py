@@ -217,6 +217,32 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
     assert read_all(clusters["target"], flow.remote_topic(topic_name), 0) == []  # nothing half
 
 
+def test_a_refused_start_marker_of_an_empty_partition_fails_as_a_ferry_error_naming_it(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an empty source partition (its first cycle records only where copying starts,
+    # in a transaction of offset-map entries alone) and an offset-map topic whose record
+    # limit refuses every entry
+    from ferry.errors import TransientError
+
+    create_topic(clusters["source"], topic_name, 1)
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    create_topic(clusters["target"], offset_map_topic(flow), 1, {"max.message.bytes": "64"})
+
+    # when: the cycle runs
+    with pytest.raises(TransientError) as err:
+        run_cycle(flow)
+
+    # then: a Ferry error (a retry may succeed once the topic is fixed), naming the step,
+    # the partition, the offset-map topic and the broker's refusal; no position committed
+    message = str(err.value)
+    assert (f"recording the start positions of {topic_name}-0 in {offset_map_topic(flow)} "
+            "failed" in message)
+    assert "MSG_SIZE_TOO_LARGE" in message or "too large" in message.lower()
+    assert prepare(flow, apply=False, restore=False).positions[
+        TopicPartition_(topic_name, 0)] is None
+
+
 def test_at_least_once_keeps_what_was_acknowledged_before_a_refused_record(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

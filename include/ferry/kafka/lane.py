@@ -499,8 +499,10 @@ class Lane:
                 self._transaction(producer, consumer, metadata, [])
             except _Refused as exc:
                 self._abort(producer, consumer, [])
+                names = ", ".join(f"{p.topic}-{p.partition}" for p in markers)
                 raise TransientError(f"flow {self.flow.name} lane {self.lane}: recording the "
-                                     f"start positions failed: {exc}") from None
+                                     f"start positions of {names} in {self.map_topic} "
+                                     f"failed: {exc}") from None
         while any(not p.done for p in active):
             try:
                 try:
