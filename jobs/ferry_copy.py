@@ -26,9 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     from ferry import logs
     from ferry.config import load_config
     from ferry.errors import ConfigError, FerryError
-    from ferry.mirror import describe_gaps
     from ferry.spark.copy_job import run_copy_job
     from ferry.spark.session import build_session
+    from ferry.steps.mirror import describe_gaps
 
     logs.setup()
     try:

@@ -27,7 +27,7 @@ echo "== the config: examples/demo.properties"
 ferry validate examples/demo.properties | sed -n '1,8p'
 
 echo "== sample topics on the source"
-python -m ferry.demo seed examples/demo.properties
+python -m ferry.local.demo seed examples/demo.properties
 
 echo "== the flow's DAG, once, in-process (dag.test)"
 mkdir -p "$dir/airflow"
@@ -45,7 +45,7 @@ grep -E "ferry copy job|lane [0-9]+:" "$dir/dag-run.log" | sed -E 's/.*(ferry co
 grep -E "^FERRY_DAG_RUN " "$dir/dag-run.log" | python -c 'import json,sys; r=json.loads(sys.stdin.read().split(" ",1)[1]); print("dag run:", r["state"], "tasks:", ", ".join(f"{t} {s}" for t, s in sorted(r["tasks"].items())))' || true
 
 echo "== report"
-python -m ferry.demo report examples/demo.properties
+python -m ferry.local.demo report examples/demo.properties
 echo
 echo "demo finished in $(( $(date +%s) - started ))s. DAG log: $dir/dag-run.log"
 echo "The clusters are still running. Stop them with: .venv/bin/ferry local down --dir $dir"

@@ -11,6 +11,8 @@ echo "== ruff"
 ruff check include tests dags jobs plugins bench
 echo "== mypy"
 mypy
+echo "== import layers"
+lint-imports
 echo "== pytest"
 mkdir -p test-artifacts
 exec pytest "$@"

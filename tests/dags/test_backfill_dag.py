@@ -27,8 +27,8 @@ def contents(bootstrap: str, topic: str, partition: int) -> list[tuple[object, .
 def test_a_time_window_goes_into_a_new_topic_chunk_by_chunk(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
+    from ferry.core.tables import StatePaths
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
 
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(None, f"old{i}".encode(), i % 2) for i in range(30)])
@@ -94,9 +94,9 @@ def test_a_range_the_remote_topic_already_holds_is_refused(
 def test_a_lost_remote_topic_is_recreated_and_refilled_with_the_retention_gap_reported(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from ferry.lookup import find
+    from ferry.core.tables import StatePaths
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
+    from ferry.steps.lookup import find
 
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(60)])

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ferry.core.tables import StatePaths
 from ferry.kafka.mapreader import read_entries
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
 from tests.integration.test_lane import assert_exact
 from tests.integration.test_topologies import fan_in
 

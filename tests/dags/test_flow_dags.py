@@ -93,8 +93,8 @@ def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None) -> dic
 def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
+    from ferry.core.tables import StatePaths
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
 
     plain, txn = f"{topic_name}-plain", f"{topic_name}-txn"
     create_topic(clusters["source"], plain, 3)
@@ -140,7 +140,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
 def test_the_heartbeats_dag_writes_heartbeats_of_pairs_without_a_data_flow(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from ferry.heartbeats import decode
+    from ferry.core.heartbeats import decode
 
     config = flow_config(tmp_path, clusters, f"{topic_name}-.*",
                          "emit.heartbeats.enabled = true\n"
@@ -170,8 +170,8 @@ def test_the_verify_dag_checks_a_flow_and_records_it(
     run = run_dag(config.path, "ferry_verify")
 
     assert run["state"] == "success", run["log"][-3000:]
+    from ferry.core.tables import StatePaths
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
 
     checked = rows(StatePaths(flow.ferry.state_dir).verify, flow.name)
     assert {r["outcome"] for r in checked} == {"ok"} and sum(r["checked"] for r in checked) == 50

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ferry.maintenance import DEFAULT_RETENTION_HOURS, SAFE_MINIMUM_RETENTION_HOURS, state_tables
+from ferry.core.retention import DEFAULT_RETENTION_HOURS, SAFE_MINIMUM_RETENTION_HOURS, state_tables
 from tests.dags.test_flow_dags import run_dag
 from tests.integration.test_maintenance import (
     FLOWS,
@@ -60,9 +60,9 @@ def test_the_maintenance_dag_compacts_the_state_tables_of_a_config(
         spark: SparkSession, tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
+    from ferry.core.tables import RUNS_DDL, SYNCS_DDL, StatePaths
     from ferry.spark.copy_job import _append as spark_append
     from ferry.state import writer
-    from ferry.state.tables import RUNS_DDL, SYNCS_DDL, StatePaths
 
     # given: a state dir whose runs (Spark) and syncs (delta-rs) tables have many small files
     config = state_config(tmp_path)

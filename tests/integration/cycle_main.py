@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from ferry.config import load_config
+from ferry.core.lanes import assign
 from ferry.kafka.lane import Lane
-from ferry.lanes import assign
-from ferry.mirror import prepare
+from ferry.steps.mirror import prepare
 
 
 def main(config: str, flow_name: str) -> None:

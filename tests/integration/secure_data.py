@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
 )
 
 from ferry.config import Flow, MirrorConfig, load_config
-from ferry.internal import offset_map_topic, positions_group
+from ferry.core.internal import offset_map_topic, positions_group
 from ferry.local.cluster import SecureClusters
 
 SOURCE, TARGET = "ssource", "starget"

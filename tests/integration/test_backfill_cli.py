@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
 from tests.integration.kafka_data import conf, create_topic, flow_config, produce, read_all
 from tests.integration.test_mirror_cli import ferry
 

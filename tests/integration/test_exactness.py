@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from ferry.core.internal import offset_map_topic, transactional_id
+from ferry.core.lanes import lane_of
+from ferry.core.offsetmap import MAX_ENTRY_SEGMENTS, decode
+from ferry.core.planner import Range
 from ferry.errors import FerryError, TransientError
-from ferry.internal import offset_map_topic, transactional_id
 from ferry.kafka import lane as lane_module
 from ferry.kafka.admin import Admin
 from ferry.kafka.lane import Lane
 from ferry.kafka.topology import ensure_offset_map_topic
-from ferry.lanes import lane_of
-from ferry.mirror import prepare
-from ferry.offsetmap import MAX_ENTRY_SEGMENTS, decode
-from ferry.planner import Range
+from ferry.steps.mirror import prepare
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
     conf,
@@ -184,8 +184,8 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
     # backfills of the flow's own remote topic from the flow's position, all at once
     import json
 
-    from ferry.backfilling import BackfillRequest, prepare_backfill
-    from ferry.internal import positions_group
+    from ferry.core.internal import positions_group
+    from ferry.steps.backfill import BackfillRequest, prepare_backfill
     from tests.integration.test_lane import run_cycle
 
     # one partition: a backfill from the flow's position is then one window, not refused

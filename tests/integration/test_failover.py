@@ -19,10 +19,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from ferry.checkpointing import checkpoints_topic, run, translate_groups
-from ferry.checkpoints import BOUNDED, EXACT, decode
 from ferry.cli.main import main
 from ferry.config import Flow
+from ferry.core.checkpoints import BOUNDED, EXACT, decode
+from ferry.steps.checkpoints import checkpoints_topic, run, translate_groups
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
     Rec,
@@ -286,7 +286,7 @@ def test_mm2s_own_client_reads_ferrys_checkpoints_like_ferry_translate(
 ) -> None:
     import subprocess
 
-    from ferry.local.jars import kafka_jars, log4j_config
+    from ferry.spark.jars import kafka_jars, log4j_config
 
     create_topic(clusters["source"], topic_name, 3)
     produce_transactions(clusters["source"], topic_name, [(30, True), (5, False), (30, True)],
@@ -333,7 +333,7 @@ def test_fail_back_moves_the_group_to_the_original_topic_exactly(
     # The group failed over earlier and has read part of the remote topic on the target.
     commit_source(clusters["target"], group, remote, {0: 45, 1: 10})
 
-    from ferry.checkpointing import reverse_of
+    from ferry.steps.checkpoints import reverse_of
 
     report = run(back, reverse=reverse_of(config, back))
 

@@ -12,12 +12,12 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ferry.checkpointing import run as checkpoints
-from ferry.internal import offset_map_topic
-from ferry.lookup import find
+from ferry.core.internal import offset_map_topic
+from ferry.core.tables import StatePaths
 from ferry.spark.copy_job import record_offset_map
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
+from ferry.steps.checkpoints import run as checkpoints
+from ferry.steps.lookup import find
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_failover import SYNC, commit_source
 from tests.integration.test_lane import run_cycle

@@ -16,13 +16,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ferry.config import Flow
+from ferry.core.internal import offset_map_topic
+from ferry.core.lanes import assign
+from ferry.core.offsetmap import decode, lookup
+from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.errors import TerminalError
-from ferry.internal import offset_map_topic
 from ferry.kafka.lane import Lane
-from ferry.lanes import assign
-from ferry.mirror import prepare
-from ferry.offsetmap import decode, lookup
-from ferry.planner import TopicPartition as TopicPartition_
+from ferry.steps.mirror import prepare
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
     Conn,
@@ -319,7 +319,7 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     assert on_target == total + duplicates  # every record at least once; extras counted
     assert 0 < duplicates <= written_before  # only what the unfinished batches wrote
     # the offset map points every source offset at an identical copy on the target
-    from ferry.offsetmap import lookup
+    from ferry.core.offsetmap import lookup
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
                if r.value is not None]
     for p in range(2):

@@ -12,13 +12,13 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ferry import positions
 from ferry.config import Flow
-from ferry.internal import positions_group
+from ferry.core.internal import positions_group
+from ferry.core.tables import StatePaths
 from ferry.kafka.admin import Admin
-from ferry.mirror import SourceRecreatedError
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
+from ferry.steps import positions
+from ferry.steps.mirror import SourceRecreatedError
 from tests.conftest import restart_target
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_lane import assert_exact, run_cycle

@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.config import MirrorConfig, load_config
-from ferry.errors import UsageError
-from ferry.maintenance import CompactionPolicy, compaction_plan
-from ferry.offsetmap import MapEntry, Segment
-from ferry.spark.copy_job import _append as spark_append
-from ferry.state import writer
-from ferry.state.maintain import compact, data_files, maintain, maintain_table
-from ferry.state.reader import rows
-from ferry.state.tables import (
+from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.retention import CompactionPolicy, compaction_plan
+from ferry.core.tables import (
     OFFSET_MAP_DDL,
     RUNS_DDL,
     SYNCS_DDL,
     StatePaths,
     offset_map_row,
 )
+from ferry.errors import UsageError
+from ferry.spark.copy_job import _append as spark_append
+from ferry.state import writer
+from ferry.state.maintain import compact, data_files, maintain, maintain_table
+from ferry.state.reader import rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

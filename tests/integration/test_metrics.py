@@ -21,13 +21,13 @@ import pytest
 
 from ferry.cli.main import main
 from ferry.config import MirrorConfig
-from ferry.metrics import SOURCE
-from ferry.metrics_collect import collect
+from ferry.core.tables import CHECKPOINTS_DDL, RUNS_DDL, StatePaths
+from ferry.observe.collect import collect
+from ferry.observe.metrics import SOURCE
 from ferry.state import digest
 from ferry.state.reader import rows
-from ferry.state.tables import CHECKPOINTS_DDL, RUNS_DDL, StatePaths
 from ferry.state.writer import append
-from ferry.status import record_lag
+from ferry.steps.lag import record_lag
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_lane import run_cycle
 

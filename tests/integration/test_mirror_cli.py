@@ -15,11 +15,11 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from ferry.core.planner import TopicPartition as TopicPartition_
+from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
-from ferry.mirror import prepare
-from ferry.planner import TopicPartition as TopicPartition_
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
+from ferry.steps.mirror import prepare
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_lane import assert_exact, run_cycle
 
@@ -58,6 +58,41 @@ def test_mirror_cli_copies_records_and_offsets_finds_them(
     assert target[[r.offset for r in target].index(found["target_offset"])].value == b"v301"
     again = ferry("mirror", config.path, "--flow", flow.name, "--json")
     assert again.returncode == 0 and as_json(again)["idle"] is True
+
+
+def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_process(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a topic with records and a consumer group on the source that read 150 of them
+    from ferry.core.heartbeats import decode as heartbeat
+    from tests.integration.test_failover import commit_source, read_checkpoints
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(300)])
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 150})
+    config = flow_config(tmp_path, clusters, topic_name, "emit.heartbeats.enabled = true\n"
+                         "heartbeats.topic.replication.factor = 1\n")
+    flow = config.enabled_flows[0]
+
+    # when: one `ferry mirror` (as cron would run it)
+    mirrored = ferry("mirror", config.path, "--flow", flow.name, "--json")
+
+    # then: every step of the DAG ran, in the DAG's order, with what each step did
+    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
+    steps = as_json(mirrored)["steps"]
+    assert list(steps) == ["heartbeat", "sync", "plan", "copy", "record", "checkpoints"]
+    assert steps["heartbeat"] == [f"{flow.source}->{flow.target}"]
+    assert steps["copy"] == {"exit_code": 0}
+    assert (steps["record"]["records"], steps["record"]["failed"]) == (300, [])
+    assert steps["checkpoints"]["ran"] is True
+    # a heartbeat on the target (what MM2's upstreamClusters reads), and the group's
+    # checkpoint, translated exactly
+    beats = [b for r in read_all(clusters["target"], flow.policy.heartbeats_topic(), 0)
+             if (b := heartbeat(r.key, r.value)) is not None]
+    assert any((b.source, b.target) == (flow.source, flow.target) for b in beats)
+    assert (group, 150, 150) in read_checkpoints(clusters, flow)
+    assert_exact(flow, clusters, topic_name, 1)
 
 
 @pytest.mark.spark

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ferry.internal import offset_map_topic
+from ferry.core.internal import offset_map_topic
+from ferry.core.tables import StatePaths
 from ferry.spark.copy_job import record_offset_map, run_copy_job
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_lane import run_cycle
 

@@ -14,7 +14,7 @@ import pytest
 
 from ferry.cli.main import main
 from ferry.config import MirrorConfig, load_config
-from ferry.heartbeating import emit, topology
+from ferry.steps.heartbeats import emit, topology
 from tests.integration.kafka_data import create_topic, produce, read_all
 from tests.integration.test_lane import assert_exact, run_cycle
 
@@ -125,7 +125,7 @@ def test_a_chain_renames_hop_by_hop_cuts_the_cycle_and_shows_the_topology(
     clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from ferry.local.jars import kafka_jars, log4j_config
+    from ferry.spark.jars import kafka_jars, log4j_config
 
     a, b, c = aliases("a", "b", "c")
     servers = {a: clusters["source"], b: clusters["target"], c: third_cluster}

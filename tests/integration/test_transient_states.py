@@ -20,18 +20,18 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.checkpoints import Checkpoint, TargetGroup
 from ferry.config.clients import ClientConfig
+from ferry.core.checkpoints import Checkpoint, TargetGroup
+from ferry.core.planner import TopicPartition as TP
+from ferry.core.planner import Watermarks
+from ferry.core.sync.configs import AlterTopicConfig
+from ferry.core.sync.topics import GrowTopic, TopicActions
 from ferry.errors import TerminalError
 from ferry.kafka import configs, groups, mm2topics
 from ferry.kafka.admin import Admin
 from ferry.kafka.retry import RetriesExhausted
 from ferry.kafka.topology import apply_topology
 from ferry.local import cluster
-from ferry.planner import TopicPartition as TP
-from ferry.planner import Watermarks
-from ferry.sync.configs import AlterTopicConfig
-from ferry.sync.topics import GrowTopic, TopicActions
 from tests.integration.kafka_data import flow_config
 
 pytestmark = pytest.mark.integration

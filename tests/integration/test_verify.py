@@ -11,10 +11,10 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.cli.main import main
+from ferry.core.tables import StatePaths
+from ferry.core.verify import ALTERED, MISSING
 from ferry.state.reader import rows
-from ferry.state.tables import StatePaths
-from ferry.verify import ALTERED, MISSING
-from ferry.verifying import verify
+from ferry.steps.verify import verify
 from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
 from tests.integration.test_lane import run_cycle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.backfill import (
+from ferry.core.backfill import (
     Bound,
     Held,
     PartitionWindow,
@@ -13,8 +13,8 @@ from ferry.backfill import (
     parse_bound,
     plan_backfill,
 )
+from ferry.core.planner import Gap, Range, TopicPartition
 from ferry.errors import UsageError
-from ferry.planner import Gap, Range, TopicPartition
 
 TP = TopicPartition("orders", 0)
 

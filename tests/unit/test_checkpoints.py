@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.checkpoints import (
+from ferry.core.checkpoints import (
     BOUNDED,
     EXACT,
     Checkpoint,
@@ -17,7 +17,7 @@ from ferry.checkpoints import (
     should_emit,
     translate,
 )
-from ferry.offsetmap import MapEntry, Segment
+from ferry.core.offsetmap import MapEntry, Segment
 
 
 def test_encoding_matches_mm2_bytes_built_by_hand() -> None:
@@ -130,7 +130,7 @@ def test_group_offsets_are_written_only_to_idle_groups_and_only_forward(
 def test_fail_back_maps_a_remote_offset_to_the_source_record_it_holds(
     committed: int, expected: int
 ) -> None:
-    from ferry.checkpoints import translate_back
+    from ferry.core.checkpoints import translate_back
 
     assert translate_back(ENTRIES, committed) == (expected, EXACT)
     assert translate_back([], committed) is None

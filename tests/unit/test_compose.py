@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from ferry.config import MirrorConfig, load_config
-from ferry.local.jars import cache_dir
+from ferry.spark.jars import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yaml"

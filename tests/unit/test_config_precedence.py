@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.policy import IdentityReplicationPolicy
+from ferry.mm2.policy import IdentityReplicationPolicy
 from tests.unit.conftest import BASE, Loader
 
 

@@ -47,7 +47,7 @@ def test_readme_cli_verbs_exist() -> None:
 
 
 def test_readme_documents_every_state_table_column() -> None:
-    from ferry.state.tables import (
+    from ferry.core.tables import (
         CHECKPOINTS_DDL,
         GAPS_DDL,
         OFFSET_MAP_DDL,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ferry.filters import (
+from ferry.mm2.filters import (
     ConfigPropertyFilter,
     NameFilter,
     compile_pattern_list,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.heartbeats import (
+from ferry.core.heartbeats import (
     Heartbeat,
     decode,
     encode,
@@ -13,7 +13,7 @@ from ferry.heartbeats import (
     sources_of,
     upstream_clusters,
 )
-from ferry.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from ferry.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 DEFAULT = DefaultReplicationPolicy()
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, load_config
+from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.planner import TopicPartition
 from ferry.kafka.lane import position_metadata, recorded_source_id
-from ferry.mirror import SourceRecreatedError, check_identity
-from ferry.offsetmap import MapEntry, Segment
-from ferry.planner import TopicPartition
-from ferry.recovery import Recorded, latest_positions
+from ferry.steps.mirror import SourceRecreatedError, check_identity
+from ferry.steps.recovery import Recorded, latest_positions
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from ferry.lanes import DEFAULT_LANES, assign, cores_of, lane_count, lane_of
-from ferry.planner import Range
+from ferry.core.lanes import DEFAULT_LANES, assign, cores_of, lane_count, lane_of
+from ferry.core.planner import Range
 
 
 @pytest.mark.parametrize(

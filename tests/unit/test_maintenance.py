@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import load_config
-from ferry.errors import UsageError
-from ferry.maintenance import (
+from ferry.core.retention import (
     SAFE_MINIMUM_RETENTION_HOURS,
     WHOLE_TABLE,
     CompactedPartition,
@@ -30,7 +29,8 @@ from ferry.maintenance import (
     table_retention_hours,
     unlisted,
 )
-from ferry.state.tables import StatePaths
+from ferry.core.tables import StatePaths
+from ferry.errors import UsageError
 
 # -- which tables, which directories -------------------------------------------------------
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ferry.errors import UsageError
-from ferry.metrics import (
+from ferry.observe.metrics import (
     CHECKPOINT,
     DEFINITIONS,
     SOURCE,
@@ -25,9 +25,9 @@ from ferry.metrics import (
     to_json,
     token_allows,
 )
-from ferry.metrics_serve import parse_listen
-from ferry.snapshot import FlowSnapshot
-from ferry.status import FlowStatus, PartitionStatus
+from ferry.observe.serve import parse_listen
+from ferry.observe.snapshot import FlowSnapshot
+from ferry.observe.status import FlowStatus, PartitionStatus
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.offsetmap import (
+from ferry.core.offsetmap import (
     MapEntry,
     Segment,
     SegmentBuilder,
@@ -102,14 +102,14 @@ def test_contiguity_check_names_holes() -> None:
     ids=["exact", "marker-to-next", "trailing-marker-to-next-entry", "past-the-end"],
 )
 def test_next_mirrored(source: int, expected: tuple[int, int] | None) -> None:
-    from ferry.offsetmap import next_mirrored
+    from ferry.core.offsetmap import next_mirrored
 
     entries = [entry(0, 12, [(0, 0, 5), (6, 5, 5)]), entry(12, 13, [(12, 11, 1)])]
     assert next_mirrored(entries, source) == expected
 
 
 def test_runs_rows_are_rebuilt_only_for_runs_without_any() -> None:
-    from ferry.state.tables import REBUILT, runs_from_entries
+    from ferry.core.tables import REBUILT, runs_from_entries
 
     lost = [MapEntry("A->B", "lost", 1, "orders", 3, "A.orders", 3, 0, 10,
                      (Segment(0, 0, 10),), 1_000_000, bytes=100),
@@ -132,7 +132,7 @@ def test_entries_without_bytes_still_decode() -> None:
 
 
 def test_the_runs_arrow_schema_is_derived_from_the_table_ddl() -> None:
-    from ferry.state.tables import RUNS_DDL
+    from ferry.core.tables import RUNS_DDL
     from ferry.state.writer import arrow_schema
 
     schema = arrow_schema(RUNS_DDL)
@@ -220,7 +220,7 @@ def test_overlapping_entries_resolve_to_the_later_written_and_keep_the_rest_of_t
 def test_a_range_that_failed_and_was_copied_on_retry_counts_as_copied() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from ferry.state.tables import final_attempts
+    from ferry.core.tables import final_attempts
 
     first = datetime(2026, 1, 1, tzinfo=UTC)
     row = {"run_id": "r", "topic": "t", "partition": 0, "range_start": 0}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from ferry.page import lag_chart, render_page
-from ferry.snapshot import FlowSnapshot, LagPoint, lag_series, run_summaries, to_json
-from ferry.status import FlowStatus, PartitionStatus
+from ferry.observe.page import lag_chart, render_page
+from ferry.observe.snapshot import FlowSnapshot, LagPoint, lag_series, run_summaries, to_json
+from ferry.observe.status import FlowStatus, PartitionStatus
 from tests.unit.test_metrics import NOW, run_row
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.errors import TerminalError
-from ferry.planner import (
+from ferry.core.planner import (
     Gap,
     Limits,
     PositionAheadError,
@@ -14,6 +13,7 @@ from ferry.planner import (
     Watermarks,
     plan,
 )
+from ferry.errors import TerminalError
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from ferry.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 DEFAULT = DefaultReplicationPolicy()
 

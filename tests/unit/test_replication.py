@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.filters import topic_filter
-from ferry.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from ferry.replication import is_cycle, should_replicate_topic
+from ferry.mm2.filters import topic_filter
+from ferry.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from ferry.mm2.replication import is_cycle, should_replicate_topic
 
 DEFAULT = DefaultReplicationPolicy()
 IDENTITY = IdentityReplicationPolicy(source_alias="source")

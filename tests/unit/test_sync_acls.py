@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, load_config
-from ferry.sync.acls import Acl, diff_acls, remote_prefix
+from ferry.core.sync.acls import Acl, diff_acls, remote_prefix
 
 
 def flow(tmp_path: Path, extra: str = "") -> Flow:

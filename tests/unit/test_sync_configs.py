@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, load_config
-from ferry.sync.configs import (
+from ferry.core.sync.configs import (
     AlterTopicConfig,
     ConfigValue,
     creation_configs,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, load_config
-from ferry.sync.schedule import DUE, due_steps
+from ferry.core.sync.schedule import DUE, due_steps
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ferry.config import Flow, load_config
-from ferry.sync.configs import ConfigValue
-from ferry.sync.topics import CreateTopic, GrowTopic, diff_topics, mirrored_topics
+from ferry.core.sync.configs import ConfigValue
+from ferry.core.sync.topics import CreateTopic, GrowTopic, diff_topics, mirrored_topics
 
 
 def flow(tmp_path: Path, extra: str = "") -> Flow:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ferry.config import MirrorConfig, load_config
+from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import ConfigError
-from ferry.heartbeating import heartbeat_only_pairs
-from ferry.sync.topics import mirrored_topics
+from ferry.steps.heartbeats import heartbeat_only_pairs
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 

@@ -3,8 +3,8 @@ altered and missing records are told apart."""
 
 from __future__ import annotations
 
-from ferry.offsetmap import MapEntry, Segment
-from ferry.verify import ALTERED, MISSING, Mismatch, compare, digest, pairs
+from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.verify import ALTERED, MISSING, Mismatch, compare, digest, pairs
 
 
 def test_digest_covers_key_value_headers_and_timestamp() -> None:

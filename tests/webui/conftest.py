@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import MirrorConfig
-from ferry.status import record_lag
+from ferry.steps.lag import record_lag
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_lane import run_cycle
 

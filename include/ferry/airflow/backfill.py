@@ -1,7 +1,7 @@
 """`ferry_backfill`: copy a window of a flow's source topics from the Airflow UI.
 
 Triggered with a form (typed Params): flow, topic regex, from, to, target topic, chunk size,
-what to do about a gap. `plan` resolves and checks the window (`ferry.backfilling`): an
+what to do about a gap. `plan` resolves and checks the window (`ferry.steps.backfill`): an
 overlap with what the destination already holds, or a gap under `on_gap=fail`, fails it
 before anything is written. `copy_chunk` is the copy job mapped over the chunks, one at a
 time in order, each labelled in the UI (`chunk 2/5: orders, 4 partitions, 400,000
@@ -31,8 +31,8 @@ def plan_backfill(path: str) -> dict[str, Any]:
     from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.backfilling import BackfillRequest, prepare_backfill
     from ferry.spark.submit import job_arguments
+    from ferry.steps.backfill import BackfillRequest, prepare_backfill
 
     with task_edge():
         context = get_current_context()
@@ -74,8 +74,8 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
     from airflow.sdk.exceptions import AirflowFailException
 
+    from ferry.core.tables import StatePaths
     from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths
 
     with task_edge():
         flow = task_config(path).flow(str(planned["flow"]))

@@ -1,7 +1,7 @@
 """One Airflow DAG per enabled flow: heartbeat -> sync_topology -> plan -> mirror -> record
 -> checkpoints; and `ferry_heartbeats` for the pairs without a data flow.
 
-- `sync_topology` keeps the target's shape in step (`ferry.syncing`): remote topics and
+- `sync_topology` keeps the target's shape in step (`ferry.steps.sync`): remote topics and
   partitions before any record of them is copied, topic configs, ACLs, each when due; it
   also creates Ferry's offset-map topic.
 - `plan` reads watermarks and positions and writes the run's plan file; an idle plan
@@ -23,9 +23,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow, MirrorConfig, load_config
+
+if TYPE_CHECKING:
+    from ferry.steps.cycle import Cycle
 
 CONFIG_ENV = "FERRY_CONFIG"
 SPARK_CONN = "spark_default"
@@ -92,40 +95,33 @@ def _flow(path: str, name: str) -> Flow:
     return task_config(path).flow(name)
 
 
+def _cycle(path: str, name: str) -> Cycle:
+    """This DAG run's cycle (`ferry.steps.cycle`): the steps `ferry mirror` runs too, with
+    the Airflow run id (made safe for file names) tagging what they record."""
+    from airflow.sdk import get_current_context
+
+    from ferry.steps.cycle import Cycle
+
+    config = task_config(path)
+    return Cycle(config, config.flow(name), file_safe(str(get_current_context()["run_id"])),
+                 spark_master())
+
+
 def sync_topology(path: str, name: str) -> dict[str, Any]:
     """The sync step (topics, partitions, configs, ACLs; each when due). Its XCom holds
     names and counts only, never client settings."""
-    from airflow.sdk import get_current_context
-
-    from ferry.syncing import sync_flow
-
     with task_edge():
-        flow = _flow(path, name)
-        report = sync_flow(flow, apply=True, run_id=str(get_current_context()["run_id"]))
-        return {"steps": dict(report.steps), "changes": report.lines(),
-                "warnings": list(report.warnings), "topics": len(report.mirrored)}
+        return _cycle(path, name).sync()
 
 
 def plan(path: str, name: str) -> dict[str, Any]:
-    from airflow.sdk import get_current_context
-
-    from ferry.cycle import needs_job, offset_map_lag, write_plan
-    from ferry.mirror import prepare
-
+    """The plan step; with work, the plan file and the job's files for the copy task."""
     with task_edge():
-        flow = _flow(path, name)
-        run_id = file_safe(str(get_current_context()["run_id"]))
-        master = spark_master()
-        prepared = prepare(flow, apply=False, run_id=run_id, master=master, sync=False)
-        lag = offset_map_lag(flow)
-        idle = not needs_job(prepared, lag)
-        result: dict[str, Any] = {"idle": idle, "run_id": prepared.run_id,
-                                  "ranges": len(prepared.plan.copies),
-                                  "offsets": prepared.plan.span,
-                                  "gaps": len(prepared.plan.gaps), "offset_map_lag": lag}
-        if idle:
-            return result
-        result.update(plan_path=write_plan(flow, prepared), **spark_job_files(master))
+        cycle = _cycle(path, name)
+        planned = cycle.plan()
+        result = planned.summary()
+        if planned.plan_path is not None:
+            result.update(plan_path=planned.plan_path, **spark_job_files(spark_master()))
         return result
 
 
@@ -156,74 +152,28 @@ def spark_job_files(master: str | None) -> dict[str, str]:
 
 
 def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
-    from ferry.state.reader import rows
-    from ferry.state.tables import StatePaths, final_attempts
-
+    """The record step: the run's last attempt at each range, and a lag-history point."""
     with task_edge():
-        flow = _flow(path, name)
-        _record_lag(flow, planned["run_id"])
-        if planned.get("idle"):
-            return {"idle": True}
-        paths = StatePaths(flow.ferry.state_dir)
-        runs = final_attempts(rows(paths.runs, flow.name, run_id=planned["run_id"]))
-        summary = {"run_id": planned["run_id"], "ranges": len(runs),
-                   "records": sum(r["records"] for r in runs),
-                   "bytes": sum(r["bytes"] for r in runs),
-                   "failed": [f"{r['topic']}-{r['partition']}" for r in runs
-                              if r["outcome"] == "failed"],
-                   "gaps": len(rows(paths.gaps, flow.name, run_id=planned["run_id"]))}
-        import logging
-
-        logging.getLogger("ferry.record").info("run recorded: %s", summary,
-                                               extra={"flow": flow.name})
-        return summary
-
-
-def _record_lag(flow: Flow, run_id: str) -> None:
-    """One point of the Ferry page's lag chart per run, idle or not; a miss (brokers gone
-    since the copy) loses a point of history, never the run."""
-    import logging
-
-    from ferry.errors import FerryError
-    from ferry.status import record_lag
-
-    try:
-        record_lag(flow, run_id)
-    except FerryError as exc:
-        logging.getLogger("ferry.record").warning("lag history not recorded: %s", exc,
-                                                  extra={"flow": flow.name})
+        return _cycle(path, name).record(bool(planned.get("idle")))
 
 
 def checkpoints(path: str, name: str) -> dict[str, Any]:
     """Translate the flow's consumer groups (every run, idle or not): checkpoints, and group
     offsets on the target with sync.group.offsets.enabled."""
-    from airflow.sdk import get_current_context
-
-    from ferry.checkpointing import due, reverse_of, run
-    from ferry.sync.schedule import DUE
-
     with task_edge():
-        config = task_config(path)
-        flow = config.flow(name)
-        state = due(flow)
-        if state != DUE:
-            return {"ran": False, "why": state}
-        report = run(flow, run_id=str(get_current_context()["run_id"]),
-                     reverse=reverse_of(config, flow))
-        return {"ran": True, "translated": len(report.translations),
-                "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
-                "active_groups_left_untouched": report.active}
+        return _cycle(path, name).checkpoints()
 
 
 def heartbeat(path: str, name: str | None = None) -> list[str]:
     """Write heartbeats: the flow's own pair, or (without `name`) every pair that emits
     heartbeats but has no DAG of its own."""
-    from ferry.heartbeating import emit, heartbeat_only_pairs
+    from ferry.steps.heartbeats import emit, heartbeat_only_pairs
 
     with task_edge():
+        if name:
+            return _cycle(path, name).heartbeat()
         config = task_config(path)
-        flows = [config.flow(name)] if name else heartbeat_only_pairs(config)
-        return [f"{b.source}->{b.target}" for b in emit(flows)]
+        return [f"{b.source}->{b.target}" for b in emit(heartbeat_only_pairs(config))]
 
 
 def has_work(planned: dict[str, Any]) -> bool:
@@ -304,7 +254,7 @@ def verify_flow(path: str) -> dict[str, Any]:
     from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.verifying import verify
+    from ferry.steps.verify import verify
 
     with task_edge():
         context = get_current_context()
@@ -349,7 +299,7 @@ def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
     emit.heartbeats.enabled), so each cluster's `heartbeats` topic has something to mirror."""
     from airflow.sdk import DAG, task
 
-    from ferry.heartbeating import heartbeat_only_pairs
+    from ferry.steps.heartbeats import heartbeat_only_pairs
 
     pairs = heartbeat_only_pairs(config)
     with DAG(
@@ -371,7 +321,7 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     """dag_id -> DAG for every enabled flow of the config, `ferry_verify`, `ferry_backfill`
     and `ferry_maintenance` (when there is a flow), and `ferry_heartbeats` when some pairs emit
     heartbeats without a data flow."""
-    from ferry.heartbeating import heartbeat_only_pairs
+    from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
     config = config or load_config(path)

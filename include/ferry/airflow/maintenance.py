@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ferry.config import MirrorConfig
-from ferry.maintenance import (
+from ferry.core.retention import (
     DEFAULT_RETENTION_HOURS,
     SAFE_MINIMUM_RETENTION_HOURS,
     state_dirs,

@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 if TYPE_CHECKING:
     from fastapi.responses import Response
 
-    from ferry.snapshot import FlowSnapshot
+    from ferry.observe.snapshot import FlowSnapshot
 
 log = logging.getLogger("ferry.airflow.plugin")
 
@@ -90,7 +90,7 @@ def _config() -> tuple[str, Any]:
 
 
 def _snapshots() -> tuple[str, list[FlowSnapshot]]:
-    from ferry.metrics_collect import collect
+    from ferry.observe.collect import collect
 
     path, config = _config()
     return path, collect(config)
@@ -99,7 +99,7 @@ def _snapshots() -> tuple[str, list[FlowSnapshot]]:
 def create_app() -> FastAPI:
     """The FastAPI app Airflow mounts under `URL_PREFIX`."""
     from ferry.errors import ConfigError
-    from ferry.metrics import CONTENT_TYPE, TOKEN_ENV, render, token_allows
+    from ferry.observe.metrics import CONTENT_TYPE, TOKEN_ENV, render, token_allows
 
     app = FastAPI(title="Ferry", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -121,7 +121,7 @@ def create_app() -> FastAPI:
             return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
                                     status_code=303)
         from ferry.airflow.dags import config_path
-        from ferry.page import render_page
+        from ferry.observe.page import render_page
 
         try:
             path, found = await run_in_threadpool(_snapshots)
@@ -132,7 +132,7 @@ def create_app() -> FastAPI:
     @app.get("/api/flows")
     async def flows(request: Request) -> Response:
         await airflow_user(request)
-        from ferry.snapshot import to_json
+        from ferry.observe.snapshot import to_json
 
         try:
             path, found = await run_in_threadpool(_snapshots)
@@ -146,7 +146,7 @@ def create_app() -> FastAPI:
         token = os.environ.get(TOKEN_ENV, "").strip() or None
         if not token_allows(request.headers.get("authorization"), token):
             await airflow_user(request)
-        from ferry.metrics_collect import metric_families
+        from ferry.observe.collect import metric_families
 
         try:
             body = render(await run_in_threadpool(lambda: metric_families(_config()[1])))

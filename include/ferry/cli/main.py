@@ -73,7 +73,7 @@ def _flow(args: argparse.Namespace) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ferry.mirror import prepare
+    from ferry.steps.mirror import prepare
 
     flow = _flow(args)
     prepared = prepare(flow, apply=False, restore=False)
@@ -101,7 +101,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from ferry.syncing import sync_flow
+    from ferry.steps.sync import sync_flow
 
     flow = _flow(args)
     report = sync_flow(flow, apply=not args.dry_run, force=True)
@@ -118,7 +118,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from ferry.checkpointing import reverse_of, translate_groups
+    from ferry.steps.checkpoints import reverse_of, translate_groups
 
     config, flow = _config_and_flow(args)
     found = translate_groups(flow, args.group, reverse_of(config, flow))
@@ -134,7 +134,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from ferry.checkpointing import reverse_of, run
+    from ferry.steps.checkpoints import reverse_of, run
 
     config, flow = _config_and_flow(args)
     report = run(flow, reverse=reverse_of(config, flow))
@@ -148,7 +148,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ferry.verifying import verify
+    from ferry.steps.verify import verify
 
     flow = _flow(args)
     checks = verify(flow, args.topic)
@@ -167,7 +167,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from ferry.config import load_config
-    from ferry.status import status
+    from ferry.observe.status import status
 
     flows = status(load_config(args.file))
     _emit(args, {"flows": [f.to_json() for f in flows]},
@@ -177,11 +177,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from ferry.config import load_config
-    from ferry.metrics import TOKEN_ENV, render, to_json
-    from ferry.metrics_collect import metric_families
+    from ferry.observe.collect import metric_families
+    from ferry.observe.metrics import TOKEN_ENV, render, to_json
 
     if args.serve:
-        from ferry.metrics_serve import parse_listen, serve
+        from ferry.observe.serve import parse_listen, serve
 
         host, port = parse_listen(args.serve)
         load_config(args.file)  # a bad config is a usage error now, not at every scrape
@@ -216,7 +216,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 def cmd_topology(args: argparse.Namespace) -> int:
     from ferry.config import load_config
-    from ferry.heartbeating import topology
+    from ferry.steps.heartbeats import topology
 
     found = topology(load_config(args.file), args.cluster)
     _emit(args, found.to_json(), found.text())
@@ -224,27 +224,39 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
-    from ferry import cycle
+    from ferry.steps import cycle
 
-    flow = _flow(args)
-    result = cycle.run(args.file, flow, master=args.master)
-    plan = result.prepared.plan
-    data = {"flow": flow.name, "run_id": result.prepared.run_id, "idle": not result.ran_job,
-            "ranges": len(plan.copies), "offsets": plan.span, "gaps": len(plan.gaps),
-            "job_exit_code": result.exit_code, "plan": result.plan_path}
-    text = (f"flow {flow.name}: idle, nothing to copy" if not result.ran_job else
-            f"flow {flow.name} run {result.prepared.run_id}: copy job "
-            f"{'succeeded' if result.exit_code == 0 else 'FAILED'} "
-            f"({len(plan.copies)} ranges, {plan.span:,} offsets, {len(plan.gaps)} gaps)")
-    _emit(args, data, text)
-    return EXIT_OK if result.exit_code == 0 else EXIT_FAILED
+    config, flow = _config_and_flow(args)
+    result = cycle.run(args.file, config, flow, master=args.master)
+    assert result.planned is not None
+    planned = result.planned.summary()
+    plan = result.planned.prepared.plan
+    data = {"flow": flow.name, "run_id": result.run_id, "idle": planned["idle"],
+            "ranges": planned["ranges"], "offsets": planned["offsets"],
+            "gaps": planned["gaps"], "job_exit_code": result.copy_exit_code or 0,
+            "plan": planned["plan"],
+            "steps": {"heartbeat": result.heartbeats, "sync": result.sync, "plan": planned,
+                      "copy": {"exit_code": result.copy_exit_code},
+                      "record": result.recorded, "checkpoints": result.checkpoints}}
+    copied = (f"flow {flow.name}: idle, nothing to copy" if planned["idle"] else
+              f"flow {flow.name} run {result.run_id}: copy job "
+              f"{'succeeded' if result.ok else 'FAILED'} "
+              f"({len(plan.copies)} ranges, {plan.span:,} offsets, {len(plan.gaps)} gaps)")
+    lines = [copied]
+    if result.ok:
+        lines.append(f"  heartbeats {', '.join(result.heartbeats) or 'off'}; checkpoints "
+                     + (f"{result.checkpoints.get('emitted', 0)} emitted"
+                        if result.checkpoints.get("ran") else
+                        f"not due ({result.checkpoints.get('why', '')})"))
+    _emit(args, data, "\n".join(lines))
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ferry.backfilling import BackfillRequest, copy_chunks, prepare_backfill
-    from ferry.mirror import new_run_id
+    from ferry.steps.backfill import BackfillRequest, copy_chunks, prepare_backfill
+    from ferry.steps.mirror import new_run_id
 
     flow = _flow(args)
     master = args.master or flow.ferry.spark_master
@@ -264,7 +276,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_offsets(args: argparse.Namespace) -> int:
-    from ferry.lookup import find
+    from ferry.steps.lookup import find
 
     flow = _flow(args)
     answer = find(flow, args.topic, args.partition, args.source_offset)
@@ -273,7 +285,7 @@ def cmd_offsets(args: argparse.Namespace) -> int:
 
 
 def cmd_positions_reset(args: argparse.Namespace) -> int:
-    from ferry.positions import reset
+    from ferry.steps.positions import reset
 
     flow = _flow(args)
     resets = reset(flow, args.topic, args.to, dry_run=args.dry_run)
@@ -292,7 +304,7 @@ def _aliases(config_file: str | None) -> tuple[str, ...]:
     if config_file is None:
         return DEFAULT_ALIASES
     from ferry.config.properties import parse_properties
-    from ferry.filters import split_list
+    from ferry.mm2.filters import split_list
 
     try:
         text = Path(config_file).read_text(encoding="utf-8")
@@ -347,7 +359,7 @@ def cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def cmd_local_jars(args: argparse.Namespace) -> int:
-    from ferry.local.jars import delta_jars, kafka_jars
+    from ferry.spark.jars import delta_jars, kafka_jars
 
     kafka, delta = kafka_jars(), delta_jars()
     _emit(args, {"kafka": str(kafka), "delta": str(delta)},

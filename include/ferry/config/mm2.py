@@ -28,7 +28,7 @@ from ferry.config.model import Cluster, Flow, Interval, MirrorConfig
 from ferry.config.providers import Providers
 from ferry.config.values import Props, Value
 from ferry.errors import ConfigError, Problem
-from ferry.filters import (
+from ferry.mm2.filters import (
     DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE,
@@ -37,7 +37,7 @@ from ferry.filters import (
     ConfigPropertyFilter,
     NameFilter,
 )
-from ferry.policy import (
+from ferry.mm2.policy import (
     DEFAULT_POLICY_CLASS,
     IDENTITY_POLICY_CLASS,
     DefaultReplicationPolicy,

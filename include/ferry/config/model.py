@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from ferry.config.clients import ClientConfig
 from ferry.config.ferry_keys import FerrySettings
-from ferry.filters import ConfigPropertyFilter, NameFilter
-from ferry.policy import ReplicationPolicy
+from ferry.mm2.filters import ConfigPropertyFilter, NameFilter
+from ferry.mm2.policy import ReplicationPolicy
 
 
 @dataclass(frozen=True)

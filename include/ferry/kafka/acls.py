@@ -1,4 +1,4 @@
-"""Read and create ACLs (adapter for `ferry.sync.acls`)."""
+"""Read and create ACLs (adapter for `ferry.core.sync.acls`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from ferry.core.sync.acls import Acl
 from ferry.kafka.admin import Admin
-from ferry.sync.acls import Acl
 
 
 class NoAuthorizer(Exception):

@@ -25,11 +25,11 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from ferry.config.clients import ClientConfig
+from ferry.core.planner import TopicPartition as TP
+from ferry.core.planner import Watermarks
 from ferry.errors import FerryError, TerminalError
 from ferry.kafka.errors import Needs, kafka_error
 from ferry.kafka.retry import Again, retrying, transient
-from ferry.planner import TopicPartition as TP
-from ferry.planner import Watermarks
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

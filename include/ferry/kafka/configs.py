@@ -1,4 +1,4 @@
-"""Read and change topic configs (adapter for `ferry.sync.configs`)."""
+"""Read and change topic configs (adapter for `ferry.core.sync.configs`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from confluent_kafka.admin import (
     ConfigSource,
 )
 
+from ferry.core.sync.configs import AlterTopicConfig, ConfigValue, ReplaceTopicConfig, TopicConfig
 from ferry.kafka.admin import Admin
-from ferry.sync.configs import AlterTopicConfig, ConfigValue, ReplaceTopicConfig, TopicConfig
 
 log = logging.getLogger(__name__)
 

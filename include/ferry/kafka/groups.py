@@ -1,10 +1,10 @@
-"""Consumer groups and the checkpoints topic (adapter for `ferry.checkpoints`)."""
+"""Consumer groups and the checkpoints topic (adapter for `ferry.core.checkpoints`)."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -13,9 +13,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from ferry.checkpoints import Checkpoint, TargetGroup, decode, encode
 from ferry.config import Flow
-from ferry.internal import reader_group
+from ferry.core.checkpoints import Checkpoint, TargetGroup, decode, encode
+from ferry.core.internal import reader_group
 from ferry.kafka import mm2topics
 from ferry.kafka.admin import Admin
 from ferry.kafka.retry import transient
@@ -64,20 +64,21 @@ def describe(admin: Admin, groups: list[str]) -> dict[str, TargetGroup]:
 def commit(admin: Admin, group: str, checkpoints: list[Checkpoint]) -> None:
     """Commit the checkpoints' downstream offsets (and upstream metadata) into `group`."""
     alter_offsets(admin, group, [
-        TopicPartition(c.topic, c.partition, c.downstream_offset, c.metadata)
-        if c.metadata else TopicPartition(c.topic, c.partition, c.downstream_offset)
-        for c in checkpoints], f"committing translated offsets of group {group}",
+        (c.topic, c.partition, c.downstream_offset, c.metadata) for c in checkpoints],
+        f"committing translated offsets of group {group}",
         {"GROUP": f"READ on GROUP {group}",
          "TOPIC": "READ on TOPIC (the group's remote topics)"})
 
 
-def alter_offsets(admin: Admin, group: str, offsets: list[TopicPartition], action: str,
-                  needs: Mapping[str, str]) -> None:
-    """Set `group`'s committed offsets (with their metadata) to `offsets`; the group must
-    have no members. Every partition must be accepted: one the broker refused is retried
-    when the refusal is transient, else an error naming the group, topic and partition
-    (`action` and `needs` say what was being done and which rights it takes)."""
-    request = [ConsumerGroupTopicPartitions(group, offsets)]
+def alter_offsets(admin: Admin, group: str, offsets: Sequence[tuple[str, int, int, str]],
+                  action: str, needs: Mapping[str, str]) -> None:
+    """Set `group`'s committed offsets to `offsets`, (topic, partition, offset, commit
+    metadata; "" for none) each; the group must have no members. Every partition must be
+    accepted: one the broker refused is retried when the refusal is transient, else an
+    error naming the group, topic and partition (`action` and `needs` say what was being
+    done and which rights it takes)."""
+    request = [ConsumerGroupTopicPartitions(group, [
+        TopicPartition(t, p, o, m) if m else TopicPartition(t, p, o) for t, p, o, m in offsets])]
 
     def attempt(timeout: float) -> None:
         result = admin.raw.alter_consumer_group_offsets(request, request_timeout=timeout)[

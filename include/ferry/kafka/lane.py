@@ -41,12 +41,12 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.config.clients import RdValue
+from ferry.core.internal import offset_map_topic, positions_group, reader_group, transactional_id
+from ferry.core.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode, split_entry
+from ferry.core.planner import Range
 from ferry.errors import FerryError, TerminalError, TransientError
-from ferry.internal import offset_map_topic, positions_group, reader_group, transactional_id
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying, transient
-from ferry.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode, split_entry
-from ferry.planner import Range
 
 log = logging.getLogger(__name__)
 

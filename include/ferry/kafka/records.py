@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ferry.config.clients import ClientConfig
+from ferry.core.verify import digest
 from ferry.errors import TransientError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying, transient
-from ferry.verify import digest
 
 log = logging.getLogger(__name__)
 _MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,

@@ -9,9 +9,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from ferry.config import Flow
-from ferry.internal import offset_map_topic
+from ferry.core.internal import offset_map_topic
+from ferry.core.sync.topics import TopicActions
 from ferry.kafka.admin import Admin
-from ferry.sync.topics import TopicActions
 
 log = logging.getLogger(__name__)
 

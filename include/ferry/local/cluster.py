@@ -42,8 +42,8 @@ from pathlib import Path
 
 from ferry.config.properties import parse_properties
 from ferry.errors import TerminalError, TransientError
-from ferry.local.jars import kafka_jars, log4j_config
 from ferry.local.tls import TlsFiles, ensure_tls, write_atomic
+from ferry.spark.jars import kafka_jars, log4j_config
 
 log = logging.getLogger(__name__)
 

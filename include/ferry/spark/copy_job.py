@@ -14,20 +14,17 @@ write loses nothing: the next job writes the missing rows.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow, load_config
-from ferry.internal import offset_map_topic
-from ferry.mirror import ranges_from_json
-from ferry.planner import Gap
-from ferry.state.reader import transaction_version, unrecorded_gaps
-from ferry.state.tables import (
+from ferry.core import plan_file
+from ferry.core.internal import offset_map_topic
+from ferry.core.planner import Gap
+from ferry.core.tables import (
     GAPS_DDL,
     OFFSET_MAP_DDL,
     RUNS_DDL,
@@ -37,6 +34,7 @@ from ferry.state.tables import (
     offset_map_row,
     runs_from_entries,
 )
+from ferry.state.reader import transaction_version, unrecorded_gaps
 from ferry.state.writer import arrow_schema
 
 if TYPE_CHECKING:
@@ -65,9 +63,9 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
 
     import ferry
     from ferry import logs
+    from ferry.core.planner import Range
     from ferry.errors import FerryError
     from ferry.kafka.lane import Lane
-    from ferry.planner import Range
     from ferry.progress import Progress
 
     logs.setup()
@@ -135,8 +133,7 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     two jobs record at the same time (a retried task beside its first attempt): each
     append is a Delta idempotent write versioned by the highest topic offset it holds."""
     from ferry.kafka.admin import Admin
-    from ferry.kafka.mapreader import read_entries
-    from ferry.lookup import map_cursor
+    from ferry.kafka.mapreader import map_cursor, read_entries
     from ferry.state.reader import rows as read_rows
 
     cursor = map_cursor(flow, Admin(flow.target_admin))
@@ -166,13 +163,13 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
     from functools import partial
 
     flow = load_config(config_path).flow(flow_name)
-    plan = json.loads(Path(plan_path).read_text())
-    run_id = plan["run_id"]
+    plan = plan_file.read(plan_path)
+    run_id = plan.run_id
     paths = StatePaths(flow.ferry.state_dir)
-    from ferry.lanes import assign
+    from ferry.core.lanes import assign
 
-    by_lane = assign(ranges_from_json(plan), plan["lanes"])
-    gaps = [Gap(g["topic"], g["partition"], g["start"], g["end"]) for g in plan["gaps"]]
+    by_lane = assign(list(plan.ranges), plan.lanes)
+    gaps = list(plan.gaps)
     _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
                     for g in unrecorded_gaps(paths.gaps, flow.name, gaps)], GAPS_DDL, paths.gaps)
     runs: list[dict[str, Any]] = []
@@ -181,7 +178,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
         lanes = {lane: [r.__dict__ for r in rs] for lane, rs in by_lane.items()}
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
         task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
-                       plan.get("role", ""), int(plan["lanes"]))
+                       plan.role, plan.lanes)
         runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
         _append(spark, runs, RUNS_DDL, paths.runs)
     mapped = record_offset_map(spark, flow, paths)

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import ferry
-from ferry.local.jars import cache_dir
+from ferry.spark.jars import cache_dir
 
 JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
 # would shadow the standard library's `copy` module
@@ -86,3 +86,20 @@ def submit_env() -> dict[str, str]:
     env.setdefault("SPARK_LOCAL_IP", driver_host())
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+def run_job(config_path: str, flow: str, plan_path: str, master: str) -> int:
+    """spark-submit the copy job for one plan file and wait for it (outside Airflow, whose
+    SparkSubmitOperator runs the same command). Its output goes to stderr. Returns its
+    exit code."""
+    import subprocess
+
+    from ferry.errors import TerminalError
+
+    command = submit_command(config_path, flow, plan_path, master)
+    try:
+        return subprocess.run(command, env=submit_env(), stdout=sys.stderr,
+                              check=False).returncode
+    except FileNotFoundError:
+        raise TerminalError(f"cannot run {command[0]}: is pyspark installed in this "
+                            "environment? (scripts/setup.sh installs it)") from None

@@ -1,5 +1,3 @@
-"""Ferry's Delta state tables: offset_map, runs, gaps (and later checkpoints, verify).
-
-Spark writes them (in the copy job); look-ups read them with delta-rs, without a JVM.
-Every table is partitioned by `flow`, so concurrent flows never touch the same files.
-"""
+"""Delta state adapters, through delta-rs (no JVM): reading and appending the state
+tables, their digest, maintenance, and incidents. The tables' schemas and rows are pure
+and live in `core.tables`; Spark appends them in the copy job (`spark.copy_job`)."""

@@ -1,5 +1,5 @@
 """Compact and vacuum the Delta state tables with delta-rs, while flows keep writing
-(adapter; the decisions are `ferry.maintenance`).
+(adapter; the decisions are `ferry.core.retention`).
 
 Why this is safe next to running flows:
 
@@ -12,7 +12,7 @@ Why this is safe next to running flows:
   keep reading the files compaction replaced.
 - Vacuum runs in delta-rs's *lite* mode (it deletes expired tombstones only); its *full*
   mode would delete data files a writer has written but not committed yet. Stray files
-  are swept by age instead (`ferry.maintenance.sweep`).
+  are swept by age instead (`ferry.core.retention.sweep`).
 
 Tables written by delta-spark 4.4.0 are protocol 1/2 without table features, which
 delta-rs writes (checked by the integration tests on tables the `spark` fixture wrote).
@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from ferry.config import MirrorConfig
-from ferry.errors import TerminalError, UsageError
-from ferry.maintenance import (
+from ferry.core.retention import (
     DEFAULT_RETENTION_HOURS,
     WHOLE_TABLE,
     CompactedPartition,
@@ -49,7 +48,8 @@ from ferry.maintenance import (
     sweep,
     unlisted,
 )
-from ferry.state.tables import StatePaths
+from ferry.core.tables import StatePaths
+from ferry.errors import TerminalError, UsageError
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -7,8 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ferry.offsetmap import MapEntry, Segment, restrict
-from ferry.planner import Gap
+from ferry.core.offsetmap import MapEntry, Segment, restrict
+from ferry.core.planner import Gap
 
 
 def _table(path: str) -> Any | None:

@@ -1,0 +1,182 @@
+"""Table names, locations and schemas (pure: no Spark, no delta-rs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.core.offsetmap import MapEntry
+from ferry.core.planner import Gap
+
+SCHEMA_VERSION = 1
+
+OFFSET_MAP_DDL = (
+    "flow string, source_topic string, source_partition int, target_topic string, "
+    "target_partition int, covered_start bigint, covered_end bigint, records bigint, "
+    "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
+    "run_id string, lane int, committed_at timestamp, map_topic string, map_offset bigint, "
+    "bytes bigint, schema_version int, target_end bigint, source_topic_id string, "
+    "target_topic_id string, map_topic_id string")
+RUNS_DDL = (
+    "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
+    "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
+    "outcome string, error string, delivery string, duplicates bigint, "
+    "finished_at timestamp, schema_version int")
+GAPS_DDL = (
+    "flow string, run_id string, topic string, partition int, gap_start bigint, "
+    "gap_end bigint, records bigint, action string, detected_at timestamp, schema_version int")
+
+INCIDENTS_DDL = (
+    "flow string, run_id string, kind string, topic string, partition int, detail string, "
+    "detected_at timestamp, schema_version int")
+"""One row per incident (G9, G10): something Kafka or an operator did that the copy had to
+meet, named and never silent. `kind`: `source-recreated`, `offset-map-recreated`,
+`position-restored`. Written with delta-rs; each incident once, however many runs meet it."""
+
+SYNCS_DDL = (
+    "flow string, run_id string, step string, synced_at timestamp, changes bigint, "
+    "detail string, schema_version int")
+"""One row per applied sync step (`topics`, `configs`, `acls`): written with delta-rs by the
+sync step (no JVM), read to honour MM2's sync intervals; `detail` lists the changes."""
+
+CHECKPOINTS_DDL = (
+    "flow string, run_id string, group_id string, source_topic string, "
+    "source_partition int, source_offset bigint, target_topic string, target_offset bigint, "
+    "status string, emitted boolean, group_synced boolean, translated_at timestamp, "
+    "schema_version int")
+"""One row per group partition translated by a checkpoint step (delta-rs)."""
+
+VERIFY_DDL = (
+    "flow string, run_id string, topic string, partition int, source_start bigint, "
+    "source_end bigint, checked bigint, altered bigint, missing bigint, skipped bigint, "
+    "extra bigint, mismatches string, outcome string, verified_at timestamp, "
+    "schema_version int")
+"""One row per partition a `ferry verify` checked (delta-rs)."""
+
+LAG_DDL = (
+    "flow string, run_id string, topic string, partition int, source_end bigint, "
+    "position bigint, lag_records bigint, lag_seconds double, recorded_at timestamp, "
+    "schema_version int")
+"""One row per source partition and flow run: the lag right after the run (delta-rs,
+`ferry.steps.lag.record_lag`); the history behind the Ferry page's lag chart. `position` is
+null while nothing of the partition has been copied."""
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    root: str
+
+    def table(self, name: str) -> str:
+        return f"{self.root.rstrip('/')}/{name}"
+
+    @property
+    def offset_map(self) -> str:
+        return self.table("offset_map")
+
+    @property
+    def runs(self) -> str:
+        return self.table("runs")
+
+    @property
+    def gaps(self) -> str:
+        return self.table("gaps")
+
+    @property
+    def incidents(self) -> str:
+        return self.table("incidents")
+
+    @property
+    def syncs(self) -> str:
+        return self.table("syncs")
+
+    @property
+    def checkpoints(self) -> str:
+        return self.table("checkpoints")
+
+    @property
+    def verify(self) -> str:
+        return self.table("verify")
+
+    @property
+    def lag(self) -> str:
+        return self.table("lag")
+
+
+def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
+                   map_topic_id: str = "") -> dict[str, Any]:
+    return {
+        "flow": entry.flow, "source_topic": entry.source_topic,
+        "source_partition": entry.source_partition, "target_topic": entry.target_topic,
+        "target_partition": entry.target_partition, "covered_start": entry.covered_start,
+        "covered_end": entry.covered_end, "records": entry.records,
+        "segments": [{"source_start": s.source_start, "target_start": s.target_start,
+                      "count": s.count} for s in entry.segments],
+        "run_id": entry.run_id, "lane": entry.lane,
+        "committed_at": datetime.fromtimestamp(entry.committed_at_ms / 1000, UTC),
+        "map_topic": map_topic, "map_offset": map_offset, "bytes": entry.bytes,
+        "schema_version": SCHEMA_VERSION, "target_end": entry.target_end,
+        "source_topic_id": entry.source_id, "target_topic_id": entry.target_id,
+        "map_topic_id": map_topic_id,
+    }
+
+
+REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended before it "
+           "recorded its runs")
+
+
+def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `runs` rows of the last attempt at each range: an Airflow retry of a run's copy
+    writes the same ranges again, and a range that failed first and was copied on retry is
+    copied, not failed."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
+        if key not in latest or row["finished_at"] >= latest[key]["finished_at"]:
+            latest[key] = row
+    return list(latest.values())
+
+
+def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
+                      delivery: str) -> list[dict[str, Any]]:
+    """`runs` rows for runs whose entries the target committed but whose rows are missing
+    (the job died between the Kafka commit and the Delta write): one row per run, lane and
+    partition, from what the entries say (records, bytes, covered offsets, commit times)."""
+    groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
+    for entry in entries:
+        if entry.run_id not in recorded_runs:
+            key = (entry.run_id, entry.lane, entry.source_topic, entry.source_partition)
+            groups.setdefault(key, []).append(entry)
+    rows = []
+    for (run_id, lane, topic, partition), found in sorted(groups.items()):
+        times = [e.committed_at_ms for e in found]
+        rows.append({
+            "flow": found[0].flow, "run_id": run_id, "lane": lane, "topic": topic,
+            "partition": partition, "range_start": min(e.covered_start for e in found),
+            "range_end": max(e.covered_end for e in found),
+            "records": sum(e.records for e in found), "bytes": sum(e.bytes for e in found),
+            "seconds": (max(times) - min(times)) / 1000, "max_record_age_ms": 0,
+            "outcome": "copied", "error": REBUILT, "delivery": delivery, "duplicates": 0,
+            "finished_at": datetime.fromtimestamp(max(times) / 1000, UTC),
+            "schema_version": SCHEMA_VERSION,
+        })
+    return rows
+
+
+def gap_row(flow: str, run_id: str, gap: Gap, action: str) -> dict[str, Any]:
+    return {
+        "flow": flow, "run_id": run_id, "topic": gap.topic, "partition": gap.partition,
+        "gap_start": gap.start, "gap_end": gap.end, "records": gap.count, "action": action,
+        "detected_at": datetime.now(UTC), "schema_version": SCHEMA_VERSION,
+    }
+
+
+def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,
+            position: int | None, lag_records: int, lag_seconds: float,
+            recorded_at: datetime) -> dict[str, Any]:
+    return {
+        "flow": flow, "run_id": run_id, "topic": topic, "partition": partition,
+        "source_end": source_end, "position": position, "lag_records": lag_records,
+        "lag_seconds": lag_seconds, "recorded_at": recorded_at,
+        "schema_version": SCHEMA_VERSION,
+    }

@@ -1,0 +1,240 @@
+"""Prometheus metrics of Ferry's flows, named as MirrorMaker 2's through the JMX exporter
+(pure: samples in, exposition text or JSON out).
+
+MM2 reports `kafka.connect.mirror:type=MirrorSourceConnector,source=S,target=T,topic=<remote
+topic>,partition=N` attributes (`record-count`, `byte-count`, `replication-latency-ms`,
+`record-age-ms`, ...) and `type=MirrorCheckpointConnector,...,group=G` `checkpoint-latency-ms`.
+The Prometheus JMX exporter's usual MM2 rules turn them into
+`kafka_connect_mirror_source_connector_record_count{source,target,topic,partition}` and so on:
+Ferry exports the same names and labels, so dashboards and alerts built for MM2 keep
+working, plus what MM2 lacks (`ferry_*`: lag per partition in records and seconds, the last
+run, heartbeats, gaps, verify results).
+
+Exposition format: https://prometheus.io/docs/instrumenting/exposition_formats/ (text 0.0.4).
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferry.observe.snapshot import (
+    FlowSnapshot,
+    epoch,
+    gap_records,
+    latest_checkpoints,
+    latest_verify,
+    mismatched,
+    partition_totals,
+    run_summaries,
+)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TOKEN_ENV = "FERRY_METRICS_TOKEN"
+"""The environment variable holding the scrape token (never logged)."""
+
+SOURCE = "kafka_connect_mirror_source_connector_"
+CHECKPOINT = "kafka_connect_mirror_checkpoint_connector_"
+
+# name -> (type, help). The order here is the order of the exposition.
+DEFINITIONS: dict[str, tuple[str, str]] = {
+    SOURCE + "record_count": (
+        "counter", "Records mirrored to the remote topic partition (MM2 record-count)."),
+    SOURCE + "byte_count": (
+        "counter", "Bytes (key + value) mirrored to the remote topic partition "
+                   "(MM2 byte-count counts values only)."),
+    SOURCE + "replication_latency_ms": (
+        "gauge", "Latest run: ms from the timestamp of the oldest record of the partition's "
+                 "latest range to its commit on the target (MM2 replication-latency-ms)."),
+    SOURCE + "replication_latency_ms_max": (
+        "gauge", "Latest run: the largest replication latency of the partition's ranges "
+                 "(MM2 replication-latency-ms-max)."),
+    SOURCE + "record_age_ms": (
+        "gauge", "Latest run: age in ms of the oldest record of the partition's latest range "
+                 "when it was read (MM2 record-age-ms)."),
+    SOURCE + "record_age_ms_max": (
+        "gauge", "Latest run: the largest record age of the partition's ranges "
+                 "(MM2 record-age-ms-max)."),
+    CHECKPOINT + "checkpoint_latency_ms": (
+        "gauge", "ms since the group partition's offset was last translated to the target "
+                 "(MM2 checkpoint-latency-ms; Ferry translates once per run)."),
+    "ferry_lag_records": (
+        "gauge", "Source records not mirrored yet: source end (last stable offset) minus "
+                 "the flow's position."),
+    "ferry_lag_seconds": (
+        "gauge", "Age in seconds of the oldest source record not mirrored yet (0 when caught "
+                 "up)."),
+    "ferry_source_end_offset": (
+        "gauge", "The source partition's last stable offset (read_committed end)."),
+    "ferry_position_offset": (
+        "gauge", "The next source offset the flow copies (absent before the first copy)."),
+    "ferry_gap_records": (
+        "counter", "Source records deleted by retention before they were mirrored (the gaps "
+                   "table)."),
+    "ferry_verify_mismatched_records": (
+        "gauge", "Records the partition's latest verify found altered, missing or extra on "
+                 "the target."),
+    "ferry_verify_checked_records": (
+        "gauge", "Records the partition's latest verify compared."),
+    "ferry_last_run_timestamp_seconds": (
+        "gauge", "When the flow's latest copy job finished (Unix time; an idle run starts "
+                 "none)."),
+    "ferry_last_run_success": (
+        "gauge", "1 when every range of the flow's latest copy job was copied, 0 when one "
+                 "failed."),
+    "ferry_heartbeat_latency_seconds": (
+        "gauge", "Latest heartbeat: seconds from its emission on the source to its arrival on "
+                 "the target."),
+    "ferry_heartbeat_age_seconds": (
+        "gauge", "Seconds since the latest heartbeat of the flow was emitted."),
+    "ferry_checkpoint_age_seconds": (
+        "gauge", "Seconds since the flow last translated consumer-group offsets."),
+    "ferry_flow_up": (
+        "gauge", "1 when the flow's clusters answered this scrape, 0 when they did not "
+                 "(the page names the error)."),
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str
+    """`counter` or `gauge`."""
+    help: str
+    samples: tuple[Sample, ...]
+
+
+@dataclass
+class Registry:
+    """Collects samples by metric name; `families()` gives them in `DEFINITIONS` order,
+    leaving out names without samples."""
+
+    found: dict[str, list[Sample]] = field(default_factory=dict)
+
+    def add(self, name: str, labels: Mapping[str, str | int], value: float | None) -> None:
+        """Record one sample; a None value (not known) records nothing."""
+        if name not in DEFINITIONS:
+            raise KeyError(f"undefined metric {name}")
+        if value is not None:
+            self.found.setdefault(name, []).append(
+                Sample(tuple((k, str(v)) for k, v in labels.items()), float(value)))
+
+    def families(self) -> list[Family]:
+        return [Family(name, kind, text, tuple(self.found[name]))
+                for name, (kind, text) in DEFINITIONS.items() if name in self.found]
+
+
+def escape_label(value: str) -> str:
+    """A label value inside double quotes: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text: backslash and newline escaped (quotes stay)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    """Integers without a decimal point, NaN and infinities as Prometheus spells them."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def render(families: Iterable[Family]) -> str:
+    """The text exposition: HELP and TYPE lines, then one line per sample."""
+    lines = []
+    for family in families:
+        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
+        lines.append(f"# TYPE {family.name} {family.kind}")
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{escape_label(v)}"' for k, v in sample.labels)
+            lines.append(f"{family.name}{{{labels}}} {format_value(sample.value)}"
+                         if labels else f"{family.name} {format_value(sample.value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def to_json(families: Iterable[Family]) -> list[dict[str, Any]]:
+    """The same samples as JSON (`ferry metrics --json`); NaN and infinities as strings."""
+    def value(v: float) -> float | str:
+        return v if math.isfinite(v) else format_value(v)
+
+    return [{"name": f.name, "type": f.kind, "help": f.help,
+             "samples": [{"labels": dict(s.labels), "value": value(s.value)}
+                         for s in f.samples]} for f in families]
+
+
+def token_allows(authorization: str | None, token: str | None) -> bool:
+    """Whether an `Authorization` header carries the configured scrape token (`Bearer
+    <token>`); always False when no token is configured. Constant-time comparison."""
+    if not token or not authorization:
+        return False
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode())
+
+
+def families(snapshots: Iterable[FlowSnapshot], now: float) -> list[Family]:
+    """Every metric of `snapshots`; `now` (Unix seconds) dates the checkpoint latencies."""
+    registry = Registry()
+    for snap in snapshots:
+        _flow_samples(registry, snap, now)
+    return registry.families()
+
+
+def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
+    pair: dict[str, str | int] = {"source": snap.source, "target": snap.target}
+
+    def where(topic: str, partition: int) -> dict[str, str | int]:
+        return pair | {"topic": snap.remote(topic), "partition": partition}
+
+    registry.add("ferry_flow_up", pair, 0 if snap.status is None else 1)
+    for (topic, partition), totals in partition_totals(snap.runs, snap.copied).items():
+        at = where(topic, partition)
+        registry.add(SOURCE + "record_count", at, totals.records)
+        registry.add(SOURCE + "byte_count", at, totals.bytes)
+        registry.add(SOURCE + "replication_latency_ms", at, totals.latency_ms)
+        registry.add(SOURCE + "replication_latency_ms_max", at, totals.latency_ms_max)
+        registry.add(SOURCE + "record_age_ms", at, totals.record_age_ms)
+        registry.add(SOURCE + "record_age_ms_max", at, totals.record_age_ms_max)
+    for seen in latest_checkpoints(snap.checkpoints):
+        registry.add(CHECKPOINT + "checkpoint_latency_ms",
+                     pair | {"group": seen.group, "topic": snap.remote(seen.topic),
+                             "partition": seen.partition},
+                     max(0, round(1000 * (now - epoch(seen.translated_at)))))
+    if snap.status is not None:
+        for p in snap.status.partitions:
+            at = where(p.topic, p.partition)
+            registry.add("ferry_lag_records", at, p.lag_records)
+            registry.add("ferry_lag_seconds", at, p.lag_seconds)
+            registry.add("ferry_source_end_offset", at, p.source_end)
+            registry.add("ferry_position_offset", at, p.position)
+    for (topic, partition), lost in gap_records(snap.gaps).items():
+        registry.add("ferry_gap_records", where(topic, partition), lost)
+    for (topic, partition), row in latest_verify(snap.verify).items():
+        registry.add("ferry_verify_mismatched_records", where(topic, partition), mismatched(row))
+        registry.add("ferry_verify_checked_records", where(topic, partition),
+                     int(row["checked"] or 0))
+    latest = run_summaries(snap.runs, limit=1)
+    if latest:
+        registry.add("ferry_last_run_timestamp_seconds", pair, epoch(latest[0].finished_at))
+        registry.add("ferry_last_run_success", pair, 0 if latest[0].outcome == "failed" else 1)
+    if snap.checkpoints:
+        newest = max(epoch(row["translated_at"]) for row in snap.checkpoints)
+        registry.add("ferry_checkpoint_age_seconds", pair, round(max(0.0, now - newest), 3))
+    if snap.status is not None:
+        registry.add("ferry_heartbeat_latency_seconds", pair, snap.status.heartbeat_latency_s)
+        registry.add("ferry_heartbeat_age_seconds", pair, snap.status.heartbeat_age_s)

@@ -1,0 +1,98 @@
+"""`ferry metrics --serve HOST:PORT`: a Prometheus endpoint for setups without the Airflow
+plugin (stdlib HTTP server; each scrape reads the clusters and the state tables now).
+
+With a scrape token configured (`FERRY_METRICS_TOKEN`), a scrape must send
+`Authorization: Bearer <token>`; the token is never logged, and neither are headers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ferry.errors import ConfigError, UsageError
+
+log = logging.getLogger("ferry.metrics")
+
+_LISTEN = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d{1,5})$")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung scrape does not keep the process alive
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:9464` for IPv6; port 0: any free one) -> (host, port); a usage
+    error otherwise."""
+    match = _LISTEN.match(value.strip())
+    port = int(match["port"]) if match else 0
+    if match is None or not 0 <= port < 65536:
+        raise UsageError(f"--serve {value!r}: expected HOST:PORT with a port from 0 (any free "
+                         "one) to 65535, e.g. --serve 127.0.0.1:9464")
+    return match["v6"] or match["host"], port
+
+
+def serve(config_file: str, host: str, port: int, token: str | None,
+          ready: Callable[[str], None]) -> None:
+    """Serve `/metrics` until interrupted; `ready` gets the URL once the socket listens."""
+    from ferry.config import load_config
+    from ferry.observe.collect import metric_families
+    from ferry.observe.metrics import CONTENT_TYPE, render, token_allows
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "ferry-metrics"
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/":
+                self._reply(200, "text/plain; charset=utf-8", "Ferry metrics: /metrics\n")
+                return
+            if path != "/metrics":
+                self._reply(404, "text/plain; charset=utf-8", "not found; try /metrics\n")
+                return
+            if token and not token_allows(self.headers.get("Authorization"), token):
+                self._reply(401, "text/plain; charset=utf-8",
+                            "a scrape token is required: Authorization: Bearer <token>\n",
+                            {"WWW-Authenticate": 'Bearer realm="ferry-metrics"'})
+                return
+            try:
+                body = render(metric_families(load_config(config_file)))
+            except ConfigError as exc:
+                self._reply(500, "text/plain; charset=utf-8", f"ferry: {exc}\n")
+                return
+            except Exception:  # a scrape must answer; the log has the traceback
+                log.exception("collecting metrics failed")
+                self._reply(500, "text/plain; charset=utf-8",
+                            "ferry: collecting metrics failed (see the server's log)\n")
+                return
+            self._reply(200, CONTENT_TYPE, body)
+
+        def _reply(self, code: int, kind: str, body: str,
+                   headers: dict[str, str] | None = None) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            # The request line and status only: never headers (the token).
+            log.debug("%s %s", self.address_string(), format % args)
+
+    server = (_Server6 if ":" in host else _Server)((host, port), Handler)
+    try:
+        shown = f"[{host}]" if ":" in host else host
+        ready(f"http://{shown}:{server.server_address[1]}/metrics")
+        server.serve_forever()
+    finally:
+        server.server_close()

@@ -1,0 +1,88 @@
+"""`ferry status`: per flow and partition, how far the mirror is behind, and how the flow's
+last run, heartbeats and checkpoints look."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ferry.config import Flow, MirrorConfig
+from ferry.steps.lag import PartitionStatus, partition_lag
+
+if TYPE_CHECKING:
+    from ferry.steps.heartbeats import Topology
+
+__all__ = ["FlowStatus", "PartitionStatus", "flow_status", "partition_lag", "status"]
+
+
+@dataclass
+class FlowStatus:
+    flow: str
+    source: str = ""
+    target: str = ""
+    partitions: list[PartitionStatus] = field(default_factory=list)
+    last_run: str | None = None
+    last_run_outcome: str | None = None
+    last_run_finished_at: str | None = None
+    heartbeat_latency_s: float | None = None
+    heartbeat_age_s: float | None = None
+    checkpoint_age_s: float | None = None
+
+    @property
+    def lag_records(self) -> int:
+        return sum(p.lag_records for p in self.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"lag_records": self.lag_records}
+
+    def text(self) -> str:
+        def secs(value: float | None) -> str:
+            return "-" if value is None else f"{value:.0f}s"
+
+        lines = [f"flow {self.flow}: lag {self.lag_records:,} records; last run "
+                 f"{self.last_run or '-'} {self.last_run_outcome or ''}; heartbeat latency "
+                 f"{secs(self.heartbeat_latency_s)} (age {secs(self.heartbeat_age_s)}); "
+                 f"checkpoints age {secs(self.checkpoint_age_s)}"]
+        lines += [f"  {p.topic}-{p.partition}: end {p.source_end:,}, mirrored to "
+                  f"{'-' if p.position is None else f'{p.position:,}'}, lag "
+                  f"{p.lag_records:,} records / {p.lag_seconds:.0f}s" for p in self.partitions]
+        return "\n".join(lines)
+
+
+def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
+    """`seen`: the target's topology, when the caller has read it already."""
+    from ferry.core.heartbeats import sources_of
+    from ferry.core.tables import StatePaths, final_attempts
+    from ferry.state.digest import newest, recent_runs
+    from ferry.steps.heartbeats import topology
+
+    found = FlowStatus(flow.name, flow.source, flow.target, partition_lag(flow))
+    paths = StatePaths(flow.ferry.state_dir)
+    runs = recent_runs(paths.runs, flow.name, newest=1)  # the latest run, not every row
+    if runs:
+        latest = max(runs, key=lambda r: r["finished_at"])
+        mine = final_attempts([r for r in runs if r["run_id"] == latest["run_id"]])
+        found.last_run = latest["run_id"]
+        found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
+        found.last_run_outcome = ("failed" if any(r["outcome"] == "failed" for r in mine)
+                                  else "copied")
+    translated = newest(paths.checkpoints, flow.name, "translated_at")
+    if translated is not None:
+        found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)
+    seen = seen or topology(config, flow.target)
+    beats = [h for h in seen.heartbeats
+             if sources_of(flow.policy, h.topic)[:1] == [flow.source]]
+    if beats:
+        newest_beat = max(beats, key=lambda h: h.timestamp_ms)
+        found.heartbeat_latency_s = newest_beat.latency_s
+        found.heartbeat_age_s = newest_beat.age_s
+    return found
+
+
+def status(config: MirrorConfig) -> list[FlowStatus]:
+    from ferry.steps.heartbeats import topology
+
+    targets = {f.target for f in config.enabled_flows}  # each target's heartbeats read once
+    seen = {target: topology(config, target) for target in sorted(targets)}
+    return [flow_status(config, flow, seen[flow.target]) for flow in config.enabled_flows]

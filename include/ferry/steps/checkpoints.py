@@ -1,0 +1,226 @@
+"""The checkpoint step: translate source consumer groups exactly, write MM2-format
+checkpoints, and (with `sync.group.offsets.enabled`) move idle target groups forward.
+
+Each source group that passes the flow's group filter and has committed offsets on
+mirrored topics is translated through the offset map (`ferry.core.checkpoints.translate`).
+A checkpoint is emitted by MM2's rule (new, downstream advanced, or the source group
+rewound) to `<source>.checkpoints.internal` on the target; group offsets are committed
+on the target only into groups nobody consumes there (EMPTY or absent) and only forward;
+active groups are left alone and reported. Every translation is a row in the Delta
+`checkpoints` table.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.config import Flow, MirrorConfig
+from ferry.core.checkpoints import (
+    BOUNDED,
+    Checkpoint,
+    latest,
+    offsets_to_commit,
+    should_emit,
+    translate,
+    translate_back,
+)
+from ferry.core.offsetmap import MapEntry
+from ferry.core.sync.topics import mirrored_topics
+from ferry.errors import UsageError
+
+log = logging.getLogger(__name__)
+NOT_MIRRORED = "not-mirrored"
+
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One group partition: where it committed on the source, where that is on the
+    target."""
+
+    group: str
+    topic: str
+    partition: int
+    source_offset: int
+    metadata: str
+    target_topic: str
+    target_offset: int | None
+    status: str
+    """exact, bounded (the group is ahead of the mirror: the end of what was mirrored),
+    or not-mirrored (nothing of the partition is on the target yet)."""
+
+    def checkpoint(self) -> Checkpoint | None:
+        if self.target_offset is None:
+            return None
+        return Checkpoint(self.group, self.target_topic, self.partition, self.source_offset,
+                          self.target_offset, self.metadata)
+
+
+@dataclass
+class CheckpointReport:
+    flow: str
+    translations: list[Translation] = field(default_factory=list)
+    emitted: list[Checkpoint] = field(default_factory=list)
+    synced: dict[str, int] = field(default_factory=dict)
+    """Target group -> partitions whose offsets were committed."""
+    active: list[str] = field(default_factory=list)
+    """Target groups left untouched because consumers are active there."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flow": self.flow,
+                "translations": [t.__dict__ for t in self.translations],
+                "emitted": len(self.emitted), "synced_groups": dict(self.synced),
+                "active_groups_left_untouched": list(self.active)}
+
+
+def checkpoints_topic(flow: Flow) -> str:
+    return flow.policy.checkpoints_topic(flow.source)
+
+
+def translate_groups(flow: Flow, group: str | None = None,
+                     reverse: Flow | None = None) -> list[Translation]:
+    """Translations of every eligible source group (or only `group`), read-only.
+
+    With `reverse` (the flow target->source, when configured), offsets the groups
+    committed on remote topics that came from the target (`B.x` on A for A->B: consumers
+    that failed over earlier) translate back to the original topic through the reverse
+    flow's offset map, exactly: fail-back.
+    """
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import list_groups
+    from ferry.steps.lookup import partition_entries
+
+    source = Admin(flow.source_admin)
+    mirrored = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
+    if group is not None:
+        if not flow.groups.accepts(group):
+            raise UsageError(f"group {group!r} does not pass the flow's group filter "
+                             f"(groups={flow.groups.include}, "
+                             f"groups.exclude={flow.groups.exclude})")
+        groups = [group]
+    else:
+        groups = [g for g in list_groups(source) if flow.groups.accepts(g)]
+    offsets = {name: source.committed(name) for name in groups}
+    # Only the offset-map entries the groups need (the map grows with every run).
+    topics = {t for found in offsets.values() for t, _ in found}
+    entries = partition_entries(flow, topics & set(mirrored))
+    back = _fail_back_entries(flow, reverse, {t for t in topics if t not in mirrored})
+    result: list[Translation] = []
+    for name, found in offsets.items():
+        for (topic, partition), (offset, metadata) in sorted(found.items()):
+            if topic in mirrored:
+                answer = translate(entries.get((topic, partition), []), offset)
+                downstream = flow.remote_topic(topic)
+            elif (topic, partition) in back:
+                filled = back[(topic, partition)]
+                answer = translate_back(filled, offset)
+                downstream = filled[0].source_topic
+            else:
+                continue
+            target, status = answer if answer else (None, NOT_MIRRORED)
+            result.append(Translation(name, topic, partition, offset, metadata, downstream,
+                                      target, status))
+    return result
+
+
+def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str]
+                       ) -> dict[tuple[str, int], list[MapEntry]]:
+    """(remote topic on this flow's source, partition) -> the reverse flow's entries that
+    filled it, for the committed `remotes` that came from the target and pass the flow's
+    topic filter (MM2 filters checkpoint topics too)."""
+    from ferry.steps.lookup import partition_entries
+
+    if reverse is None:
+        return {}
+    originals = {reverse.policy.upstream_topic(t) for t in remotes
+                 if flow.topics.accepts(t) and flow.policy.topic_source(t) == flow.target}
+    originals.discard(None)
+    if not originals:
+        return {}
+    found: dict[tuple[str, int], list[MapEntry]] = {}
+    for filled in partition_entries(reverse, {t for t in originals if t}).values():
+        if filled and filled[0].target_topic in remotes:
+            found[(filled[0].target_topic, filled[0].target_partition)] = filled
+    return found
+
+
+def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
+    """The enabled flow target->source, whose offset map serves fail-back."""
+    return next((f for f in config.enabled_flows
+                 if (f.source, f.target) == (flow.target, flow.source)), None)
+
+
+def run(flow: Flow, run_id: str = "", reverse: Flow | None = None) -> CheckpointReport:
+    """Translate (fail-back too, with `reverse`), emit checkpoints, sync idle target groups
+    (when enabled), record."""
+    from ferry.kafka import mm2topics
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import commit, describe, read_checkpoints, write_checkpoints
+
+    report = CheckpointReport(flow.name, translate_groups(flow, reverse=reverse))
+    target = Admin(flow.target_admin)
+    topic = checkpoints_topic(flow)
+    mm2topics.ensure(target, topic, flow.checkpoints_replication_factor,
+                     "checkpoints.topic.replication.factor")
+    before = latest(read_checkpoints(flow, topic))
+    current = [c for t in report.translations if (c := t.checkpoint()) is not None]
+    report.emitted = [c for c in current if should_emit(c, before.get(c.key))]
+    write_checkpoints(flow, topic, report.emitted)
+    if flow.sync_group_offsets.active:
+        by_group: dict[str, list[Checkpoint]] = {}
+        for checkpoint in current:
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        for group, state in describe(target, sorted(by_group)).items():
+            writes = offsets_to_commit(by_group[group], state)
+            if writes is None:
+                report.active.append(group)
+                log.warning("group %s is active on %s (%s): its offsets are left untouched",
+                            group, flow.target, state.state, extra={"flow": flow.name})
+            elif writes:
+                commit(target, group, list(writes.values()))
+                report.synced[group] = len(writes)
+    bounded = [t for t in report.translations if t.status == BOUNDED]
+    if bounded:
+        log.info("%d group partitions are ahead of the mirror: checkpointed at the end of "
+                 "what was mirrored", len(bounded), extra={"flow": flow.name})
+    _record(flow, report, run_id)
+    log.info("checkpoints: %d group partitions translated, %d emitted, %d groups synced, %d "
+             "active groups untouched", len(report.translations), len(report.emitted),
+             len(report.synced), len(report.active), extra={"flow": flow.name})
+    return report
+
+
+def due(flow: Flow) -> str:
+    """`due`, or why the checkpoint step does not run now (`emit.checkpoints.*`; an
+    interval you set is honoured across runs, the default runs every run)."""
+    from ferry.core.sync.schedule import due_steps
+    from ferry.core.tables import StatePaths
+    from ferry.state.reader import last_steps
+
+    last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
+        if flow.emit_checkpoints.explicit else {}
+    return due_steps(flow, last, datetime.now(UTC), steps=("checkpoints",))["checkpoints"]
+
+
+def _record(flow: Flow, report: CheckpointReport, run_id: str) -> None:
+    from ferry.core.tables import CHECKPOINTS_DDL, SCHEMA_VERSION, SYNCS_DDL, StatePaths
+    from ferry.state.writer import append
+
+    now = datetime.now(UTC)
+    emitted = {c.key for c in report.emitted}
+    rows = [{"flow": flow.name, "run_id": run_id, "group_id": t.group,
+             "source_topic": t.topic, "source_partition": t.partition,
+             "source_offset": t.source_offset, "target_topic": t.target_topic,
+             "target_offset": t.target_offset, "status": t.status,
+             "emitted": (t.group, t.target_topic, t.partition) in emitted,
+             "group_synced": t.group in report.synced, "translated_at": now,
+             "schema_version": SCHEMA_VERSION} for t in report.translations]
+    paths = StatePaths(flow.ferry.state_dir)
+    append(paths.checkpoints, CHECKPOINTS_DDL, rows)
+    if flow.emit_checkpoints.explicit:  # remembered to honour the interval
+        append(paths.syncs, SYNCS_DDL, [{
+            "flow": flow.name, "run_id": run_id, "step": "checkpoints", "synced_at": now,
+            "changes": len(report.emitted), "detail": "[]", "schema_version": SCHEMA_VERSION}])

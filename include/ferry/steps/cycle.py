@@ -1,0 +1,202 @@
+"""One run of a flow, step by step: heartbeat -> sync -> plan -> copy -> record ->
+checkpoints. The flow DAG runs each step as a task (the copy through Airflow's
+SparkSubmitOperator); `ferry mirror` runs them all in one process through `run` (the copy
+through `spark-submit`). Both call the same `Cycle` methods, so a cron-driven `ferry mirror`
+writes heartbeats and checkpoints exactly as the DAG does, each when its interval says so.
+
+An idle run (nothing to copy, no gap, offset map up to date) starts no JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ferry.config import Flow, MirrorConfig
+from ferry.core import plan_file
+from ferry.steps.mirror import Prepared, new_run_id, prepare
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The plan step's outcome: the plan, and its file when there is work for the copy."""
+
+    prepared: Prepared
+    offset_map_lag: int
+    plan_path: str | None
+    """None for an idle run: the copy step is skipped."""
+
+    @property
+    def idle(self) -> bool:
+        return self.plan_path is None
+
+    def summary(self) -> dict[str, Any]:
+        """Names and counts (an XCom, `--json`): never client settings."""
+        plan = self.prepared.plan
+        return {"idle": self.idle, "run_id": self.prepared.run_id, "ranges": len(plan.copies),
+                "offsets": plan.span, "gaps": len(plan.gaps),
+                "offset_map_lag": self.offset_map_lag, "plan": self.plan_path}
+
+
+@dataclass
+class CycleResult:
+    """What `run` did, step by step."""
+
+    flow: str
+    run_id: str
+    heartbeats: list[str] = field(default_factory=list)
+    sync: dict[str, Any] = field(default_factory=dict)
+    planned: Planned | None = None
+    copy_exit_code: int | None = None
+    """None: no copy (idle); else spark-submit's exit code."""
+    recorded: dict[str, Any] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.copy_exit_code in (None, 0)
+
+
+class Cycle:
+    """The steps of one run of `flow` (`run_id` tags everything they record)."""
+
+    def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
+                 master: str | None = None) -> None:
+        self.config, self.flow = config, flow
+        self.run_id = run_id or new_run_id()
+        self.master = master or flow.ferry.spark_master
+
+    def heartbeat(self) -> list[str]:
+        """Write the flow's heartbeat (when `emit.heartbeats.enabled`): source->target."""
+        from ferry.steps.heartbeats import emit
+
+        return [f"{b.source}->{b.target}" for b in emit([self.flow])]
+
+    def sync(self) -> dict[str, Any]:
+        """Topics, partitions, configs and ACLs, each step when its interval is due."""
+        from ferry.steps.sync import sync_flow
+
+        report = sync_flow(self.flow, apply=True, run_id=self.run_id)
+        return {"steps": dict(report.steps), "changes": report.lines(),
+                "warnings": list(report.warnings), "topics": len(report.mirrored)}
+
+    def plan(self) -> Planned:
+        """Plan exact ranges from the positions (expired ones restored from the offset map)
+        and write the plan file when there is work: ranges, gaps, or offset-map entries
+        Delta does not hold yet."""
+        prepared = prepare(self.flow, apply=False, run_id=self.run_id, master=self.master,
+                           sync=False)
+        lag = offset_map_lag(self.flow)
+        work = needs_job(prepared, lag)
+        if not work:
+            log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
+        return Planned(prepared, lag, write_plan(self.flow, prepared) if work else None)
+
+    def record(self, idle: bool) -> dict[str, Any]:
+        """The run as recorded (the last attempt at each range), and a point of the lag
+        history."""
+        from ferry.core.tables import StatePaths, final_attempts
+        from ferry.errors import FerryError
+        from ferry.state.reader import rows
+        from ferry.steps.lag import record_lag
+
+        flow = self.flow
+        try:
+            record_lag(flow, self.run_id)
+        except FerryError as exc:  # brokers gone since the copy: a point of history lost
+            log.warning("lag history not recorded: %s", exc, extra={"flow": flow.name})
+        if idle:
+            return {"idle": True}
+        paths = StatePaths(flow.ferry.state_dir)
+        runs = final_attempts(rows(paths.runs, flow.name, run_id=self.run_id))
+        summary = {"run_id": self.run_id, "ranges": len(runs),
+                   "records": sum(r["records"] for r in runs),
+                   "bytes": sum(r["bytes"] for r in runs),
+                   "failed": [f"{r['topic']}-{r['partition']}" for r in runs
+                              if r["outcome"] == "failed"],
+                   "gaps": len(rows(paths.gaps, flow.name, run_id=self.run_id))}
+        logging.getLogger("ferry.record").info("run recorded: %s", summary,
+                                               extra={"flow": flow.name})
+        return summary
+
+    def checkpoints(self) -> dict[str, Any]:
+        """Translate the flow's consumer groups (checkpoints, and group offsets on the
+        target with sync.group.offsets.enabled), when `emit.checkpoints.*` says so."""
+        from ferry.core.sync.schedule import DUE
+        from ferry.steps.checkpoints import due, reverse_of
+        from ferry.steps.checkpoints import run as translate
+
+        state = due(self.flow)
+        if state != DUE:
+            return {"ran": False, "why": state}
+        report = translate(self.flow, run_id=self.run_id,
+                           reverse=reverse_of(self.config, self.flow))
+        return {"ran": True, "translated": len(report.translations),
+                "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
+                "active_groups_left_untouched": report.active}
+
+
+def offset_map_lag(flow: Flow) -> int:
+    """Committed offset-map entries on the target not yet in the Delta offset map."""
+    from ferry.core.internal import offset_map_topic
+    from ferry.core.planner import TopicPartition
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.mapreader import map_cursor, read_entries
+
+    topic = offset_map_topic(flow)
+    target = Admin(flow.target_admin)
+    cursor = map_cursor(flow, target)
+    if not cursor.topic_id:
+        return 0
+    end = target.watermarks([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high
+    recorded = cursor.after
+    if end <= recorded + 2:  # at most the commit marker after the last recorded entry
+        return 0
+    # Markers and aborted entries also take offsets: count what is really committed.
+    return sum(1 for _ in read_entries(flow, recorded))
+
+
+def needs_job(prepared: Prepared, lag: int) -> bool:
+    return bool(prepared.plan.ranges or prepared.plan.gaps or lag > 0)
+
+
+def plans_dir(flow: Flow) -> Path:
+    state = flow.ferry.state_dir
+    base = Path(state) if "://" not in state else Path(tempfile.gettempdir()) / "ferry-state"
+    return base / "plans" / flow.dag_id
+
+
+def write_plan(flow: Flow, prepared: Prepared) -> str:
+    """The plan file the copy job reads (no secrets in it)."""
+    return plan_file.write(plans_dir(flow) / f"{prepared.run_id}.json", prepared.plan_file(),
+                           prepared.details())
+
+
+def run(config_path: str, config: MirrorConfig, flow: Flow,
+        master: str | None = None) -> CycleResult:
+    """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
+    through spark-submit (its output to stderr); when it fails, the run stops there, as the
+    DAG's record and checkpoints tasks do not run after a failed copy."""
+    from ferry.spark.submit import run_job
+
+    cycle = Cycle(config, flow, master=master)
+    result = CycleResult(flow.name, cycle.run_id)
+    result.heartbeats = cycle.heartbeat()
+    result.sync = cycle.sync()
+    planned = result.planned = cycle.plan()
+    if planned.plan_path is not None:
+        plan = planned.prepared.plan
+        log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
+                 plan.span, len(plan.gaps), extra={"flow": flow.name})
+        result.copy_exit_code = run_job(str(Path(config_path).resolve()), flow.name,
+                                        planned.plan_path, cycle.master)
+        if not result.ok:
+            return result
+    result.recorded = cycle.record(planned.idle)
+    result.checkpoints = cycle.checkpoints()
+    return result

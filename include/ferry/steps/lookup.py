@@ -1,0 +1,169 @@
+"""`ferry offsets`: where a source record went, from the Delta offset map (delta-rs, no
+JVM), completed from the offset-map topic when Delta has not caught up yet."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ferry.config import Flow
+from ferry.core.offsetmap import MapEntry, lookup, next_mirrored
+from ferry.core.tables import StatePaths
+from ferry.kafka.admin import Admin
+from ferry.kafka.mapreader import map_cursor
+from ferry.state.reader import latest_cover, map_rows
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Answer:
+    flow: str
+    topic: str
+    partition: int
+    source_offset: int
+    status: str  # mirrored | no-record | not-mirrored
+    target_topic: str
+    target_partition: int
+    target_offset: int | None
+    next_source: int | None = None
+    next_target: int | None = None
+    mirrored_up_to: int | None = None
+    run_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def text(self) -> str:
+        where = f"{self.topic}-{self.partition}@{self.source_offset}"
+        if self.status == "mirrored":
+            return (f"{where} -> {self.target_topic}-{self.target_partition}@"
+                    f"{self.target_offset} (run {self.run_id})")
+        if self.status == "no-record":
+            nxt = (f"; the next mirrored record, {self.topic}-{self.partition}@"
+                   f"{self.next_source}, is at {self.target_topic}-{self.target_partition}@"
+                   f"{self.next_target}") if self.next_source is not None else ""
+            return (f"{where} holds no mirrored record (a transaction marker, an aborted or a "
+                    f"compacted record){nxt}")
+        upto = (f"mirrored up to offset {self.mirrored_up_to}" if self.mirrored_up_to
+                is not None else "nothing of this partition is mirrored yet")
+        return f"{where} is not mirrored yet ({upto})"
+
+
+def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
+    entries = partition_entries(flow, [topic]).get((topic, partition), [])
+    remote = flow.remote_topic(topic)
+    base = {"flow": flow.name, "topic": topic, "partition": partition,
+            "source_offset": source_offset, "target_topic": remote,
+            "target_partition": partition}
+    found = lookup(entries, source_offset)
+    if found is None:
+        upto = entries[-1].covered_end if entries else None
+        return Answer(**base, status="not-mirrored", target_offset=None,  # type: ignore[arg-type]
+                      mirrored_up_to=upto)
+    entry, target = found
+    if target is not None:
+        return Answer(**base, status="mirrored", target_offset=target,  # type: ignore[arg-type]
+                      run_id=entry.run_id)
+    nxt = next_mirrored(entries, source_offset)
+    return Answer(**base, status="no-record", target_offset=None,  # type: ignore[arg-type]
+                  next_source=nxt[0] if nxt else None, next_target=nxt[1] if nxt else None,
+                  run_id=entry.run_id)
+
+
+Key = tuple[int, int, int]
+"""Orders entries by when they were written: (of the current offset-map topic, commit
+time for entries of an older one, offset in the offset-map topic)."""
+
+
+Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
+
+
+def current_entries(flow: Flow, topics: Collection[str] | None = None,
+                    into: Callable[[str], str] | None = None, claims: bool = False
+                    ) -> Grouped:
+    """Each source partition's offset-map entries (of `topics` only, when given) with their
+    order keys: Delta first, completed from the offset-map topic where Delta has not caught
+    up (a job that died between the Kafka commit and the Delta write).
+
+    Only the current incarnations count (G10): entries written for a source or destination
+    topic that has since been deleted and created again (another topic ID) are left out
+    (entries of an older Ferry carry no IDs and are kept). Without the source cluster (a
+    disaster), source IDs are not checked. With `claims`, entries of a destination topic
+    deleted since are kept: what the offset map claims is on the target, for a verify to
+    find missing. Only entries of records written into
+    `into(source topic)` count: by default the flow's remote topic, so a backfill into a
+    topic of its own never answers for the mirror."""
+    every, target_ids = _claims(flow, topics, into)
+    return every if claims else _live(every, target_ids)
+
+
+def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
+                       into: Callable[[str], str] | None = None
+                       ) -> tuple[dict[tuple[str, int], list[MapEntry]],
+                                  dict[tuple[str, int], list[MapEntry]]]:
+    """`partition_entries` without and with `claims`, from one read."""
+    every, target_ids = _claims(flow, topics, into)
+    return _covers(_live(every, target_ids)), _covers(every)
+
+
+def _live(grouped: Grouped, target_ids: Mapping[str, str]) -> Grouped:
+    """The entries whose destination is the topic there now (no ID recorded: assumed);
+    the records of the others are gone with the topic they were written to."""
+    live = {key: [(k, e) for k, e in found
+                  if not e.target_id or e.target_id == target_ids.get(e.target_topic)]
+            for key, found in grouped.items()}
+    return {key: found for key, found in live.items() if found}
+
+
+def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
+    return {key: latest_cover(found) for key, found in grouped.items()}
+
+
+def _claims(flow: Flow, topics: Collection[str] | None,
+            into: Callable[[str], str] | None) -> tuple[Grouped, dict[str, str]]:
+    """Every entry of the current source incarnations (see `current_entries`), and the
+    destinations' current topic IDs."""
+    from ferry.errors import FerryError
+    from ferry.kafka.identity import topic_ids
+    from ferry.kafka.mapreader import read_entries
+
+    destination = into or flow.remote_topic
+    if topics is not None and not topics:
+        return {}, {}
+    target = Admin(flow.target_admin)
+    cursor = map_cursor(flow, target)
+    keyed: list[tuple[Key, MapEntry]] = []
+    for row in map_rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, topics):
+        current = row.map_topic_id == cursor.topic_id or (
+            not row.map_topic_id and cursor.legacy_current)
+        keyed.append(((1, 0, row.offset) if current
+                      else (0, row.entry.committed_at_ms, row.offset), row.entry))
+    keyed += [((1, 0, offset), entry) for offset, entry in read_entries(flow, cursor.after)
+              if topics is None or entry.source_topic in topics]
+    keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
+    names = {e.source_topic for _, e in keyed}
+    try:
+        source_ids = topic_ids(Admin(flow.source_admin), names)
+    except FerryError as exc:
+        log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
+        source_ids = {}
+    target_ids = topic_ids(target, {destination(t) for t in names})
+    grouped: Grouped = {}
+    for key, entry in keyed:
+        if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
+                                                                 entry.source_id):
+            continue
+        grouped.setdefault((entry.source_topic, entry.source_partition), []).append(
+            (key, entry))
+    return grouped, target_ids
+
+
+def partition_entries(flow: Flow, topics: Collection[str] | None = None,
+                      into: Callable[[str], str] | None = None, claims: bool = False
+                      ) -> dict[tuple[str, int], list[MapEntry]]:
+    """Each source partition's current offset-map entries (`current_entries`), overlaps
+    resolved to the later written, in source order."""
+    return _covers(current_entries(flow, topics, into, claims))

@@ -1,0 +1,185 @@
+"""One mirror cycle's steps, shared by the CLI (`ferry plan`, `ferry mirror`) and the DAG.
+
+sync topology -> plan (watermarks, positions) -> copy (lanes) -> record. `prepare` does the
+first two against the clusters (cheap: a few admin calls, no JVM), so an idle cycle ends
+there. The plan is fixed when it is made; the copy step receives it whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.config import Flow
+from ferry.core.internal import positions_group
+from ferry.core.plan_file import PlanFile
+from ferry.core.planner import Gap, Limits, Plan, TopicPartition, Watermarks, plan
+from ferry.core.sync.topics import TopicActions
+from ferry.errors import TerminalError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cycle's plan and what was found on the way."""
+
+    flow: str
+    run_id: str
+    planned_at: str
+    lanes: int
+    plan: Plan
+    topics: dict[str, int]
+    watermarks: dict[TopicPartition, Watermarks]
+    positions: dict[TopicPartition, int | None]
+    topology: TopicActions
+
+    def plan_file(self) -> PlanFile:
+        """What the copy job gets."""
+        return PlanFile(self.flow, self.run_id, self.lanes, self.plan.ranges, self.plan.gaps,
+                        planned_at=self.planned_at)
+
+    def details(self) -> dict[str, Any]:
+        """What people see beside the plan file (`ferry plan --json`): each partition's
+        watermarks and position, and the topology changes."""
+        return {
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition,
+                 "low": self.watermarks[tp].low, "end": self.watermarks[tp].high,
+                 "position": self.positions.get(tp)}
+                for tp in sorted(self.watermarks)],
+            "topology": {
+                "create": [{"topic": c.name, "partitions": c.partitions,
+                            "replication_factor": c.replication_factor,
+                            "configs": dict(c.configs)} for c in self.topology.create],
+                "grow": [{"topic": g.name, "from": g.from_partitions, "to": g.to_partitions}
+                         for g in self.topology.grow],
+            },
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan file's content and the details (no secrets): `ferry plan --json`."""
+        return self.plan_file().to_json() | self.details()
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def limits_for(flow: Flow) -> Limits:
+    reset = str(flow.consumer.settings.get("auto.offset.reset", "earliest"))
+    return Limits(max_records=flow.ferry.range_max_records,
+                  reset="latest" if reset == "latest" else "earliest",
+                  on_gap=flow.ferry.on_gap)
+
+
+def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
+            master: str | None = None, sync: bool = True, restore: bool = True) -> Prepared:
+    """Sync the target's shape (the steps that are due; unless `apply` is False: then
+    only report) and plan the partitions that have a remote partition (in a dry run: as
+    they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
+    `master` (default `ferry.spark.master`) sizes the default lane count.
+
+    Positions Kafka expired are taken from the offset map (`ferry.steps.recovery`) and, with
+    `restore`, committed back into the positions group for the lanes."""
+    from ferry.core.lanes import cores_of, lane_count
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.identity import topic_ids
+    from ferry.kafka.lane import recorded_source_id
+    from ferry.state import incidents
+    from ferry.steps.sync import sync_flow
+
+    run_id = run_id or new_run_id()
+    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    report = sync_flow(flow, apply=apply, run_id=run_id, source=source, target=target,
+                       steps=None if sync else ())
+    topics = report.ready(flow)
+    actions = report.topics
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    marks = source.watermarks(tps)
+    committed = target.committed(
+        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
+    found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    ids = topic_ids(source, topics)
+    recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
+    try:
+        check_identity(flow, ids, recorded)
+    except SourceRecreatedError:
+        incidents.record(flow, [
+            incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
+                               f"topic ID {recorded[tp]} became {ids[tp.topic]}")
+            for tp in sorted(recorded)
+            if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
+        raise
+    positions = {tp: c[0] if c else None for tp, c in found.items()}
+    positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
+                              restore, run_id))
+    result = plan(positions, marks, limits_for(flow))
+    remote_ids = topic_ids(target, {flow.remote_topic(t) for t in topics})
+    result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
+                                target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
+                        for r in result.ranges), result.gaps)
+    lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
+    prepared = Prepared(flow.name, run_id,
+                        datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
+                        topics, marks, positions, actions)
+    log.info("planned %d ranges (%d offsets) and %d gaps over %d partitions",
+             len(result.copies), result.span, len(result.gaps), len(tps),
+             extra={"flow": flow.name})
+    return prepared
+
+
+class SourceRecreatedError(TerminalError):
+    """Positions were committed for another incarnation of a source topic (G10)."""
+
+
+def check_identity(flow: Flow, ids: Mapping[str, str],
+                   recorded: Mapping[TopicPartition, str]) -> None:
+    """Refuse to plan partitions whose position was committed for a source topic ID other
+    than the topic's current one: the topic was deleted and created again, and its new
+    offsets are not the ones the position counts (copying on would skip the new topic's
+    first records, or copy them as if they continued the old ones). Pure."""
+    changed = sorted(tp for tp, rid in recorded.items()
+                     if rid and tp.topic in ids and ids[tp.topic] != rid)
+    if not changed:
+        return
+    topics = sorted({tp.topic for tp in changed})
+    first = changed[0]
+    log.error("incident: source topic %s was deleted and recreated (topic ID %s, positions "
+              "committed for %s)", ", ".join(topics), ids[first.topic], recorded[first],
+              extra={"flow": flow.name, "topic": first.topic})
+    raise SourceRecreatedError(
+        f"flow {flow.name}: source topic {', '.join(topics)} was deleted and created again on "
+        f"{flow.source} (topic ID {recorded[first]} became {ids[first.topic]}); the positions "
+        f"of {', '.join(str(tp) for tp in changed[:5])} count offsets of the old topic. "
+        "Nothing was copied. To mirror the new topic from its start, either delete the remote "
+        f"topic {flow.remote_topic(first.topic)} on {flow.target}, or keep it and run `ferry "
+        f"positions reset CONFIG --flow '{flow.name}' --topic {first.topic} --to earliest`; "
+        "then run again.")
+
+
+def _recover(flow: Flow, target: object, missing: list[TopicPartition],
+             restore: bool, run_id: str) -> dict[TopicPartition, int | None]:
+    """Positions of `missing` partitions that the offset map knows (G9)."""
+    from ferry.state import incidents
+    from ferry.steps import recovery
+
+    if not missing:
+        return {}
+    found = recovery.recorded_positions(flow, missing)
+    if restore and found:
+        recovery.restore(flow, target, found)
+        incidents.record(flow, [
+            incidents.Incident(incidents.POSITION_RESTORED, tp.topic, tp.partition,
+                               f"restored {r.position} (run {r.run_id})")
+            for tp, r in sorted(found.items())], run_id)
+    return {tp: r.position for tp, r in found.items()}
+
+
+def describe_gaps(gaps: tuple[Gap, ...]) -> str:
+    return "; ".join(f"{g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count} "
+                     "records)" for g in gaps)

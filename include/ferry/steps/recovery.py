@@ -1,0 +1,95 @@
+"""Durable positions (G9): where each partition was mirrored to, from the offset map.
+
+A flow's positions are offsets of the memberless group `__ferry-positions.<source>` on the
+target, committed in the same transactions as the records. Kafka deletes such an offset
+`offsets.retention.minutes` after its last commit (7 days by default), so a partition
+that stays idle that long loses its position. The offset map is the truth they are a
+cache of: every transaction also wrote an entry whose `covered_end` is the position it
+committed. When the group has no position for a partition the offset map knows, the run
+takes the position from the offset map (the latest entry written into the flow's remote
+topic: Delta's rows plus the entries committed on the target since) and commits it back
+into the group, with a warning naming the partition. A partition is never started from
+scratch after it was mirrored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ferry.config import Flow
+from ferry.core.offsetmap import MapEntry
+from ferry.core.planner import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A partition's position as the offset map records it."""
+
+    position: int
+    """The next source offset to copy: the latest entry's covered end."""
+    target_end: int | None
+    """The remote partition's next offset after the last mirrored record (None: none)."""
+    run_id: str
+
+
+def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
+                     ) -> dict[TopicPartition, Recorded]:
+    """Per source partition, the position the latest entry (highest order key: its offset
+    in the offset-map topic) written into the flow's remote topic left: a backfill into a
+    topic of its own moves no position of the flow. Pure."""
+    latest: dict[TopicPartition, tuple[Any, MapEntry]] = {}
+    ends: dict[TopicPartition, tuple[Any, int]] = {}
+    for offset, entry in entries:
+        if entry.target_topic != flow.remote_topic(entry.source_topic):
+            continue
+        tp = TopicPartition(entry.source_topic, entry.source_partition)
+        if tp not in latest or offset > latest[tp][0]:
+            latest[tp] = (offset, entry)
+        if entry.segments and (tp not in ends or offset > ends[tp][0]):
+            ends[tp] = (offset, entry.segments[-1].target_end)
+    return {tp: Recorded(entry.covered_end, ends[tp][1] if tp in ends else None, entry.run_id)
+            for tp, (_, entry) in latest.items()}
+
+
+def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
+                       ) -> dict[TopicPartition, Recorded]:
+    """The offset map's positions of `tps` (those it knows), from the entries of the current
+    topic incarnations: the Delta table's and the ones committed on the target's offset-map
+    topic that Delta does not hold yet."""
+    from ferry.steps.lookup import current_entries
+
+    wanted = set(tps)
+    if not wanted:
+        return {}
+    found = current_entries(flow, {tp.topic for tp in wanted})
+    entries = [pair for pairs in found.values() for pair in pairs]
+    return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
+
+
+def restore(flow: Flow, target: object, recovered: Mapping[TopicPartition, Recorded]) -> None:
+    """Commit recovered positions back into the flow's positions group (with the remote
+    partition's end as metadata, as the lanes commit them), so the lanes find them."""
+    from ferry.core.internal import positions_group
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.groups import alter_offsets
+    from ferry.kafka.lane import position_metadata
+
+    if not recovered:
+        return
+    assert isinstance(target, Admin)
+    group = positions_group(flow)
+    alter_offsets(target, group, [
+        (flow.remote_topic(tp.topic), tp.partition, r.position,
+         position_metadata(r.target_end)) for tp, r in sorted(recovered.items())],
+        f"restoring the positions of group {group}",
+        {"GROUP": f"READ on GROUP {group}", "TOPIC": "DESCRIBE on TOPIC (remote)"})
+    for tp, r in sorted(recovered.items()):
+        log.warning("the position of %s had expired from group %s (Kafka's "
+                    "offsets.retention.minutes); restored %d from the offset map (run %s)",
+                    tp, group, r.position, r.run_id,
+                    extra={"flow": flow.name, "topic": tp.topic, "partition": tp.partition})
