@@ -290,3 +290,53 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
     assert copied["scheduled"] > 0 and copied["backfill"] > 0, copied
     assert moved_back == []
     assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: one long transaction, and another writer putting records into the remote
+    # partition meanwhile, so that the lane's records are not contiguous there (it refuses
+    # to map around a foreign writer: the lane fails with its transaction open)
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(50_000))
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "ferry.transaction.max.seconds = 60\n"
+                       "ferry.transaction.max.records = 1000000\n").enabled_flows[0]
+    prepare(flow, run_id="topology")  # creates the remote and offset-map topics
+    remote = flow.remote_topic(topic_name)
+    stop = threading.Event()
+
+    def intrude() -> None:
+        writer = Producer(conf(clusters["target"]))
+        while not stop.is_set():
+            writer.produce(remote, b"foreign", partition=0)
+            writer.flush(5)
+            time.sleep(0.005)
+
+    intruder = threading.Thread(target=intrude, daemon=True)
+    intruder.start()
+    try:
+        lane = Lane(flow, 0, [Range(topic_name, 0, 0, 50_000, expect=None)], "mixed", lanes=1)
+        with pytest.raises(FerryError, match="the target assigned offsets"):
+            lane.run()
+    finally:
+        stop.set()
+        intruder.join(30)
+
+    # then: its transaction was aborted when it failed: the remote partition's last stable
+    # offset reaches its end within seconds, not after the transaction timeout
+    tp = TopicPartition(remote, 0)
+    deadline = time.monotonic() + 15
+    while True:
+        ends = []
+        for isolation in ("read_committed", "read_uncommitted"):
+            probe = Consumer(conf(clusters["target"], **{"group.id": "ferry-test-lso",
+                                                         "isolation.level": isolation}))
+            ends.append(probe.get_watermark_offsets(tp, timeout=10)[1])
+            probe.close()
+        if ends[0] == ends[1]:
+            break
+        assert time.monotonic() < deadline, f"the last stable offset stays at {ends[0]} " \
+            f"below {ends[1]}: the failed lane left its transaction open"
+        time.sleep(0.5)

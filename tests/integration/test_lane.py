@@ -243,6 +243,31 @@ def test_a_refused_start_marker_of_an_empty_partition_fails_as_a_ferry_error_nam
         TopicPartition_(topic_name, 0)] is None
 
 
+def test_at_least_once_commits_no_position_over_an_offset_map_entry_the_target_refused(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an at_least_once flow (no transaction to fail) whose offset-map topic refuses
+    # every entry
+    from ferry.errors import FerryError
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(20)])
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "ferry.delivery = at_least_once\n").enabled_flows[0]
+    create_topic(clusters["target"], offset_map_topic(flow), 1, {"max.message.bytes": "64"})
+
+    # when: the cycle runs
+    with pytest.raises(FerryError) as err:
+        run_cycle(flow)
+
+    # then: it fails naming the refused entry, and the position stays where copying
+    # started, not past records the offset map cannot translate (the next run copies them
+    # again: at least once)
+    assert f"refused the offset-map entry of {topic_name}-0" in str(err.value)
+    assert prepare(flow, apply=False, restore=False).positions[
+        TopicPartition_(topic_name, 0)] == 0
+
+
 def test_at_least_once_keeps_what_was_acknowledged_before_a_refused_record(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

@@ -749,9 +749,11 @@ class Lane:
 
     def _commit_positions(self, producer: Producer, offsets: list[KTP]) -> None:
         """at_least_once: the offset-map entries acknowledged, then the positions."""
-        if self._flush(producer) or self.refused is not None:
-            raise TransientError(f"flow {self.flow.name}: the offset-map entries were not "
-                                 "acknowledged; the next run copies this batch again")
+        remaining = self._flush(producer)
+        if remaining or self.refused is not None:
+            why = self.refused[2] if self.refused else f"{remaining} entries unacknowledged"
+            raise TransientError(f"{why}; no position was committed over it: the next run "
+                                 "copies this batch again")
         if offsets and self.reader is not None:
             reader = self.reader
             self._call(lambda: reader.commit(offsets=offsets, asynchronous=False),
