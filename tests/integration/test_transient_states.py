@@ -157,6 +157,32 @@ def test_a_group_the_principal_may_not_read_fails_at_once_naming_the_right(
     assert time.monotonic() - started < 10
 
 
+def test_a_partition_the_broker_answers_with_an_error_is_never_taken_for_no_offset(
+    secure_clusters: cluster.SecureClusters
+) -> None:
+    # given: a group with a committed offset on a topic, and a principal that may describe
+    # the group but not the topic (the broker answers that partition with an error)
+    from confluent_kafka.admin import AclOperation, ResourceType
+
+    from tests.integration.secure_data import acl, admin, grant
+
+    root = admin(secure_clusters, "ssource")
+    root.create_topics([NewTopic("ledger-events", 1, 1)])["ledger-events"].result(30)
+    committer = Consumer(secure_clusters.client("ssource") | {"group.id": "ledger"})
+    committer.commit(offsets=[TopicPartition("ledger-events", 0, 7)], asynchronous=False)
+    committer.close()
+    grant(secure_clusters, "ssource", [
+        acl(ResourceType.GROUP, "ledger", AclOperation.DESCRIBE, "User:alice")])
+    alice = ClientConfig("ssource", "admin", secure_clusters.client("ssource", "alice"))
+
+    # when / then: the read fails naming the partition and the right it takes, instead of
+    # answering "no offset there" (which would start that partition from scratch)
+    with pytest.raises(TerminalError, match=r"cluster ssource: reading the offset of group "
+                                            r"ledger on ledger-events-0 failed: .*User:alice "
+                                            r"may not DESCRIBE on TOPIC ledger-events"):
+        Admin(alice).committed("ledger", [("ledger-events", 0)])
+
+
 def test_a_refused_login_fails_at_once(secure_clusters: cluster.SecureClusters) -> None:
     settings = secure_clusters.client("ssource", "ferry")
     settings["sasl.password"] = "not-" + settings["sasl.password"]
