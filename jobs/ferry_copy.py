@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spark = build_session(master=None, app_name=f"ferry-copy {args.flow}")
     try:
-        result = run_copy_job(spark, args.config, args.flow, args.plan)
+        result = run_copy_job(spark, args.config, flow, args.plan)
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def test_one_task_per_state_table_daily_one_run_at_a_time(tmp_path: Path) -> None:
-    from ferry.airflow.maintenance import build_maintenance_dag
+    from ferry.airflow.maintenance_dag import build_maintenance_dag
 
     config = state_config(tmp_path)
     dag = build_maintenance_dag(config, config.path)

@@ -217,6 +217,30 @@ def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset
     assert read_all(clusters["target"], flow.remote_topic(topic_name), 0) == []  # nothing half
 
 
+def test_a_failed_range_counts_only_what_was_committed_not_what_was_read(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: 10 records in one transaction, the target refusing the one at offset 5
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name,
+            [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       "config.properties.exclude = max\\.message\\.bytes\n").enabled_flows[0]
+    create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
+                 {"max.message.bytes": "10000"})
+    prepared = prepare(flow, run_id="refused")
+    lane = Lane(flow, 0, prepared.plan.ranges, "refused", lanes=1)
+
+    # when: the lane reads them all (twice: once more one by one to name the refusal)
+    with pytest.raises(TerminalError):
+        lane.run()
+
+    # then: its runs row says what is on the target, nothing: the transaction aborted
+    (result,) = lane.results
+    assert (result.outcome, result.records, result.bytes) == ("failed", 0, 0)
+    assert result.seconds > 0
+
+
 def test_a_refused_start_marker_of_an_empty_partition_fails_as_a_ferry_error_naming_it(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

@@ -19,7 +19,7 @@ ENTRY_POINTS = {
                 " '--flow', 'a->b', '--plan', 'p.json']\n"
                 f"runpy.run_path({str(ROOT / 'jobs' / 'ferry_copy.py')!r}, run_name='x')"
                 "['main'](sys.argv[1:])",
-    "airflow task": "from ferry.airflow.dags import task_config\n"
+    "airflow task": "from ferry.airflow.tasks import task_config\n"
                     "try:\n    task_config('/nonexistent')\nexcept Exception:\n    pass",
     "spark lane task": "from ferry import logs\nlogs.setup()",
 }

@@ -57,7 +57,7 @@ def test_a_gap_that_every_run_finds_again_is_recorded_once(
         plan = tmp_path / f"{run}.json"
         plan.write_text(json.dumps({"flow": flow.name, "run_id": run, "lanes": 1,
                                     "ranges": [], "gaps": [gap]}))
-        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow.name, str(plan))
+        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow, str(plan))
 
     recorded = rows(StatePaths(flow.ferry.state_dir).gaps, flow.name)
     assert [(r["run_id"], r["gap_start"], r["gap_end"], r["records"]) for r in recorded] == [

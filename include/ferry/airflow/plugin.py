@@ -82,7 +82,7 @@ async def airflow_user(request: Request) -> Any:
 
 def _config() -> tuple[str, Any]:
     """(config path, loaded config); raises ConfigError."""
-    from ferry.airflow.dags import config_path
+    from ferry.airflow.tasks import config_path
     from ferry.config import load_config
 
     path = config_path()
@@ -120,7 +120,7 @@ def create_app() -> FastAPI:
             # A person at a browser: to Airflow's login, and back here afterwards.
             return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
                                     status_code=303)
-        from ferry.airflow.dags import config_path
+        from ferry.airflow.tasks import config_path
         from ferry.observe.page import render_page
 
         try:

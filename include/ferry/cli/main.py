@@ -297,29 +297,15 @@ def cmd_positions_reset(args: argparse.Namespace) -> int:
 
 
 def _aliases(config_file: str | None) -> tuple[str, ...]:
-    """Cluster aliases named by a config (only `clusters` is read: the bootstrap servers
-    of a local config usually point at what `up` is about to start)."""
+    """The cluster aliases of a config (`load_config`: the one config reader), or the
+    default pair."""
     from ferry.local.cluster import DEFAULT_ALIASES
 
     if config_file is None:
         return DEFAULT_ALIASES
-    from ferry.config.properties import parse_properties
-    from ferry.mm2.filters import split_list
+    from ferry.config import load_config
 
-    try:
-        text = Path(config_file).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {config_file}: {exc.strerror}") from None
-    if config_file.endswith((".yaml", ".yml")):
-        from ferry.config.strimzi import strimzi_properties
-
-        raw = strimzi_properties(text, config_file, Path(config_file).parent, {})
-    else:
-        raw = parse_properties(text)
-    aliases = tuple(split_list(raw.get("clusters", "")))
-    if not aliases:
-        raise UsageError(f"{config_file}: clusters is missing; add clusters=source, target")
-    return aliases
+    return tuple(load_config(config_file).clusters)
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:

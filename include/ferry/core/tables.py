@@ -1,7 +1,9 @@
-"""Table names, locations and schemas (pure: no Spark, no delta-rs)."""
+"""The state tables: names, locations, schemas, and the rows of each, built next to its
+schema (pure: no Spark, no delta-rs). A row builder returns exactly its table's columns."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -180,3 +182,72 @@ def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,
         "lag_seconds": lag_seconds, "recorded_at": recorded_at,
         "schema_version": SCHEMA_VERSION,
     }
+
+
+@dataclass
+class RangeResult:
+    """What happened to one planned range: a row of the `runs` table (`run_row`)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    """From the start of its lane's copy until the range's outcome was known."""
+    max_age_ms: int = 0
+    outcome: str = "pending"  # copied | skipped (already committed) | failed
+    error: str = ""
+    duplicates: int = 0  # at_least_once: records a crashed run wrote that this one re-copied
+
+
+def run_row(flow: str, run_id: str, lane: int, result: RangeResult, delivery: str,
+            finished_at: datetime) -> dict[str, Any]:
+    return {
+        "flow": flow, "run_id": run_id, "lane": lane, "topic": result.topic,
+        "partition": result.partition, "range_start": result.start,
+        "range_end": result.end, "records": result.records, "bytes": result.bytes,
+        "seconds": result.seconds, "max_record_age_ms": result.max_age_ms,
+        "outcome": result.outcome, "error": result.error, "delivery": delivery,
+        "duplicates": result.duplicates, "finished_at": finished_at,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+def sync_row(flow: str, run_id: str, step: str, changes: list[str],
+             synced_at: datetime) -> dict[str, Any]:
+    """A sync step's row; `changes` are the step's changes, one line each."""
+    return {"flow": flow, "run_id": run_id, "step": step, "synced_at": synced_at,
+            "changes": len(changes), "detail": json.dumps(changes),
+            "schema_version": SCHEMA_VERSION}
+
+
+def checkpoint_row(flow: str, run_id: str, group: str, source_topic: str,
+                   source_partition: int, source_offset: int, target_topic: str,
+                   target_offset: int | None, status: str, emitted: bool, group_synced: bool,
+                   translated_at: datetime) -> dict[str, Any]:
+    return {"flow": flow, "run_id": run_id, "group_id": group, "source_topic": source_topic,
+            "source_partition": source_partition, "source_offset": source_offset,
+            "target_topic": target_topic, "target_offset": target_offset, "status": status,
+            "emitted": emitted, "group_synced": group_synced, "translated_at": translated_at,
+            "schema_version": SCHEMA_VERSION}
+
+
+def verify_row(flow: str, run_id: str, topic: str, partition: int, source_start: int,
+               source_end: int, checked: int, altered: int, missing: int, skipped: int,
+               extra: int, mismatches: list[dict[str, Any]], ok: bool,
+               verified_at: datetime) -> dict[str, Any]:
+    """A verified partition's row; `mismatches` keeps the first 100."""
+    return {"flow": flow, "run_id": run_id, "topic": topic, "partition": partition,
+            "source_start": source_start, "source_end": source_end, "checked": checked,
+            "altered": altered, "missing": missing, "skipped": skipped, "extra": extra,
+            "mismatches": json.dumps(mismatches[:100]), "outcome": "ok" if ok else "mismatch",
+            "verified_at": verified_at, "schema_version": SCHEMA_VERSION}
+
+
+def incident_row(flow: str, run_id: str, kind: str, topic: str, partition: int, detail: str,
+                 detected_at: datetime) -> dict[str, Any]:
+    return {"flow": flow, "run_id": run_id, "kind": kind, "topic": topic,
+            "partition": partition, "detail": detail, "detected_at": detected_at,
+            "schema_version": SCHEMA_VERSION}

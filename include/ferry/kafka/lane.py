@@ -44,6 +44,7 @@ from ferry.config.clients import RdValue
 from ferry.core.internal import offset_map_topic, positions_group, reader_group, transactional_id
 from ferry.core.offsetmap import MapEntry, SegmentBuilder, SegmentError, encode, split_entry
 from ferry.core.planner import Range
+from ferry.core.tables import RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying, transient
@@ -57,23 +58,6 @@ PROGRESS_S = 10.0
 CALL_TIMEOUT_S = 60.0
 PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_000,
                                            "compression.type": "none"}
-
-
-@dataclass
-class RangeResult:
-    """What happened to one planned range (a row of the `runs` table)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    records: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    max_age_ms: int = 0
-    outcome: str = "pending"  # copied | skipped (already committed) | failed
-    error: str = ""
-    duplicates: int = 0  # at_least_once: records a crashed run wrote that this one re-copied
 
 
 @dataclass
@@ -115,6 +99,9 @@ class _Part:
     target_end: int | None = None  # next remote offset after what this lane recorded
     owner: str = ""  # the transactional id that committed the position this lane found
     txn_bytes: int = 0
+    read: list[tuple[int, int]] = field(default_factory=list)
+    """(source offset, bytes) of each record the open transaction read: counted into its
+    range's result only when committed (an aborted or re-read record is not copied)."""
     touched: bool = False
     refused_at: int | None = None  # at_least_once: the first source offset the target refused
     progress_at: float = field(default_factory=time.monotonic)
@@ -138,8 +125,20 @@ class _Part:
     def moved(self) -> None:
         self.progress_at = time.monotonic()
 
+    def settle(self, upto: int) -> None:
+        """Count the committed records (source offsets below `upto`) into their ranges."""
+        for offset, size in self.read:
+            if offset >= upto:
+                continue
+            for result in self.ranges:
+                if result.start <= offset < result.end:
+                    result.records += 1
+                    result.bytes += size
+                    break
+
     def reset_txn(self) -> None:
         """Forget the open transaction (committed, or aborted and to be read again)."""
+        self.read = []
         self.builder = SegmentBuilder()
         self.pending, self.sent = None, 0
         self.first_target = self.last_target = None
@@ -229,6 +228,7 @@ class Lane:
                  lanes: int) -> None:
         """Lane `lane` of `lanes` (the run's lane count, part of the transactional id)."""
         self.flow, self.lane, self.run_id = flow, lane, run_id
+        self.started = time.monotonic()
         self.txn_id = transactional_id(flow, lane, lanes, role)
         self.producer: Producer | None = None
         self.in_transaction = False
@@ -297,7 +297,7 @@ class Lane:
     # -- the run ------------------------------------------------------------------------
 
     def run(self) -> LaneResult:
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
         reader = self.reader = self._target_reader()
@@ -321,8 +321,17 @@ class Lane:
         finally:
             consumer.close()
             reader.close()
+            self._time_results()
         return LaneResult(self.lane, self.results, self.transactions,
                           time.monotonic() - started)
+
+    def _time_results(self) -> None:
+        """Ranges without a time of their own (skipped, failed, or copied by a previous
+        owner) get their lane's time so far."""
+        elapsed = round(time.monotonic() - self.started, 3)
+        for result in self.results:
+            if not result.seconds:
+                result.seconds = elapsed
 
     def _start_producer(self, diagnose: bool = False) -> Producer:
         """A producer with the lane's transactional id; initialising it fences every older
@@ -651,13 +660,12 @@ class Lane:
             if result.start <= offset < result.end:
                 value, key = message.value(), message.key()
                 size = (len(value) if value else 0) + (len(key) if key else 0)
-                result.records += 1
-                result.bytes += size
+                part.read.append((offset, size))
                 part.txn_bytes += size
-                if result.records == 1:
+                if not result.max_age_ms and not result.records:  # its first record
                     kind, ts = message.timestamp()
                     if kind:
-                        result.max_age_ms = max(0, int(time.time() * 1000) - ts)
+                        result.max_age_ms = max(1, int(time.time() * 1000) - ts)
                 return
 
     def _send(self, producer: Producer, part: _Part, message: Message, report: bool) -> None:
@@ -875,11 +883,13 @@ class Lane:
         self.transactions += 1
         for part in touched:
             part.covered = ends[(part.topic, part.partition)]
+            part.settle(part.covered)
             part.reset_txn()
         for part in parts:
             for result in part.ranges:
                 if result.outcome == "pending" and part.covered >= result.end:
                     result.outcome = "copied"
+                    result.seconds = round(time.monotonic() - self.started, 3)
         if refusal is not None:
             raise _RefusedKept(f"{refusal}; the records before it are committed: the next "
                                "run starts at it")

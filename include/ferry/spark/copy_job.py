@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 from ferry.config import Flow, load_config
 from ferry.core import plan_file
 from ferry.core.internal import offset_map_topic
-from ferry.core.planner import Gap
+from ferry.core.planner import Gap, Range
 from ferry.core.tables import (
     GAPS_DDL,
     OFFSET_MAP_DDL,
     RUNS_DDL,
-    SCHEMA_VERSION,
     StatePaths,
     gap_row,
     offset_map_row,
+    run_row,
     runs_from_entries,
 )
 from ferry.state.reader import transaction_version, unrecorded_gaps
@@ -55,7 +55,7 @@ class JobResult:
 
 
 def lane_task(config_path: str, flow_name: str, run_id: str,
-              lanes: dict[int, list[dict[str, Any]]], lane_ids: list[int], role: str,
+              lanes: dict[int, list[Range]], lane_ids: list[int], role: str,
               lane_count: int, batches: Iterator[pa.RecordBatch]
               ) -> Iterator[pa.RecordBatch]:
     """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
@@ -63,7 +63,6 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
 
     import ferry
     from ferry import logs
-    from ferry.core.planner import Range
     from ferry.errors import FerryError
     from ferry.kafka.lane import Lane
     from ferry.progress import Progress
@@ -74,26 +73,18 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
     for batch in batches:
         for index in batch.column(0).to_pylist():
             lane = lane_ids[index]
-            ranges = [Range(**r) for r in lanes[lane]]
+            ranges = lanes[lane]
             context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane)
             worker = Lane(flow, lane, ranges, run_id,
                           progress=Progress(context, f"lane {lane}"), role=role,
                           lanes=lane_count)
-            started = datetime.now(UTC)
             try:
                 worker.run()
             except FerryError as exc:
                 context.error("lane %s failed: %s", lane, exc)
-            seconds = (datetime.now(UTC) - started).total_seconds()
-            rows = [{
-                "flow": flow.name, "run_id": run_id, "lane": lane, "topic": r.topic,
-                "partition": r.partition, "range_start": r.start, "range_end": r.end,
-                "records": r.records, "bytes": r.bytes, "seconds": seconds,
-                "max_record_age_ms": r.max_age_ms, "outcome": r.outcome, "error": r.error,
-                "delivery": flow.ferry.delivery, "duplicates": r.duplicates,
-                "finished_at": datetime.now(UTC),
-                "schema_version": SCHEMA_VERSION,
-            } for r in worker.results]
+            finished = datetime.now(UTC)
+            rows = [run_row(flow.name, run_id, lane, r, flow.ferry.delivery, finished)
+                    for r in worker.results]
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
 
 
@@ -156,13 +147,14 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     return len(rows)
 
 
-def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
+def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                  plan_path: str) -> JobResult:
     """Copy the plan's ranges, then record gaps, runs and the offset map. A plan with a
-    `role` (a backfill chunk) copies with that role's transactional ids."""
+    `role` (a backfill chunk) copies with that role's transactional ids. `flow` is the
+    driver's, loaded once; the lane tasks get `config_path` and load it themselves, so
+    secrets never travel in Spark closures."""
     from functools import partial
 
-    flow = load_config(config_path).flow(flow_name)
     plan = plan_file.read(plan_path)
     run_id = plan.run_id
     paths = StatePaths(flow.ferry.state_dir)
@@ -175,7 +167,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow_name: str,
     runs: list[dict[str, Any]] = []
     if by_lane:
         lane_ids = sorted(by_lane)
-        lanes = {lane: [r.__dict__ for r in rs] for lane, rs in by_lane.items()}
+        lanes = {lane: list(rs) for lane, rs in by_lane.items()}
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
         task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
                        plan.role, plan.lanes)

@@ -36,7 +36,7 @@ class Incident:
 
 def record(flow: Flow, incidents: list[Incident], run_id: str = "") -> None:
     """Append the incidents not recorded yet."""
-    from ferry.core.tables import INCIDENTS_DDL, SCHEMA_VERSION, StatePaths
+    from ferry.core.tables import INCIDENTS_DDL, StatePaths, incident_row
     from ferry.state.reader import rows
     from ferry.state.writer import append
 
@@ -48,9 +48,7 @@ def record(flow: Flow, incidents: list[Incident], run_id: str = "") -> None:
                  for r in rows(path, flow.name)}
         now = datetime.now(UTC)
         append(path, INCIDENTS_DDL, [
-            {"flow": flow.name, "run_id": run_id, "kind": i.kind, "topic": i.topic,
-             "partition": i.partition, "detail": i.detail, "detected_at": now,
-             "schema_version": SCHEMA_VERSION}
+            incident_row(flow.name, run_id, i.kind, i.topic, i.partition, i.detail, now)
             for i in dict.fromkeys(incidents)
             if (i.kind, i.topic, i.partition, i.detail) not in known])
     except (FerryError, OSError, ValueError) as exc:

@@ -206,21 +206,18 @@ def due(flow: Flow) -> str:
 
 
 def _record(flow: Flow, report: CheckpointReport, run_id: str) -> None:
-    from ferry.core.tables import CHECKPOINTS_DDL, SCHEMA_VERSION, SYNCS_DDL, StatePaths
+    from ferry.core.tables import CHECKPOINTS_DDL, SYNCS_DDL, StatePaths, checkpoint_row, sync_row
     from ferry.state.writer import append
 
     now = datetime.now(UTC)
     emitted = {c.key for c in report.emitted}
-    rows = [{"flow": flow.name, "run_id": run_id, "group_id": t.group,
-             "source_topic": t.topic, "source_partition": t.partition,
-             "source_offset": t.source_offset, "target_topic": t.target_topic,
-             "target_offset": t.target_offset, "status": t.status,
-             "emitted": (t.group, t.target_topic, t.partition) in emitted,
-             "group_synced": t.group in report.synced, "translated_at": now,
-             "schema_version": SCHEMA_VERSION} for t in report.translations]
+    rows = [checkpoint_row(flow.name, run_id, t.group, t.topic, t.partition, t.source_offset,
+                           t.target_topic, t.target_offset, t.status,
+                           (t.group, t.target_topic, t.partition) in emitted,
+                           t.group in report.synced, now) for t in report.translations]
     paths = StatePaths(flow.ferry.state_dir)
     append(paths.checkpoints, CHECKPOINTS_DDL, rows)
     if flow.emit_checkpoints.explicit:  # remembered to honour the interval
-        append(paths.syncs, SYNCS_DDL, [{
-            "flow": flow.name, "run_id": run_id, "step": "checkpoints", "synced_at": now,
-            "changes": len(report.emitted), "detail": "[]", "schema_version": SCHEMA_VERSION}])
+        append(paths.syncs, SYNCS_DDL, [sync_row(
+            flow.name, run_id, "checkpoints",
+            [f"{c.group} {c.topic}-{c.partition}" for c in report.emitted], now)])

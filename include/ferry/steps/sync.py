@@ -276,7 +276,7 @@ def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
 def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime) -> None:
     """A `syncs` row for each step that ran and changed something, or whose interval must
     be honoured (steady runs with default intervals write nothing)."""
-    from ferry.core.tables import SCHEMA_VERSION, SYNCS_DDL, StatePaths
+    from ferry.core.tables import SYNCS_DDL, StatePaths, sync_row
     from ferry.state.writer import append
 
     parts = {
@@ -286,8 +286,6 @@ def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime) -> None:
         "acls": [a.describe() for a in report.acls.create],
     }
     keep = _remembered(flow)
-    rows = [{"flow": flow.name, "run_id": run_id, "step": step, "synced_at": now,
-             "changes": len(parts[step]), "detail": json.dumps(parts[step]),
-             "schema_version": SCHEMA_VERSION}
+    rows = [sync_row(flow.name, run_id, step, parts[step], now)
             for step in STEPS if report.steps[step] == "done" and (parts[step] or keep[step])]
     append(StatePaths(flow.ferry.state_dir).syncs, SYNCS_DDL, rows)

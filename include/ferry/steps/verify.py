@@ -10,11 +10,9 @@ Also counted: source records inside the covered range that the offset map does n
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from ferry.config import Flow
 from ferry.core.verify import Mismatch, compare, pairs
@@ -91,17 +89,13 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "") -> list[Parti
 
 
 def _record(flow: Flow, checks: list[PartitionCheck], run_id: str) -> None:
-    from ferry.core.tables import SCHEMA_VERSION, VERIFY_DDL, StatePaths
+    from ferry.core.tables import VERIFY_DDL, StatePaths, verify_row
     from ferry.state.writer import append
 
     now = datetime.now(UTC)
-    rows: list[dict[str, Any]] = [{
-        "flow": flow.name, "run_id": run_id, "topic": c.topic, "partition": c.partition,
-        "source_start": c.source_start, "source_end": c.source_end, "checked": c.checked,
-        "altered": sum(1 for m in c.mismatches if m.kind == "altered"),
-        "missing": sum(1 for m in c.mismatches if m.kind == "missing"),
-        "skipped": len(c.skipped), "extra": c.extra,
-        "mismatches": json.dumps([m.__dict__ for m in c.mismatches[:100]]),
-        "outcome": "ok" if c.ok else "mismatch", "verified_at": now,
-        "schema_version": SCHEMA_VERSION} for c in checks]
+    rows = [verify_row(
+        flow.name, run_id, c.topic, c.partition, c.source_start, c.source_end, c.checked,
+        sum(1 for m in c.mismatches if m.kind == "altered"),
+        sum(1 for m in c.mismatches if m.kind == "missing"), len(c.skipped), c.extra,
+        [m.__dict__ for m in c.mismatches[:100]], c.ok, now) for c in checks]
     append(StatePaths(flow.ferry.state_dir).verify, VERIFY_DDL, rows)

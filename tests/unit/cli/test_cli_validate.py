@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ferry.cli.main import main
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SECRET_VALUES = ("example-cloud-api-secret", "example-scram-password", "eh-test-key-9876")
 
 
@@ -90,17 +87,6 @@ def test_problems_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate"]) == 2
     assert "the following arguments are required: file" in capsys.readouterr().err
-
-
-def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.properties"
-    bad.write_text("clusters = A\nA.bootstrap.servers = x\n")
-    ferry = Path(sys.executable).parent / "ferry"
-    result = subprocess.run([str(ferry), "validate", str(bad)], capture_output=True, text=True,
-                            env={**os.environ}, check=False)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert "A.bootstrap.servers = 'x': 'x' is not host:port" in result.stderr
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.*")

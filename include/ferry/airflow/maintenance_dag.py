@@ -29,7 +29,7 @@ def maintain_table(path: str, table: str) -> dict[str, Any]:
 
     from airflow.sdk import get_current_context
 
-    from ferry.airflow.dags import task_config, task_edge
+    from ferry.airflow.tasks import task_config, task_edge
     from ferry.state.maintain import maintain
 
     with task_edge():

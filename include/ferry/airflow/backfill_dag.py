@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ferry.airflow.dags import (
+from ferry.airflow.tasks import (
     copy_job_settings,
     file_safe,
     spark_job_files,

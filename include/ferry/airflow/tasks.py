@@ -1,0 +1,99 @@
+"""What every Ferry task shares: the config path, the task edge (Ferry's errors become
+Airflow's fail-without-retry where retrying cannot help), run ids safe for file names,
+and the Spark connection and job files the copy tasks use."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ferry.config import MirrorConfig, load_config
+
+CONFIG_ENV = "FERRY_CONFIG"
+
+SPARK_CONN = "spark_default"
+
+
+def config_path() -> str:
+    """`$FERRY_CONFIG`, else `config/mm2.properties` in the checkout."""
+    default = Path(__file__).resolve().parents[3] / "config" / "mm2.properties"
+    return os.environ.get(CONFIG_ENV) or str(default)
+
+
+@contextmanager
+def task_edge() -> Iterator[None]:
+    """Terminal Ferry errors fail the task without retries; others may retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.errors import TerminalError
+
+    try:
+        yield
+    except TerminalError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+def file_safe(run_id: str) -> str:
+    """Ferry's run id for an Airflow run id: the same, made safe for file names."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+
+
+def task_config(path: str) -> MirrorConfig:
+    """The config a task reads (Ferry's logging set up first)."""
+    from ferry import logs
+
+    logs.setup()
+    return load_config(path)
+
+
+def spark_master() -> str | None:
+    """The master of the `spark_default` connection, None when it is missing or empty."""
+    from airflow.sdk import BaseHook
+
+    try:
+        connection = BaseHook.get_connection(SPARK_CONN)
+    except Exception:  # the provider would silently fall back to YARN
+        return None
+    return str(connection.host) if connection.host else None
+
+
+def spark_job_files(master: str | None) -> dict[str, str]:
+    """The jars and library zip a copy job ships (XCom for the templated Spark fields);
+    fails the task, naming the fix, without a `spark_default` connection."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.spark.submit import job_conf, library_zip
+
+    if master is None:
+        raise AirflowFailException(
+            f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
+            f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
+            '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
+    return {"spark_jars": job_conf()["spark.jars"], "py_files": library_zip()}
+
+
+def _spark_env() -> dict[str, str]:
+    """The venv's bin first on PATH (the provider runs a bare `spark-submit`), this Python
+    for the workers, the driver's address (loopback unless FERRY_SPARK_DRIVER_HOST)."""
+    from ferry.spark.session import driver_host
+
+    bin_dir = str(Path(sys.executable).parent)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": driver_host()}
+
+
+def copy_job_settings(plan_task: str) -> dict[str, Any]:
+    """SparkSubmitOperator settings of a copy job whose jars and library zip the task
+    `plan_task` returned (see `spark_job_files`)."""
+    from ferry.spark.submit import job_conf, job_path
+
+    pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}')"
+    return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
+            "conf": {"spark.jars": pull + "['spark_jars'] }}", **job_conf(jars=False)},
+            "py_files": pull + "['py_files'] }}"}

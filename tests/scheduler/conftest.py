@@ -1,0 +1,371 @@
+"""A real Airflow scheduler for the flow DAGs: `airflow standalone` (scheduler, dag-processor,
+api-server and triggerer; LocalExecutor on SQLite, as standalone chooses) in its own
+AIRFLOW_HOME, once per test module.
+
+Its DAG folder links the repo's `dags/ferry_flows.py`, and FERRY_CONFIG is a config of two
+manual-only flows (`ferry.schedule = none`) over the session's clusters, each with its own
+aliases and its own source topic, which the test that uses the flow creates:
+
+- `short_timeout`: `ferry.mirror.timeout.seconds = 2`, less than spark-submit needs to start;
+- `unsynced_configs`: `sync.topic.configs.enabled = false`, so a remote topic keeps the
+  configs a test gives it.
+
+The api-server listens on 127.0.0.1 on a free port, and the tasks reach the execution API
+there. The log servers beside the scheduler and the triggerer take free ports too (Airflow
+binds them to every interface; it has no setting for their host). Tests trigger runs and
+read states, XComs and task logs through the REST API, as a user the fixture creates.
+Teardown stops every process the standalone started (task runners and spark-submit have
+process groups of their own), also when a test fails; after a failure, the standalone's log
+and the task logs are copied into test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil  # type: ignore[import-untyped]  # an Airflow dependency, without type hints
+import pytest
+
+from ferry.config import Flow, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+USER, PASSWORD = "ferry-ops", "ops-" + secrets.token_hex(8)
+SHORT_TIMEOUT_S = 2
+FINISHED = ("success", "failed")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FlowUnderTest:
+    flow: Flow
+    topic: str
+    """The one source topic the flow mirrors (not created yet: the test creates it)."""
+
+    @property
+    def dag_id(self) -> str:
+        return self.flow.dag_id
+
+
+@dataclass(frozen=True)
+class TaskTry:
+    state: str | None
+    try_number: int
+
+
+class Standalone:
+    """A running `airflow standalone`, driven through its REST API."""
+
+    def __init__(self, url: str, short_timeout: FlowUnderTest,
+                 unsynced_configs: FlowUnderTest) -> None:
+        self.url = url
+        """http://127.0.0.1:<port>, no trailing slash."""
+        self.short_timeout = short_timeout
+        self.unsynced_configs = unsynced_configs
+        self._token: str | None = None
+
+    def token(self) -> str:
+        """A JWT for USER from the api-server's token endpoint (as a script would)."""
+        if self._token is None:
+            answer = self._request("POST", "/auth/token",
+                                   {"username": USER, "password": PASSWORD}, auth=False)
+            self._token = str(answer["access_token"])
+        return self._token
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None,
+            **query: str) -> Any:
+        """JSON from /api/v2`path`."""
+        suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+        return self._request(method, f"/api/v2{path}{suffix}", body)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                 auth: bool = True) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers=headers,
+            data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return json.load(answer)
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{method} {path}: HTTP {exc.code}: "
+                                 f"{exc.read().decode(errors='replace')[:2000]}") from None
+
+    def trigger(self, dag_id: str) -> str:
+        """Unpause the DAG and trigger a run of it now; its run id."""
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})
+        return str(run["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
+
+    def tasks(self, dag_id: str, run_id: str) -> dict[str, TaskTry]:
+        """task id -> its current state and try number."""
+        found = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {ti["task_id"]: TaskTry(ti["state"], int(ti["try_number"]))
+                for ti in found["task_instances"]}
+
+    def finished(self, dag_id: str, run_id: str, timeout: float) -> str:
+        """Wait until the run has finished; its state."""
+        return wait_for(f"run {run_id} of {dag_id} to finish", timeout, lambda: (
+            state if (state := self.run_state(dag_id, run_id)) in FINISHED else None))
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        """The task's return value."""
+        entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+                                "/xcomEntries/return_value", deserialize="true")
+        value = entry["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """One attempt's task log, a line per entry (its event, then its other fields)."""
+        found = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+                                f"/logs/{try_number}", full_content="true")
+        lines = []
+        for entry in found["content"]:
+            if isinstance(entry, dict):
+                rest = {k: v for k, v in entry.items() if k != "event"}
+                lines.append(f"{entry.get('event', '')} {json.dumps(rest, default=str)}")
+            else:
+                lines.append(str(entry))
+        return "\n".join(lines)
+
+
+def wait_for(what: str, timeout: float, check: Callable[[], T | None],
+             every: float = 1.0) -> T:
+    """Poll `check` until it returns something other than None (or fail after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def processes_naming(text: str) -> list[psutil.Process]:
+    """Live processes (not zombies) whose command line contains `text`."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = process.info["cmdline"] or []
+        if process.info["status"] != psutil.STATUS_ZOMBIE and any(text in a for a in cmdline):
+            found.append(process)
+    return found
+
+
+def processes_left(text: str, timeout: float) -> list[str]:
+    """The command lines of the processes naming `text` still running once `timeout` has
+    passed; [] as soon as there are none."""
+    deadline = time.monotonic() + timeout
+    while (found := processes_naming(text)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = []
+    for process in found:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            left.append(" ".join(process.cmdline()))
+    return left
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` different loopback ports free right now (all held open while choosing)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+
+
+def _config(base: Path, clusters: dict[str, str]) -> tuple[FlowUnderTest, FlowUnderTest]:
+    """The two flows' config (aliases unique to this module: the brokers are shared)."""
+    tag = uuid.uuid4().hex[:6]
+    short, unsynced = (f"src_t{tag}", f"tgt_t{tag}"), (f"src_u{tag}", f"tgt_u{tag}")
+    topics = {short: f"sched-timeout-{tag}", unsynced: f"sched-retry-{tag}"}
+    lines = [f"clusters = {', '.join(short + unsynced)}"]
+    for source, target in (short, unsynced):
+        lines += [f"{source}.bootstrap.servers = {clusters['source']}",
+                  f"{target}.bootstrap.servers = {clusters['target']}",
+                  f"{source}->{target}.enabled = true",
+                  f"{source}->{target}.topics = {topics[(source, target)]}"]
+    lines += [f"{short[0]}->{short[1]}.ferry.mirror.timeout.seconds = {SHORT_TIMEOUT_S}",
+              f"{unsynced[0]}->{unsynced[1]}.sync.topic.configs.enabled = false",
+              "ferry.schedule = none", "replication.factor = 1",
+              "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
+              # The brokers are shared: another test's `heartbeats` topic is not these flows'.
+              "heartbeats.replication.enabled = false", f"ferry.state.dir = {base / 'state'}"]
+    path = base / "mm2.properties"
+    path.write_text("\n".join(lines) + "\n")
+    config = load_config(path)
+    short_flow, unsynced_flow = (config.flow(f"{s}->{t}") for s, t in (short, unsynced))
+    return (FlowUnderTest(short_flow, topics[short]),
+            FlowUnderTest(unsynced_flow, topics[unsynced]))
+
+
+def _environment(home: Path, config_path: Path) -> tuple[dict[str, str], int]:
+    """The test process's environment without any Airflow or Spark setting of its own (as
+    scripts/test.sh), plus this standalone's; and the api-server's port."""
+    dropped = ("SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AIRFLOW") and k not in dropped}
+    dags = home / "dags"
+    dags.mkdir(parents=True)
+    (dags / "ferry_flows.py").symlink_to(ROOT / "dags" / "ferry_flows.py")
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps({USER: PASSWORD}))
+    port, worker_logs, trigger_logs = _free_ports(3)
+    return env | {
+        # standalone starts its components as `airflow ...` from PATH
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(48),
+        # A run is one chain of tasks and a module runs two at most: the LocalExecutor's
+        # default 32 worker processes only load a small machine; the DAG file does not
+        # change, so it is parsed once, not every 30 s.
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        "FERRY_CONFIG": str(config_path),
+    }, port
+
+
+def _wait_ready(standalone: Standalone, process: subprocess.Popen[bytes], log: Path,
+                timeout: float = 240) -> None:
+    """Until the scheduler and the dag-processor are healthy and both flow DAGs are parsed
+    (an import error of the DAG file fails at once, with its message)."""
+    dag_ids = (standalone.short_timeout.dag_id, standalone.unsynced_configs.dag_id)
+
+    def ready() -> bool | None:
+        if process.poll() is not None:
+            raise AssertionError(f"airflow standalone exited ({process.returncode}):\n"
+                                 + log.read_text(errors="replace")[-4000:])
+        try:
+            with urllib.request.urlopen(f"{standalone.url}/api/v2/monitor/health",
+                                        timeout=5) as answer:
+                health = json.load(answer)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+        if any((health.get(part) or {}).get("status") != "healthy"
+               for part in ("scheduler", "dag_processor")):
+            return None
+        errors = standalone.api("GET", "/importErrors")["import_errors"]
+        if errors:
+            raise AssertionError(f"the DAG file does not import: {errors}")
+        dags = {d["dag_id"] for d in standalone.api("GET", "/dags", limit="100")["dags"]}
+        return True if set(dag_ids) <= dags else None
+
+    wait_for("airflow standalone to be ready", timeout, ready)
+
+
+def _ours(standalone_pid: int, base: Path) -> list[psutil.Process]:
+    """Every process this standalone started: its descendants (task runners and spark-submit
+    in process groups of their own), and any process orphaned since that names this
+    module's folder (a copy job's JVM or Python driver: its config and plan are there)."""
+    found: dict[int, psutil.Process] = {}
+    try:
+        for process in psutil.Process(standalone_pid).children(recursive=True):
+            found[process.pid] = process
+    except psutil.NoSuchProcess:
+        pass
+    for process in processes_naming(f"{base}{os.sep}"):
+        found.setdefault(process.pid, process)
+    return list(found.values())
+
+
+def _running(process: psutil.Process) -> bool:
+    """Alive and not a zombie: this machine's init does not reap orphans, so a process that
+    ended after its parent stays a zombie, holding nothing."""
+    try:
+        return bool(process.is_running() and process.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _stop(process: subprocess.Popen[bytes], base: Path) -> None:
+    """SIGTERM to the standalone's process group (its components and the executor's workers
+    stop in seconds; standalone's own SIGINT shutdown waits on a scheduler that does not),
+    then to whatever else of it is left, by pid (task runners and spark-submit have process
+    groups of their own); SIGKILL for any still there after 15 s."""
+    left = _ours(process.pid, base)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(15)
+    left = list({p.pid: p for p in left + _ours(process.pid, base)}.values())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [p for p in left if _running(p)]
+        for survivor in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                survivor.send_signal(sig)
+        deadline = time.monotonic() + 15
+        while (left := [p for p in left if _running(p)]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def _keep_logs(home: Path, log: Path, module: str) -> None:
+    """The standalone's log and the task logs, into test-artifacts/."""
+    target = ARTIFACTS / f"scheduler-{module}-{datetime.now():%Y%m%d-%H%M%S}"
+    target.mkdir(parents=True, exist_ok=True)
+    if log.exists():
+        shutil.copy(log, target / log.name)
+    if (home / "logs").is_dir():
+        shutil.copytree(home / "logs", target / "logs", dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="module")
+def standalone(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
+               request: pytest.FixtureRequest) -> Iterator[Standalone]:
+    base = tmp_path_factory.mktemp("scheduler")
+    short_timeout, unsynced_configs = _config(base, clusters)
+    home = base / "airflow"
+    env, port = _environment(home, base / "mm2.properties")
+    log = home / "standalone.log"
+    failures = request.session.testsfailed
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, cwd=base)
+    passed = False
+    try:
+        server = Standalone(f"http://127.0.0.1:{port}", short_timeout, unsynced_configs)
+        _wait_ready(server, process, log)
+        yield server
+        passed = request.session.testsfailed == failures
+    finally:
+        _stop(process, base)
+        if not passed:
+            _keep_logs(home, log, request.module.__name__.rsplit(".", 1)[-1])

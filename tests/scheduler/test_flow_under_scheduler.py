@@ -1,0 +1,121 @@
+"""A flow's DAG under a real Airflow scheduler (`airflow standalone`, not dag.test()): what
+only the scheduler and the task supervisor do, the mirror task's execution_timeout and its
+retries, against real brokers, Spark and Delta.
+
+The timeout test's run is triggered as soon as the standalone is up (`short_timeout_run`)
+and spends most of its time in the scheduler's 30 s wait before its retry, so it runs beside
+the retry test's Spark jobs, and the timeout test, last, finds it finished."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from ferry.core.tables import StatePaths
+from ferry.state.reader import rows
+from tests.integration.kafka_data import create_topic, produce, read_all
+from tests.integration.test_lane import assert_exact
+from tests.scheduler.conftest import Standalone, TaskTry, processes_left, wait_for
+
+pytestmark = pytest.mark.integration
+
+RUN_S = 360
+"""The longest a run may take here: two mirror attempts 30 s apart (the DAG's retry_delay),
+each a spark-submit, on a small machine shared with other test runs."""
+
+ENDED = ("success", "failed", "upstream_failed", "skipped")
+"""Task states after which no retry comes."""
+
+
+def set_record_limit(bootstrap: str, topic: str, limit: int) -> None:
+    """Set the topic's max.message.bytes on its cluster."""
+    entry = ConfigEntry("max.message.bytes", str(limit),
+                        incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def short_timeout_run(standalone: Standalone, clusters: dict[str, str]) -> str:
+    """The given and when of the timeout test (see the module's docstring); the run id."""
+    # given: a flow whose mirror task may run 2 s (ferry.mirror.timeout.seconds), less than
+    # spark-submit needs to start, with records to copy
+    flow = standalone.short_timeout
+    create_topic(clusters["source"], flow.topic, 1)
+    produce(clusters["source"], flow.topic, [(None, f"v{i}".encode(), 0) for i in range(10)])
+    # when: the scheduler runs the flow's DAG
+    return standalone.trigger(flow.dag_id)
+
+
+def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_its_final_attempt(
+    standalone: Standalone, clusters: dict[str, str]
+) -> None:
+    # given: a flow whose remote topic exists already, refusing records over 1,000 bytes,
+    # and 24 source records of 2,000 bytes; topic-config sync is off for this flow, so the
+    # limit stays
+    flow = standalone.unsynced_configs
+    create_topic(clusters["source"], flow.topic, 2)
+    produce(clusters["source"], flow.topic,
+            [(f"k{i}".encode(), bytes([65 + i]) * 2_000, i % 2) for i in range(24)])
+    remote = flow.flow.remote_topic(flow.topic)
+    create_topic(clusters["target"], remote, 2, {"max.message.bytes": "1000"})
+
+    # when: the scheduler runs the flow's DAG; its first mirror attempt fails on the refusal
+    run_id = standalone.trigger(flow.dag_id)
+
+    def mirror_waits_for_its_retry() -> bool | None:
+        mirror = standalone.tasks(flow.dag_id, run_id)["mirror"]
+        assert mirror.state not in ENDED, f"mirror ended {mirror.state} without a retry"
+        return True if mirror.state == "up_for_retry" else None
+
+    wait_for("mirror to wait for its retry", RUN_S, mirror_waits_for_its_retry)
+    # and while the scheduler waits to retry it, the target takes records that large again
+    set_record_limit(clusters["target"], remote, 1_048_588)
+    state = standalone.finished(flow.dag_id, run_id, RUN_S)
+
+    # then: the first attempt failed on the refusal and recorded its ranges as failed
+    first = standalone.task_log(flow.dag_id, run_id, "mirror", 1)
+    assert f"refused the record of {flow.topic}-" in first, first
+    planned = standalone.xcom(flow.dag_id, run_id, "plan")
+    recorded = rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
+                    run_id=planned["run_id"])
+    assert sorted((r["partition"], r["outcome"]) for r in recorded) == [
+        (0, "copied"), (0, "failed"), (1, "copied"), (1, "failed")]
+    # the run succeeded on the retry, and `record` reports that final attempt only
+    tasks = standalone.tasks(flow.dag_id, run_id)
+    assert state == "success", tasks
+    assert tasks["mirror"] == TaskTry("success", 2)
+    summary = standalone.xcom(flow.dag_id, run_id, "record")
+    assert summary["failed"] == [] and summary["records"] == 24, summary
+    # and the remote topic holds every record once, in order, as the offset map says
+    assert_exact(flow.flow, clusters, flow.topic, 2)
+
+
+def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_after_its_retry(
+    standalone: Standalone, clusters: dict[str, str], short_timeout_run: str
+) -> None:
+    # given, when: `short_timeout_run`, a run of a flow whose mirror task may run 2 s
+    flow, run_id = standalone.short_timeout, short_timeout_run
+    state = standalone.finished(flow.dag_id, run_id, RUN_S)
+
+    # then: the run failed at mirror, once its retry (retries=1) timed out too; nothing
+    # after it ran
+    tasks = standalone.tasks(flow.dag_id, run_id)
+    assert state == "failed", tasks
+    assert tasks["plan"] == TaskTry("success", 1)
+    assert tasks["mirror"] == TaskTry("failed", 2)
+    assert tasks["record"].state == tasks["checkpoints"].state == "upstream_failed"
+    # each attempt was stopped by its timeout, and killed its spark-submit
+    for attempt in (1, 2):
+        log = standalone.task_log(flow.dag_id, run_id, "mirror", attempt)
+        assert "AirflowTaskTimeout" in log and "Process timed out" in log, log
+        assert "Sending kill signal to spark-submit" in log, log
+    # and the copy job never went on without it: nothing copied, no runs recorded, and no
+    # process of it left, neither spark-submit's JVM nor a Python driver it started (their
+    # command lines name the run's plan)
+    planned = standalone.xcom(flow.dag_id, run_id, "plan")
+    assert read_all(clusters["target"], flow.flow.remote_topic(flow.topic), 0) == []
+    assert rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
+                run_id=planned["run_id"]) == []
+    assert processes_left(planned["plan_path"], timeout=30) == []
