@@ -35,6 +35,17 @@ from tests.integration.test_lane import assert_exact
 pytestmark = pytest.mark.integration
 
 
+def stable_and_end(bootstrap: str, tp: TopicPartition) -> tuple[int, int]:
+    """(last stable offset, end) of a partition: equal unless a transaction is open."""
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        probe = Consumer(conf(bootstrap, **{"group.id": "ferry-test-lso",
+                                            "isolation.level": isolation}))
+        ends.append(probe.get_watermark_offsets(tp, timeout=10)[1])
+        probe.close()
+    return ends[0], ends[1]
+
+
 def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None, int]]:
     return [(f"k{i}".encode(), f"v{i}".encode(), 0) for i in range(first, first + count)]
 
@@ -135,14 +146,9 @@ def test_a_partition_that_never_moves_fails_the_lane_naming_it_despite_empty_com
     assert f"{topic_name}-0 at 5 of 10" in str(failure[0])
     # and the failed lane aborted its open transaction: the remote partition's last stable
     # offset is not held back until the broker's transaction timeout
-    remote = TopicPartition(flow.remote_topic(topic_name), 0)
-    ends = []
-    for isolation in ("read_committed", "read_uncommitted"):
-        probe = Consumer(conf(clusters["target"], **{"group.id": "ferry-test-lso",
-                                                     "isolation.level": isolation}))
-        ends.append(probe.get_watermark_offsets(remote, timeout=10)[1])
-        probe.close()
-    assert ends[0] == ends[1] > 0
+    stable, end = stable_and_end(clusters["target"],
+                                 TopicPartition(flow.remote_topic(topic_name), 0))
+    assert stable == end > 0
 
 
 def test_a_transaction_of_sixty_thousand_segments_writes_entries_below_the_record_limit(
@@ -326,17 +332,8 @@ def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
 
     # then: its transaction was aborted when it failed: the remote partition's last stable
     # offset reaches its end within seconds, not after the transaction timeout
-    tp = TopicPartition(remote, 0)
     deadline = time.monotonic() + 15
-    while True:
-        ends = []
-        for isolation in ("read_committed", "read_uncommitted"):
-            probe = Consumer(conf(clusters["target"], **{"group.id": "ferry-test-lso",
-                                                         "isolation.level": isolation}))
-            ends.append(probe.get_watermark_offsets(tp, timeout=10)[1])
-            probe.close()
-        if ends[0] == ends[1]:
-            break
+    while (ends := stable_and_end(clusters["target"], TopicPartition(remote, 0)))[0] < ends[1]:
         assert time.monotonic() < deadline, f"the last stable offset stays at {ends[0]} " \
             f"below {ends[1]}: the failed lane left its transaction open"
         time.sleep(0.5)

@@ -195,18 +195,24 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     assert prepare(flow, apply=False).plan.is_idle
 
 
-def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
-) -> None:
+def refusing_target(clusters: Mapping[str, str], topic_name: str, tmp_path: Path) -> Flow:
+    """A flow over 10 source records whose remote topic refuses the one at offset 5. The
+    remote topic exists already, with a smaller record limit than the source's, which
+    config sync would revert (the source has the default): kept by excluding the key."""
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name,
             [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
-    # The remote topic exists already, with a smaller record limit than the source's, which
-    # config sync would revert (the source has the default): kept by excluding the key.
     flow = flow_config(tmp_path, clusters, topic_name,
                        "config.properties.exclude = max\\.message\\.bytes\n").enabled_flows[0]
     create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
                  {"max.message.bytes": "10000"})
+    return flow
+
+
+def test_a_record_the_target_refuses_fails_the_run_naming_topic_partition_offset(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    flow = refusing_target(clusters, topic_name, tmp_path)
 
     with pytest.raises(TerminalError) as err:
         run_cycle(flow)
@@ -221,13 +227,7 @@ def test_a_failed_range_counts_only_what_was_committed_not_what_was_read(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: 10 records in one transaction, the target refusing the one at offset 5
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name,
-            [(b"k", b"x" * (20_000 if i == 5 else 10), 0) for i in range(10)])
-    flow = flow_config(tmp_path, clusters, topic_name,
-                       "config.properties.exclude = max\\.message\\.bytes\n").enabled_flows[0]
-    create_topic(clusters["target"], flow.remote_topic(topic_name), 1,
-                 {"max.message.bytes": "10000"})
+    flow = refusing_target(clusters, topic_name, tmp_path)
     prepared = prepare(flow, run_id="refused")
     lane = Lane(flow, 0, prepared.plan.ranges, "refused", lanes=1)
 

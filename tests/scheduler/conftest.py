@@ -1,6 +1,18 @@
-"""A real Airflow scheduler for the flow DAGs: `airflow standalone` (scheduler, dag-processor,
-api-server and triggerer; LocalExecutor on SQLite, as standalone chooses) in its own
-AIRFLOW_HOME, once per test module.
+"""A real Airflow scheduler for the flow DAGs: the components `airflow standalone` would
+run, started one by one in their own AIRFLOW_HOME, once per test module, so that each listens
+on loopback only or not at all (standalone's scheduler and triggerer start log servers bound
+to every interface; Airflow has no setting for their host):
+
+- `airflow db migrate` (SQLite in AIRFLOW_HOME), then
+- `airflow api-server` on 127.0.0.1 on a free port (the core API, and the execution API the
+  tasks reach there),
+- `airflow scheduler --skip-serve-logs` (LocalExecutor, as standalone chooses; no log
+  server: the api-server reads the task logs from the local disk), and
+- `airflow dag-processor` (it listens on nothing).
+
+No triggerer: the flow DAGs have no deferrable task. After start-up, and again once the
+module's tests have passed, the fixture fails if any process of these components listens
+on an address other than loopback.
 
 Its DAG folder links the repo's `dags/ferry_flows.py`, and FERRY_CONFIG is a config of two
 manual-only flows (`ferry.schedule = none`) over the session's clusters, each with its own
@@ -10,18 +22,17 @@ aliases and its own source topic, which the test that uses the flow creates:
 - `unsynced_configs`: `sync.topic.configs.enabled = false`, so a remote topic keeps the
   configs a test gives it.
 
-The api-server listens on 127.0.0.1 on a free port, and the tasks reach the execution API
-there. The log servers beside the scheduler and the triggerer take free ports too (Airflow
-binds them to every interface; it has no setting for their host). Tests trigger runs and
-read states, XComs and task logs through the REST API, as a user the fixture creates.
-Teardown stops every process the standalone started (task runners and spark-submit have
-process groups of their own), also when a test fails; after a failure, the standalone's log
+Tests trigger runs and read states, XComs and task logs through the REST API, as a user the
+fixture creates (SimpleAuthManager). Each component runs in a process group of its own;
+teardown stops them all and every process they started (task runners and spark-submit have
+process groups of their own), also when a test fails; after a failure, the components' logs
 and the task logs are copied into test-artifacts/.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
@@ -72,7 +83,8 @@ class TaskTry:
 
 
 class Standalone:
-    """A running `airflow standalone`, driven through its REST API."""
+    """The running Airflow (what `airflow standalone` would run, minus the triggerer and the
+    log servers), driven through its api-server's REST API."""
 
     def __init__(self, url: str, short_timeout: FlowUnderTest,
                  unsynced_configs: FlowUnderTest) -> None:
@@ -188,13 +200,11 @@ def processes_left(text: str, timeout: float) -> list[str]:
     return left
 
 
-def _free_ports(count: int) -> list[int]:
-    """`count` different loopback ports free right now (all held open while choosing)."""
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
+def _free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _config(base: Path, clusters: dict[str, str]) -> tuple[FlowUnderTest, FlowUnderTest]:
@@ -224,7 +234,7 @@ def _config(base: Path, clusters: dict[str, str]) -> tuple[FlowUnderTest, FlowUn
 
 def _environment(home: Path, config_path: Path) -> tuple[dict[str, str], int]:
     """The test process's environment without any Airflow or Spark setting of its own (as
-    scripts/test.sh), plus this standalone's; and the api-server's port."""
+    scripts/test.sh), plus this Airflow's; and the api-server's port."""
     dropped = ("SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AIRFLOW") and k not in dropped}
@@ -233,43 +243,100 @@ def _environment(home: Path, config_path: Path) -> tuple[dict[str, str], int]:
     (dags / "ferry_flows.py").symlink_to(ROOT / "dags" / "ferry_flows.py")
     passwords = home / "passwords.json"
     passwords.write_text(json.dumps({USER: PASSWORD}))
-    port, worker_logs, trigger_logs = _free_ports(3)
+    port = _free_port()
     return env | {
-        # standalone starts its components as `airflow ...` from PATH
+        # the venv's bin first, as in a shell with the venv activated
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # what standalone would force (they are Airflow's defaults too)
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple"
+                                       ".simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        # the api-server's command line says so too (_COMPONENTS)
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(48),
+        # the scheduler's health server would listen on 0.0.0.0 (off by default: kept off)
+        "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         # A run is one chain of tasks and a module runs two at most: the LocalExecutor's
         # default 32 worker processes only load a small machine; the DAG file does not
         # change, so it is parsed once, not every 30 s.
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
         "FERRY_CONFIG": str(config_path),
     }, port
 
 
-def _wait_ready(standalone: Standalone, process: subprocess.Popen[bytes], log: Path,
+def _components(port: int) -> dict[str, list[str]]:
+    """name -> `airflow` arguments of each long-running component, in start order."""
+    return {
+        "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(port),
+                       "--workers", "1"],
+        "scheduler": ["scheduler", "--skip-serve-logs"],
+        "dag-processor": ["dag-processor"],
+    }
+
+
+@dataclass(frozen=True)
+class Component:
+    """One `airflow ...` process, leader of its own process group, and its log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+def _start(name: str, args: list[str], env: dict[str, str], home: Path,
+           cwd: Path) -> Component:
+    """`airflow <args>` in a new session (its own process group), output to <name>.log."""
+    log = home / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *args],
+                                   env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, cwd=cwd)
+    return Component(name, process, log)
+
+
+def _migrate(env: dict[str, str], home: Path, cwd: Path, timeout: float = 300) -> Component:
+    """`airflow db migrate` (creates the SQLite database), to its end."""
+    migrate = _start("db-migrate", ["db", "migrate"], env, home, cwd)
+    try:
+        migrate.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(migrate.process.pid, signal.SIGKILL)
+        migrate.process.wait(10)
+        raise AssertionError(f"airflow db migrate took over {timeout:.0f}s:\n"
+                             + migrate.tail()) from None
+    if migrate.process.returncode != 0:
+        raise AssertionError(f"airflow db migrate failed ({migrate.process.returncode}):\n"
+                             + migrate.tail())
+    return migrate
+
+
+def _wait_ready(standalone: Standalone, components: list[Component],
                 timeout: float = 240) -> None:
     """Until the scheduler and the dag-processor are healthy and both flow DAGs are parsed
-    (an import error of the DAG file fails at once, with its message)."""
+    (a component's exit or an import error of the DAG file fails at once, with its output)."""
     dag_ids = (standalone.short_timeout.dag_id, standalone.unsynced_configs.dag_id)
 
     def ready() -> bool | None:
-        if process.poll() is not None:
-            raise AssertionError(f"airflow standalone exited ({process.returncode}):\n"
-                                 + log.read_text(errors="replace")[-4000:])
+        for component in components:
+            if component.process.poll() is not None:
+                raise AssertionError(
+                    f"airflow {component.name} exited ({component.process.returncode}):\n"
+                    + component.tail())
         try:
             with urllib.request.urlopen(f"{standalone.url}/api/v2/monitor/health",
                                         timeout=5) as answer:
@@ -285,22 +352,59 @@ def _wait_ready(standalone: Standalone, process: subprocess.Popen[bytes], log: P
         dags = {d["dag_id"] for d in standalone.api("GET", "/dags", limit="100")["dags"]}
         return True if set(dag_ids) <= dags else None
 
-    wait_for("airflow standalone to be ready", timeout, ready)
+    wait_for("the Airflow components to be ready", timeout, ready)
 
 
-def _ours(standalone_pid: int, base: Path) -> list[psutil.Process]:
-    """Every process this standalone started: its descendants (task runners and spark-submit
-    in process groups of their own), and any process orphaned since that names this
-    module's folder (a copy job's JVM or Python driver: its config and plan are there)."""
+def _ours(components: list[Component], base: Path) -> list[psutil.Process]:
+    """Every process of these components: the components, their descendants (task runners
+    and spark-submit in process groups of their own), and any process orphaned since that
+    names this module's folder (a copy job's JVM or Python driver: its config and plan are
+    there)."""
     found: dict[int, psutil.Process] = {}
-    try:
-        for process in psutil.Process(standalone_pid).children(recursive=True):
-            found[process.pid] = process
-    except psutil.NoSuchProcess:
-        pass
+    for component in components:
+        try:
+            root = psutil.Process(component.process.pid)
+            found[root.pid] = root
+            for process in root.children(recursive=True):
+                found[process.pid] = process
+        except psutil.NoSuchProcess:
+            pass
     for process in processes_naming(f"{base}{os.sep}"):
         found.setdefault(process.pid, process)
     return list(found.values())
+
+
+def _is_loopback(ip: str) -> bool:
+    """127.0.0.0/8, ::1, or an IPv4-mapped loopback address (::ffff:127.0.0.1, as a JVM
+    binds); not the wildcards 0.0.0.0 and ::."""
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _listening(components: list[Component], base: Path) -> list[tuple[str, str, int]]:
+    """(process, address, port) of every TCP socket a process of these components listens
+    on."""
+    found = []
+    for process in _ours(components, base):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+            name = f"{process.pid} {' '.join(process.cmdline())[:120]}"
+            for conn in process.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN:
+                    found.append((name, str(conn.laddr.ip), int(conn.laddr.port)))
+    return sorted(set(found))
+
+
+def _assert_loopback_only(components: list[Component], base: Path, port: int) -> None:
+    """Every listening socket of these components is on loopback, and the api-server's
+    127.0.0.1:`port` is among them (so the check sees the sockets it checks)."""
+    listening = _listening(components, base)
+    shown = "\n".join(f"  {ip}:{p}  ({who})" for who, ip, p in listening)
+    assert ("127.0.0.1", port) in {(ip, p) for _, ip, p in listening}, (
+        f"the api-server does not listen on 127.0.0.1:{port}; listening:\n{shown}")
+    outside = [(who, ip, p) for who, ip, p in listening if not _is_loopback(ip)]
+    assert not outside, f"Airflow listens beyond loopback:\n{shown}"
 
 
 def _running(process: psutil.Process) -> bool:
@@ -312,17 +416,19 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-def _stop(process: subprocess.Popen[bytes], base: Path) -> None:
-    """SIGTERM to the standalone's process group (its components and the executor's workers
-    stop in seconds; standalone's own SIGINT shutdown waits on a scheduler that does not),
-    then to whatever else of it is left, by pid (task runners and spark-submit have process
-    groups of their own); SIGKILL for any still there after 15 s."""
-    left = _ours(process.pid, base)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(15)
-    left = list({p.pid: p for p in left + _ours(process.pid, base)}.values())
+def _stop(components: list[Component], base: Path) -> None:
+    """SIGTERM to each component's process group (the components and the executor's workers
+    stop in seconds), then to whatever else of them is left, by pid (task runners and
+    spark-submit have process groups of their own); SIGKILL for any still there after 15 s."""
+    left = _ours(components, base)
+    for component in components:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(component.process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for component in components:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            component.process.wait(max(0.0, deadline - time.monotonic()))
+    left = list({p.pid: p for p in left + _ours(components, base)}.values())
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = [p for p in left if _running(p)]
         for survivor in left:
@@ -331,16 +437,18 @@ def _stop(process: subprocess.Popen[bytes], base: Path) -> None:
         deadline = time.monotonic() + 15
         while (left := [p for p in left if _running(p)]) and time.monotonic() < deadline:
             time.sleep(0.2)
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+    for component in components:
+        if component.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(component.process.pid, signal.SIGKILL)
+            component.process.wait(10)
 
 
-def _keep_logs(home: Path, log: Path, module: str) -> None:
-    """The standalone's log and the task logs, into test-artifacts/."""
+def _keep_logs(home: Path, module: str) -> None:
+    """The components' logs and the task logs, into test-artifacts/."""
     target = ARTIFACTS / f"scheduler-{module}-{datetime.now():%Y%m%d-%H%M%S}"
     target.mkdir(parents=True, exist_ok=True)
-    if log.exists():
+    for log in home.glob("*.log"):
         shutil.copy(log, target / log.name)
     if (home / "logs").is_dir():
         shutil.copytree(home / "logs", target / "logs", dirs_exist_ok=True)
@@ -353,19 +461,21 @@ def standalone(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     short_timeout, unsynced_configs = _config(base, clusters)
     home = base / "airflow"
     env, port = _environment(home, base / "mm2.properties")
-    log = home / "standalone.log"
     failures = request.session.testsfailed
-    with log.open("wb") as out:
-        process = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "standalone"],
-                                   env=env, stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True, cwd=base)
+    components: list[Component] = []
     passed = False
     try:
+        _migrate(env, home, base)
+        for name, args in _components(port).items():
+            components.append(_start(name, args, env, home, base))
         server = Standalone(f"http://127.0.0.1:{port}", short_timeout, unsynced_configs)
-        _wait_ready(server, process, log)
+        _wait_ready(server, components)
+        _assert_loopback_only(components, base, port)
         yield server
+        # anything a component opened since start-up is held to the same rule
+        _assert_loopback_only(components, base, port)
         passed = request.session.testsfailed == failures
     finally:
-        _stop(process, base)
+        _stop(components, base)
         if not passed:
-            _keep_logs(home, log, request.module.__name__.rsplit(".", 1)[-1])
+            _keep_logs(home, request.module.__name__.rsplit(".", 1)[-1])

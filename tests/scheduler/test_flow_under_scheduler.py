@@ -1,8 +1,9 @@
-"""A flow's DAG under a real Airflow scheduler (`airflow standalone`, not dag.test()): what
-only the scheduler and the task supervisor do, the mirror task's execution_timeout and its
-retries, against real brokers, Spark and Delta.
+"""A flow's DAG under a real Airflow scheduler (the scheduler, dag-processor and api-server
+the `standalone` fixture starts, not dag.test()): what only the scheduler and the task
+supervisor do, the mirror task's execution_timeout and its retries, against real brokers,
+Spark and Delta.
 
-The timeout test's run is triggered as soon as the standalone is up (`short_timeout_run`)
+The timeout test's run is triggered as soon as Airflow is up (`short_timeout_run`)
 and spends most of its time in the scheduler's 30 s wait before its retry, so it runs beside
 the retry test's Spark jobs, and the timeout test, last, finds it finished."""
 
