@@ -389,7 +389,7 @@ def _listening(components: list[Component], base: Path) -> list[tuple[str, str, 
     found = []
     for process in _ours(components, base):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
-            name = f"{process.pid} {' '.join(process.cmdline())[:120]}"
+            name = f"{process.pid} {' '.join(process.cmdline()).strip()[:120]}"
             for conn in process.net_connections(kind="tcp"):
                 if conn.status == psutil.CONN_LISTEN:
                     found.append((name, str(conn.laddr.ip), int(conn.laddr.port)))
@@ -400,7 +400,8 @@ def _assert_loopback_only(components: list[Component], base: Path, port: int) ->
     """Every listening socket of these components is on loopback, and the api-server's
     127.0.0.1:`port` is among them (so the check sees the sockets it checks)."""
     listening = _listening(components, base)
-    shown = "\n".join(f"  {ip}:{p}  ({who})" for who, ip, p in listening)
+    shown = "\n".join(f"  {f'[{ip}]' if ':' in ip else ip}:{p}  ({who})"
+                      for who, ip, p in listening)
     assert ("127.0.0.1", port) in {(ip, p) for _, ip, p in listening}, (
         f"the api-server does not listen on 127.0.0.1:{port}; listening:\n{shown}")
     outside = [(who, ip, p) for who, ip, p in listening if not _is_loopback(ip)]
