@@ -10,7 +10,7 @@ offsets`); `report` sums what the chunks recorded in the `runs` table.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ferry.airflow.tasks import (
@@ -57,6 +57,9 @@ def plan_backfill(path: str) -> dict[str, Any]:
         result = run.summary()
         if not run.chunk_files:
             return result | {"chunks": []}
+        # Mapped tasks may start in any order (dag.test() does); a chunk started before
+        # the one it follows copies nothing (its lane finds no position where its plan
+        # expects one) and is copied on its retry, after the earlier chunk.
         result["chunks"] = [
             {"application_args": job_arguments(path, flow.name, file), "name": label}
             for file, label in zip(run.chunk_files, result["chunk_labels"], strict=True)]
@@ -74,13 +77,15 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.core.tables import StatePaths
+    from ferry.core.tables import StatePaths, final_attempts
     from ferry.state.reader import rows
 
     with task_edge():
         flow = task_config(path).flow(str(planned["flow"]))
-        runs = [r for r in rows(StatePaths(flow.ferry.state_dir).runs, flow.name)
-                if str(r["run_id"]).startswith(f"{planned['run_id']}.chunk-")]
+        # The last attempt at each range: a chunk run out of order fails, then is copied
+        # on its retry.
+        runs = final_attempts([r for r in rows(StatePaths(flow.ferry.state_dir).runs, flow.name)
+                               if str(r["run_id"]).startswith(f"{planned['run_id']}.chunk-")])
         summary = {"run_id": planned["run_id"], "chunks": len(planned["chunks"]),
                    "records": sum(r["records"] for r in runs),
                    "bytes": sum(r["bytes"] for r in runs),
@@ -129,12 +134,12 @@ def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
                             "by retention inside the window are always reported (gaps "
                             "table); fail copies nothing, continue copies the rest."),
         },
-        default_args={"retries": 1},
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     ) as dag:
         planned: Any = task(task_id="plan", retries=0)(plan_backfill)(path)
         chunks = SparkSubmitOperator.partial(
             task_id="copy_chunk",
-            max_active_tis_per_dag=1,  # in order: each chunk starts where the last ended
+            max_active_tis_per_dag=1,  # one at a time
             map_index_template="{{ task.name }}",
             **copy_job_settings("plan"),
         ).expand_kwargs(task(task_id="chunks")(chunk_list)(planned))
