@@ -192,8 +192,7 @@ def resolve_ferry_settings(
     )
 
 
-def unknown_ferry_key(origin: str, name: str) -> Problem:
+def suggest_ferry_key(name: str) -> str:
+    """The fix for an unknown `ferry.` key: the closest known key, or all of them."""
     close = difflib.get_close_matches(name, list(BY_NAME), n=1)
-    fix = f"did you mean {close[0]}?" if close else \
-        f"known keys: {', '.join(BY_NAME)}"
-    return Problem(origin, "unknown Ferry setting", fix)
+    return f"did you mean {close[0]}?" if close else f"known keys: {', '.join(BY_NAME)}"

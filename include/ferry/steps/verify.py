@@ -11,8 +11,9 @@ Also counted: source records inside the covered range that the offset map does n
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from ferry.config import Flow
 from ferry.core.verify import Mismatch, compare, pairs
@@ -50,6 +51,14 @@ class PartitionCheck:
         more = len(self.mismatches) + len(self.skipped) - len(problems)
         return (f"MISMATCH {where}: " + "; ".join(problems)
                 + (f"; and {more} more" if more > 0 else ""))
+
+    def to_json(self) -> dict[str, Any]:
+        """The partition's result as `ferry verify --json` prints it: every mismatch."""
+        return {"topic": self.topic, "partition": self.partition,
+                "source_start": self.source_start, "source_end": self.source_end,
+                "checked": self.checked, "ok": self.ok,
+                "mismatches": [asdict(m) for m in self.mismatches],
+                "skipped": list(self.skipped), "extra": self.extra}
 
 
 def verify(flow: Flow, topic: str | None = None, run_id: str = "") -> list[PartitionCheck]:

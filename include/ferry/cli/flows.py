@@ -1,0 +1,129 @@
+"""A flow's verbs: `validate` (what a config resolves to), `plan` (what the next run would
+copy), `sync` (bring the target in step) and `mirror` (run one cycle)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ferry.cli.verbs import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Parser,
+    config_and_flow,
+    emit,
+    enabled_flow,
+    flow_verb,
+    verb,
+)
+from ferry.errors import UsageError
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    validate = verb(subparsers, "validate",
+                    "show the flows a config resolves to, or its problems", cmd_validate)
+    validate.add_argument("file", help="an mm2.properties or a Strimzi KafkaMirrorMaker2 YAML")
+    validate.add_argument("--flow", help="show only this flow, e.g. A->B")
+
+    flow_verb(subparsers, "plan",
+              "show what the next run of a flow would copy (changes nothing)", cmd_plan)
+    sync = flow_verb(subparsers, "sync", "bring the target's topics, partitions, configs and "
+                     "ACLs in step with the source (every enabled step, whatever its interval)",
+                     cmd_sync)
+    sync.add_argument("--dry-run", action="store_true",
+                      help="list what would be created, set, deleted; change nothing")
+
+    mirror = flow_verb(subparsers, "mirror",
+                       "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror)
+    mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ferry.cli.render import config_json, config_text, flow_json
+    from ferry.config import load_config
+
+    config = load_config(args.file)
+    if args.flow:
+        try:
+            flow = config.flow(args.flow)
+        except KeyError as exc:
+            raise UsageError(str(exc.args[0])) from None
+        emit(args, {"ok": True, "flow": flow_json(flow), "warnings": list(config.warnings)},
+             json.dumps(flow_json(flow), indent=2))
+        return EXIT_OK
+    emit(args, config_json(config), config_text(config))
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ferry.steps.mirror import prepare
+
+    flow = enabled_flow(args)
+    prepared = prepare(flow, apply=False, restore=False)
+    data = prepared.to_json()
+    lines = [f"flow {flow.name}: {len(prepared.plan.copies)} ranges, "
+             f"{prepared.plan.span:,} offsets to copy over {prepared.lanes} lanes"
+             + (" (idle: nothing to copy)" if prepared.plan.is_idle else "")]
+    for action in data["topology"]["create"]:
+        lines.append(f"  create {action['topic']} ({action['partitions']} partitions, "
+                     f"replication factor {action['replication_factor']})")
+    for action in data["topology"]["grow"]:
+        lines.append(f"  grow {action['topic']} from {action['from']} to {action['to']} "
+                     "partitions")
+    for r in prepared.plan.ranges:
+        what = f"[{r.start}, {r.end}) {r.span:,} offsets" if r.span else \
+            f"start at {r.start} (new partition)"
+        lines.append(f"  copy {r.topic}-{r.partition} {what} -> "
+                     f"{flow.remote_topic(r.topic)}-{r.partition}")
+    for g in prepared.plan.gaps:
+        lines.append(f"  GAP {g.topic}-{g.partition} offsets [{g.start}, {g.end}) "
+                     f"({g.count:,} records) deleted before they were mirrored "
+                     f"(ferry.on.gap={flow.ferry.on_gap})")
+    emit(args, data, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from ferry.steps.sync import sync_flow
+
+    flow = enabled_flow(args)
+    report = sync_flow(flow, apply=not args.dry_run, force=True)
+    tense = "would" if args.dry_run else "did"
+    lines = [f"flow {flow.name}: {len(report.mirrored)} mirrored topics; "
+             + ("dry run, nothing changed" if args.dry_run else "applied")]
+    lines += [f"  {step}: {state}" for step, state in report.steps.items()]
+    changes = report.lines()
+    lines += [f"  {tense} {line}" for line in changes] or ["  in step: nothing to change"]
+    lines += [f"  ACL not copied: {acl.describe()}: {why}" for acl, why in report.acls.skipped]
+    lines += [f"  WARNING {w}" for w in report.warnings]
+    emit(args, report.to_json(), "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from ferry.steps import cycle
+
+    config, flow = config_and_flow(args)
+    result = cycle.run(args.file, config, flow, master=args.master)
+    assert result.planned is not None
+    planned = result.planned.summary()
+    plan = result.planned.prepared.plan
+    data = {"flow": flow.name, "run_id": result.run_id, "idle": planned["idle"],
+            "ranges": planned["ranges"], "offsets": planned["offsets"],
+            "gaps": planned["gaps"], "job_exit_code": result.copy_exit_code or 0,
+            "plan": planned["plan"],
+            "steps": {"heartbeat": result.heartbeats, "sync": result.sync, "plan": planned,
+                      "copy": {"exit_code": result.copy_exit_code},
+                      "record": result.recorded, "checkpoints": result.checkpoints}}
+    copied = (f"flow {flow.name}: idle, nothing to copy" if planned["idle"] else
+              f"flow {flow.name} run {result.run_id}: copy job "
+              f"{'succeeded' if result.ok else 'FAILED'} "
+              f"({len(plan.copies)} ranges, {plan.span:,} offsets, {len(plan.gaps)} gaps)")
+    lines = [copied]
+    if result.ok:
+        lines.append(f"  heartbeats {', '.join(result.heartbeats) or 'off'}; checkpoints "
+                     + (f"{result.checkpoints.get('emitted', 0)} emitted"
+                        if result.checkpoints.get("ran") else
+                        f"not due ({result.checkpoints.get('why', '')})"))
+    emit(args, data, "\n".join(lines))
+    return EXIT_OK if result.ok else EXIT_FAILED

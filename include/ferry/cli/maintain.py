@@ -1,0 +1,25 @@
+"""`ferry maintain`: compact and vacuum the Delta state tables (the ferry_maintenance DAG
+without Airflow)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ferry.cli.verbs import EXIT_OK, Parser, config_verb, emit
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    maintain = config_verb(subparsers, "maintain", "compact and vacuum the Delta state tables "
+                           "(the ferry_maintenance DAG without Airflow)", cmd_maintain)
+    maintain.add_argument("--retention-hours", type=int, default=168,
+                          help="keep replaced files this long (at least 24; default 168)")
+    maintain.add_argument("--dry-run", action="store_true", help="report, change nothing")
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.state.maintain import maintain
+
+    report = maintain(load_config(args.file), args.retention_hours, args.dry_run)
+    emit(args, report.to_json(), report.text())
+    return EXIT_OK

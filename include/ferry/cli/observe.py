@@ -1,0 +1,76 @@
+"""What an operator watches: `status` (lag, runs, heartbeats, checkpoints), `metrics`
+(Prometheus, printed once or served) and `topology` (the clusters upstream of one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from ferry.cli.verbs import EXIT_OK, Parser, config_verb, emit
+
+log = logging.getLogger("ferry.cli")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    config_verb(subparsers, "status",
+                "per flow and partition: lag, last run, heartbeats, checkpoints", cmd_status)
+    metrics = config_verb(subparsers, "metrics", "Prometheus metrics (MM2 names + lag per "
+                          "partition): print them once, or --serve them", cmd_metrics)
+    metrics.add_argument("--serve", metavar="HOST:PORT",
+                         help="serve /metrics until interrupted (scrape token: "
+                              "$FERRY_METRICS_TOKEN)")
+    topology = config_verb(subparsers, "topology",
+                           "the clusters upstream of one, seen through heartbeats", cmd_topology)
+    topology.add_argument("--cluster", required=True, help="the cluster alias to look from")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.observe.status import status
+
+    flows = status(load_config(args.file))
+    emit(args, {"flows": [f.to_json() for f in flows]},
+         "\n".join(f.text() for f in flows) or "no enabled flows")
+    return EXIT_OK
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.observe.collect import metric_families
+    from ferry.observe.metrics import TOKEN_ENV, render, to_json
+
+    if args.serve:
+        from ferry.observe.serve import parse_listen, serve
+
+        host, port = parse_listen(args.serve)
+        load_config(args.file)  # a bad config is a usage error now, not at every scrape
+        token = os.environ.get(TOKEN_ENV, "").strip() or None
+        if token is None:
+            log.warning("no %s set: anyone who reaches %s can read the metrics", TOKEN_ENV,
+                        args.serve)
+
+        def ready(url: str) -> None:  # one line, even as JSON: a supervisor reads it
+            print(json.dumps({"serving": url, "token_required": token is not None})
+                  if args.json else
+                  f"serving {url}" + (" (scrape token required)" if token else ""), flush=True)
+
+        serve(args.file, host, port, token, ready)
+        return EXIT_OK
+    found = metric_families(load_config(args.file))
+    if args.json:
+        print(json.dumps({"metrics": to_json(found)}, indent=2))
+    else:
+        sys.stdout.write(render(found))
+    return EXIT_OK
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    from ferry.config import load_config
+    from ferry.steps.heartbeats import topology
+
+    found = topology(load_config(args.file), args.cluster)
+    emit(args, found.to_json(), found.text())
+    return EXIT_OK

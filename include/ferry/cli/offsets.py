@@ -1,0 +1,110 @@
+"""The verbs that go through the offset map: `translate` (where a group resumes),
+`verify` (does the target hold the source's records), `checkpoints` (translate every
+group now), `offsets` (where a record went) and `positions reset` (where copying goes
+on)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ferry.cli.verbs import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Parser,
+    config_and_flow,
+    emit,
+    enabled_flow,
+    flow_verb,
+)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    translate = flow_verb(subparsers, "translate", "where a source consumer group resumes on "
+                          "the target (exact, through the offset map)", cmd_translate)
+    translate.add_argument("--group", required=True, help="the consumer group id")
+    verify = flow_verb(subparsers, "verify", "compare source and target record by record "
+                       "through the offset map (exit 1 on a mismatch)", cmd_verify)
+    verify.add_argument("--topic", help="only this source topic")
+    flow_verb(subparsers, "checkpoints", "translate every group now: checkpoints, and group "
+              "offsets when sync.group.offsets.enabled=true", cmd_checkpoints)
+
+    offsets = flow_verb(subparsers, "offsets",
+                        "where a mirrored source record went (the offset map)", cmd_offsets)
+    offsets.add_argument("--topic", required=True, help="the source topic")
+    offsets.add_argument("--partition", required=True, type=int)
+    offsets.add_argument("--source-offset", required=True, type=int)
+
+    positions = subparsers.add_parser("positions",
+                                      help="a flow's positions (where copying goes on)")
+    psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=Parser)
+    reset = flow_verb(psub, "reset", "set where a flow continues copying a topic",
+                      cmd_positions_reset)
+    reset.add_argument("--topic", required=True, help="the source topic")
+    reset.add_argument("--to", required=True, help="earliest, latest, or a source offset")
+    reset.add_argument("--dry-run", action="store_true", help="show, change nothing")
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from ferry.steps.checkpoints import reverse_of, translate_groups
+
+    config, flow = config_and_flow(args)
+    found = translate_groups(flow, args.group, reverse_of(config, flow))
+    lines = [f"group {args.group} on {flow.source} -> {flow.target}"
+             + ("" if found else ": no committed offsets on mirrored topics")]
+    for t in found:
+        where = (f"{t.target_topic}-{t.partition}@{t.target_offset}"
+                 if t.target_offset is not None else "(nothing mirrored yet)")
+        lines.append(f"  {t.topic}-{t.partition}@{t.source_offset} -> {where} {t.status}")
+    emit(args, {"flow": flow.name, "group": args.group,
+                "partitions": [t.__dict__ for t in found]}, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ferry.steps.verify import verify
+
+    flow = enabled_flow(args)
+    checks = verify(flow, args.topic)
+    bad = [c for c in checks if not c.ok]
+    lines = [c.text(flow) for c in checks] or [f"flow {flow.name}: nothing mirrored yet"]
+    lines.append(f"flow {flow.name}: {sum(c.checked for c in checks):,} records checked in "
+                 f"{len(checks)} partitions, " + (f"{len(bad)} with mismatches" if bad
+                                                  else "all equal"))
+    emit(args, {"flow": flow.name, "ok": not bad, "partitions": [c.to_json() for c in checks]},
+         "\n".join(lines))
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from ferry.steps.checkpoints import reverse_of, run
+
+    config, flow = config_and_flow(args)
+    report = run(flow, reverse=reverse_of(config, flow))
+    text = (f"flow {flow.name}: {len(report.translations)} group partitions translated, "
+            f"{len(report.emitted)} checkpoints emitted"
+            + (f", offsets committed for {', '.join(report.synced)}" if report.synced else "")
+            + (f"; active on {flow.target}, left untouched: {', '.join(report.active)}"
+               if report.active else ""))
+    emit(args, report.to_json(), text)
+    return EXIT_OK
+
+
+def cmd_offsets(args: argparse.Namespace) -> int:
+    from ferry.steps.lookup import find
+
+    flow = enabled_flow(args)
+    answer = find(flow, args.topic, args.partition, args.source_offset)
+    emit(args, answer.to_json(), answer.text())
+    return EXIT_OK if answer.status == "mirrored" else EXIT_FAILED
+
+
+def cmd_positions_reset(args: argparse.Namespace) -> int:
+    from ferry.steps.positions import reset
+
+    flow = enabled_flow(args)
+    resets = reset(flow, args.topic, args.to, dry_run=args.dry_run)
+    verb = "would reset" if args.dry_run else "reset"
+    emit(args, {"flow": flow.name, "dry_run": args.dry_run,
+                "positions": [r.__dict__ for r in resets]},
+         "\n".join(f"{verb} {r.topic}-{r.partition}: {r.before} -> {r.after}" for r in resets))
+    return EXIT_OK
