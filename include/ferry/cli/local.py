@@ -30,15 +30,15 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _aliases(config_file: str | None) -> tuple[str, ...]:
-    """The cluster aliases of a config (`load_config`: the one config reader), or the
-    default pair."""
+    """The cluster aliases a config names (read by the config package), or the default
+    pair."""
     from ferry.local.cluster import DEFAULT_ALIASES
 
     if config_file is None:
         return DEFAULT_ALIASES
-    from ferry.config import load_config
+    from ferry.config import cluster_aliases
 
-    return tuple(load_config(config_file).clusters)
+    return cluster_aliases(config_file)
 
 
 def cmd_local_up(args: argparse.Namespace) -> int:

@@ -27,12 +27,32 @@ __all__ = [
     "Flow",
     "Interval",
     "MirrorConfig",
+    "cluster_aliases",
     "load_config",
 ]
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> MirrorConfig:
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`."""
+    raw = _raw_properties(path, env)
+    return build_config(raw, str(path), Path(path).resolve().parent, env)
+
+
+def cluster_aliases(path: str | Path) -> tuple[str, ...]:
+    """The aliases a config names in `clusters`, nothing else read or resolved: `ferry
+    local up` starts the clusters that the config's bootstrap servers will point at, so
+    those may not resolve yet (e.g. `${file:bootstrap.properties:...}`)."""
+    from ferry.mm2.filters import split_list
+
+    aliases = tuple(split_list(_raw_properties(path, None).get("clusters", "")))
+    if not aliases:
+        raise ConfigError([Problem("clusters", "is missing", "add clusters=source, target")],
+                          str(path))
+    return aliases
+
+
+def _raw_properties(path: str | Path, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The file's properties as written (a Strimzi resource translated to MM2's keys)."""
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -51,7 +71,7 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Mirro
                                  dict(os.environ) if env is None else env)
     else:
         raw = parse_properties(text)
-    return build_config(raw, str(path), base_dir, env)
+    return raw
 
 
 def _is_strimzi(file: Path, text: str) -> bool:
