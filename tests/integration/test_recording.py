@@ -4,13 +4,15 @@ many runs find it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from ferry.core import plan_file
 from ferry.core.internal import offset_map_topic
+from ferry.core.plan_file import PlanFile
+from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
 from ferry.spark.copy_job import record_offset_map, run_copy_job
 from ferry.state.reader import rows
@@ -52,12 +54,11 @@ def test_a_gap_that_every_run_finds_again_is_recorded_once(
     create_topic(clusters["source"], topic_name, 1)
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow, "topology")  # the remote and offset-map topics
-    gap = {"topic": topic_name, "partition": 0, "start": 10, "end": 25}
+    gap = Gap(topic_name, 0, 10, 25)
     for run in ("run-1", "run-2", "run-3"):  # ferry.on.gap=fail: each run plans it again
-        plan = tmp_path / f"{run}.json"
-        plan.write_text(json.dumps({"flow": flow.name, "run_id": run, "lanes": 1,
-                                    "ranges": [], "gaps": [gap]}))
-        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow, str(plan))
+        plan = plan_file.write(tmp_path / f"{run}.json",
+                               PlanFile(flow.name, run, 1, ranges=(), gaps=(gap,)))
+        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow, plan)
 
     recorded = rows(StatePaths(flow.ferry.state_dir).gaps, flow.name)
     assert [(r["run_id"], r["gap_start"], r["gap_end"], r["records"]) for r in recorded] == [
