@@ -248,6 +248,11 @@ def _environment(home: Path, config_path: Path) -> tuple[dict[str, str], int]:
         # the venv's bin first, as in a shell with the venv activated
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         "AIRFLOW_HOME": str(home),
+        # `tests.scheduler.sqlite` importable by Airflow's processes
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "tests.scheduler.sqlite.CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC":
+            "tests.scheduler.sqlite.ASYNC_CONNECT_ARGS",
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         # what standalone would force (they are Airflow's defaults too)
