@@ -106,7 +106,7 @@ def write_config(path: Path, clusters: dict[str, str], topics: str, state: Path,
         f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
         f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
         f"source->target.topics = {topics}\nreplication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         f"ferry.state.dir = {state}\n" + extra)
     return str(path)
 
@@ -119,7 +119,8 @@ def ferry_mirror(config: str) -> tuple[float, dict[str, object]]:
                             text=True, check=False)
     seconds = time.monotonic() - started
     if result.returncode != 0:
-        raise SystemExit(f"ferry mirror failed:\n{result.stderr[-3000:]}")
+        raise SystemExit(f"ferry mirror failed (exit {result.returncode}):\n"
+                         f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
     return seconds, json.loads(result.stdout)
 
 
