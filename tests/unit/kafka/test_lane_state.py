@@ -2,29 +2,72 @@
 
 from __future__ import annotations
 
-from ferry.kafka.lane import _Part, position_metadata
+from ferry.core.tables import RangeResult
+from ferry.kafka.lane_state import Part, Txn, position_metadata
 
 
 def test_after_an_aborted_transaction_the_next_one_covers_nothing_it_did_not_read() -> None:
     # given: a partition resuming after an accepted retention gap (position 20, records from
-    # 50), whose first transaction read offsets 50..70 and was aborted
-    part = _Part("orders", 0, "A.orders", start=50, end=100, ranges=[], covered=20,
-                 skip_from=20)
-    part.touched, part.last_offset = True, 70
+    # 50), whose first transaction read offsets 50..70
+    part = Part("orders", 0, "A.orders", start=50, end=100, ranges=[], covered=20,
+                skip_from=20)
+    part.txn = Txn(touched=True, last_offset=70)
 
-    # when: the abort forgets the transaction (the gap is still to be recorded)
-    part.reset_txn()
-    part.touched = True
+    # when: the transaction is aborted
+    part.aborted()
 
-    # then: a commit now (before anything is read again) covers the gap and stops at 50;
-    # offsets 50..70 are read again, not skipped
+    # then: the gap is still to be recorded, and a commit now (before anything is read
+    # again) covers the gap and stops at 50; offsets 50..70 are read again, not skipped
+    assert part.txn.touched
     assert part.covered_end == 50
 
 
+def test_an_aborted_transaction_past_the_gap_leaves_nothing_to_record() -> None:
+    part = Part("orders", 0, "A.orders", start=50, end=100, ranges=[], covered=60)
+    part.txn = Txn(touched=True, last_offset=70)
+    part.aborted()
+    assert not part.txn.touched
+    assert part.covered_end == 60
+
+
 def test_a_done_partition_covers_its_whole_range() -> None:
-    part = _Part("orders", 0, "A.orders", start=0, end=10, ranges=[], covered=0)
-    part.last_offset, part.done = 7, True  # 8 and 9: a commit marker and an aborted record
+    part = Part("orders", 0, "A.orders", start=0, end=10, ranges=[], covered=0)
+    part.txn.last_offset, part.done = 7, True  # 8 and 9: a commit marker and an aborted record
     assert part.covered_end == 10
+
+
+def test_a_commit_counts_only_the_records_below_its_end_into_their_ranges() -> None:
+    # given: two adjacent ranges, and a transaction that read offsets 8..12 (10 bytes each)
+    first, second = RangeResult("orders", 0, 0, 10), RangeResult("orders", 0, 10, 20)
+    part = Part("orders", 0, "A.orders", start=0, end=20, ranges=[first, second], covered=8)
+    part.txn = Txn(touched=True, last_offset=12, read=[(o, 10) for o in range(8, 13)])
+
+    # when: it commits up to 12 (offset 12 was read, but is not covered)
+    part.committed(12)
+
+    # then
+    assert (first.records, first.bytes) == (2, 20)
+    assert (second.records, second.bytes) == (2, 20)
+    assert part.covered == 12
+    assert (part.txn.read, part.txn.touched, part.txn.builder.count) == ([], False, 0)
+
+
+def test_at_least_once_keeps_only_the_acknowledged_records_before_a_refusal() -> None:
+    # given: offsets 0..4 sent at target offsets 100..104; the target refused offset 3
+    part = Part("orders", 0, "A.orders", start=0, end=10, ranges=[], covered=0, done=True)
+    for offset in range(5):
+        part.txn.builder.add(offset)
+    part.txn.first_target, part.txn.last_target, part.txn.last_offset = 100, 104, 4
+    part.txn.refuse(3)
+
+    # when
+    part.keep_before_refusal()
+
+    # then: 0..2 are recorded at 100..102, and the position stops at the refused record
+    assert part.txn.builder.count == 3
+    assert part.txn.last_target == 102
+    assert not part.done
+    assert part.covered_end == 3
 
 
 def test_position_metadata_names_the_owner_and_source_incarnation() -> None:

@@ -1,0 +1,287 @@
+"""The two delivery modes of a lane (adapter): what differs, in one place each.
+
+The lane's loop (read, send, commit, abort, re-run one record per request to name a
+refusal) is the same for both; a `Delivery` decides the rest:
+
+- `ExactlyOnce` (`ferry.delivery=exactly_once`): a transactional producer. Records,
+  offset-map entries and positions commit in one transaction or not at all (G1, G4). Before
+  writing, the lane fences every previous owner of its partitions. A refused record aborts
+  the transaction; nothing of it is kept.
+- `AtLeastOnce` (targets without transactions): an idempotent producer. Per batch: records
+  acknowledged, then the offset-map entries, then the positions as plain group offsets. A
+  crash between them re-copies only that batch, and the next run counts those duplicates
+  (the remote partition's end against the end recorded with the last positions). A refused
+  record keeps what was acknowledged before it; the position stops at it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KTP
+
+from ferry.config import Flow
+from ferry.config.clients import RdValue
+from ferry.errors import TerminalError, TransientError
+from ferry.kafka.lane_state import Part, position_metadata
+
+if TYPE_CHECKING:
+    from ferry.kafka.lane import Lane
+
+CALL_TIMEOUT_S = 60.0
+
+
+class Refused(Exception):
+    """The batch failed in a way an abort and a re-run may fix (or pinpoint)."""
+
+
+class RefusedKept(TerminalError):
+    """at_least_once: the target refused a record; what was acknowledged before it is
+    committed, and the partition's position stops at it."""
+
+
+class Delivery:
+    """What a delivery mode decides for a lane; see the module's docstring."""
+
+    name = ""
+    reports_every_record = False
+    """A delivery report for every record (else for the first and last of each partition
+    and transaction: their distance must equal the record count)."""
+
+    def producer_settings(self, flow: Flow, txn_id: str) -> dict[str, RdValue]:
+        """Producer settings on top of idempotence and acks=all."""
+        return {}
+
+    def start(self, lane: Lane, producer: Producer) -> None:
+        """A new producer for the lane, before its first batch."""
+
+    def found_position(self, lane: Lane, reader: Consumer, part: Part) -> None:
+        """`part`'s committed position was just read (`part.target_end` is its metadata's)."""
+
+    def before_copy(self, lane: Lane, reader: Consumer) -> None:
+        """Positions read; nothing copied yet."""
+        raise NotImplementedError
+
+    def begin(self, lane: Lane, producer: Producer) -> None:
+        """A batch begins."""
+
+    def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
+                        text: str) -> NoReturn:
+        """The producer refused a record locally (it was never queued)."""
+        raise NotImplementedError
+
+    def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
+                            exc: Refused) -> NoReturn:
+        """A batch failed with `exc`, before its commit took anything."""
+        raise NotImplementedError
+
+    def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
+                        remaining: int) -> str | None:
+        """Reports flushed (`remaining` unacknowledged): raise `Refused` if the batch cannot
+        commit, or return the refusal whose predecessors are committed regardless."""
+        raise NotImplementedError
+
+    def owner(self, lane: Lane) -> str:
+        """Recorded with each position: the id the next owner must fence ("" for none)."""
+        return ""
+
+    def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
+               refusal: str | None) -> None:
+        """Commit the batch's positions `offsets` (its records and entries are sent)."""
+        raise NotImplementedError
+
+    def abort(self, lane: Lane, producer: Producer) -> None:
+        """Throw the failed batch away before it is read again."""
+
+    def abort_open(self, lane: Lane, producer: Producer) -> None:
+        """After a failure of the lane: best effort, leave nothing open."""
+
+
+class ExactlyOnce(Delivery):
+    name = "exactly_once"
+
+    def producer_settings(self, flow: Flow, txn_id: str) -> dict[str, RdValue]:
+        txn_timeout = max(60_000, int(flow.ferry.transaction_max_seconds * 6_000))
+        return {"transaction.timeout.ms": txn_timeout, "transactional.id": txn_id}
+
+    def start(self, lane: Lane, producer: Producer) -> None:
+        """Initialising the lane's transactional id fences every older producer with it (a
+        zombie task, or this lane's previous producer) and aborts its open transaction."""
+        lane.call(lambda: producer.init_transactions(CALL_TIMEOUT_S), lane.flow.target,
+                  f"initialising transactions of lane {lane.lane}")
+
+    def before_copy(self, lane: Lane, reader: Consumer) -> None:
+        """Before writing a partition another transactional id owned (recorded with its
+        position: another lane count, a backfill, a scheduled run beside a backfill), fence
+        that id: `init_transactions` with it aborts its open transaction and makes any
+        producer still holding it (a zombie) fail at its next commit. Then the positions are
+        read again: whatever the old owner committed last is where this lane resumes.
+        So one producer at a time commits a partition's ranges, whatever the lane count."""
+        owners = sorted({p.owner for p in lane.parts.values()
+                         if p.owner and p.owner != lane.txn_id})
+        if not owners:
+            return
+        flow = lane.flow
+        for owner in owners:
+            lane.log.info("lane %s: fencing %s, the previous owner of some of its partitions",
+                          lane.lane, owner, extra={"flow": flow.name, "lane": lane.lane})
+            fencer = Producer(flow.producer.confluent({
+                "transactional.id": owner, "enable.idempotence": True, "acks": "all",
+                "log_level": 3}))
+            lane.call(lambda f=fencer: f.init_transactions(CALL_TIMEOUT_S),  # type: ignore[misc]
+                      flow.target, f"fencing the previous owner {owner}")
+            fencer.flush(0)
+        for part in lane.parts.values():  # read again: the fenced owner may have committed
+            part.covered, part.done, part.txn.touched = part.start, False, False
+            for result in part.ranges:
+                result.outcome = "pending"
+        lane.resume_from_committed(reader)
+
+    def begin(self, lane: Lane, producer: Producer) -> None:
+        lane.call(producer.begin_transaction, lane.flow.target, "beginning a transaction")
+        lane.in_transaction = True
+
+    def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
+                        text: str) -> NoReturn:
+        raise TerminalError(text)
+
+    def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
+                            exc: Refused) -> NoReturn:
+        raise exc  # the lane aborts it and re-runs it one record per request
+
+    def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
+                        remaining: int) -> str | None:
+        if lane.refused is not None or remaining:
+            raise Refused(lane.refused[2] if lane.refused else f"{remaining} records unsent")
+        return None
+
+    def owner(self, lane: Lane) -> str:
+        return lane.txn_id
+
+    def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
+               refusal: str | None) -> None:
+        target = lane.flow.target
+        if offsets:
+            lane.call(lambda: producer.send_offsets_to_transaction(
+                offsets, metadata, CALL_TIMEOUT_S), target, "committing positions")
+        try:  # a retriable failure: the same call again (librdkafka's contract)
+            lane.retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), target,
+                          "committing a transaction")
+            lane.in_transaction = False
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                raise Refused(err.str()) from None
+            raise lane.explain.kafka(exc, target, "committing a transaction") from None
+
+    def abort(self, lane: Lane, producer: Producer) -> None:
+        try:
+            producer.abort_transaction(CALL_TIMEOUT_S)
+            lane.in_transaction = False
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise lane.explain.kafka(exc, lane.flow.target,
+                                         "aborting a transaction") from None
+            # A fatal producer cannot abort; the next init_transactions aborts for it.
+
+    def abort_open(self, lane: Lane, producer: Producer) -> None:
+        """Abort the transaction the lane left open, so the partitions' last stable offsets
+        do not wait for the broker's transaction timeout. A fenced or fatal producer
+        cannot; the next run's init_transactions aborts it then."""
+        if not lane.in_transaction:
+            return
+        try:
+            producer.abort_transaction(10)
+        except KafkaException as exc:
+            lane.log.warning("lane %s: could not abort its open transaction (%s); the next "
+                             "run's init_transactions aborts it", lane.lane, exc.args[0].str(),
+                             extra={"flow": lane.flow.name, "lane": lane.lane})
+        lane.in_transaction = False
+
+
+class AtLeastOnce(Delivery):
+    name = "at_least_once"
+    reports_every_record = True
+
+    def found_position(self, lane: Lane, reader: Consumer, part: Part) -> None:
+        """Records past the end recorded with the last positions were written by a run that
+        crashed before committing them; this run copies them again: count them."""
+        if part.target_end is None:
+            return
+        end = lane.remote_end(reader, part)
+        duplicates = max(0, end - part.target_end)
+        if duplicates:
+            part.ranges[0].duplicates = duplicates
+            lane.log.warning("%d records of %s-%s were written by an unfinished run and will "
+                             "be copied again (at_least_once)", duplicates, part.remote,
+                             part.partition, extra={"flow": lane.flow.name, "topic": part.topic,
+                                                    "partition": part.partition})
+        part.target_end = end
+
+    def before_copy(self, lane: Lane, reader: Consumer) -> None:
+        """Before a partition's first batch, commit its start position with the remote
+        partition's current end, so that a crash in that batch can be measured (anything
+        already in the remote topic is not counted as a duplicate)."""
+        new = [p for p in lane.parts.values() if p.target_end is None and not p.done]
+        if not new:
+            return
+        offsets = []
+        for part in new:
+            part.target_end = lane.remote_end(reader, part)
+            offsets.append(KTP(part.remote, part.partition, part.covered,
+                               metadata=position_metadata(part.target_end,
+                                                          source_id=part.source_id)))
+        lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
+                  lane.flow.target, "committing start positions")
+
+    def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
+                        text: str) -> NoReturn:
+        part.txn.refuse(source_offset)
+        lane.refused = lane.refused or (part.topic, part.partition, text)
+        raise Refused(text)
+
+    def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
+                            exc: Refused) -> NoReturn:
+        """A local refusal: nothing to abort; commit what was acknowledged before it."""
+        try:
+            lane.commit(producer, metadata, list(lane.parts.values()))
+        except Refused as again:
+            raise TerminalError(str(again)) from None
+        raise TerminalError(lane.refused[2] if lane.refused else str(exc)) from None
+
+    def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
+                        remaining: int) -> str | None:
+        """Every record has its report: after a refusal, wait for all of them, then keep
+        the acknowledged ones before it, so that no later run writes them again; the run
+        fails naming the refused record."""
+        if lane.refused is None:
+            if remaining:
+                raise Refused(f"{remaining} records unsent")
+            return None
+        if lane.flush(producer, until_refused=False):
+            raise Refused(lane.refused[2])
+        for part in touched:
+            if part.txn.refused_at is not None:
+                part.keep_before_refusal()
+        return lane.refused[2]
+
+    def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
+               refusal: str | None) -> None:
+        """The offset-map entries acknowledged, then the positions."""
+        if refusal is not None:  # its entries are sent; the refusal itself is reported later
+            lane.refused = None
+        remaining = lane.flush(producer)
+        if remaining or lane.refused is not None:
+            why = lane.refused[2] if lane.refused else f"{remaining} entries unacknowledged"
+            raise TransientError(f"{why}; no position was committed over it: the next run "
+                                 "copies this batch again")
+        reader = lane.reader
+        if offsets and reader is not None:
+            lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
+                      lane.flow.target, "committing positions")
+
+
+def delivery_for(flow: Flow) -> Delivery:
+    """The delivery mode `ferry.delivery` names."""
+    return ExactlyOnce() if flow.ferry.delivery == "exactly_once" else AtLeastOnce()

@@ -1,0 +1,68 @@
+"""A lane's failures in an operator's terms (adapter).
+
+Every message names the flow, the cluster, the action and what to do: the principal and
+the right it lacks when access was denied, the record (topic, partition, source offset)
+when the target refused one, the partitions and positions when a lane stopped moving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ferry.config import Flow
+from ferry.core.internal import positions_group, reader_group
+from ferry.errors import FerryError
+from ferry.kafka.errors import kafka_error
+from ferry.kafka.lane_state import Part
+
+
+class LaneErrors:
+    """Explains the failures of one lane (`lane`, transactional id `txn_id`) copying `parts`."""
+
+    def __init__(self, flow: Flow, lane: int, txn_id: str, parts: Iterable[Part]) -> None:
+        self.flow, self.lane, self.txn_id = flow, lane, txn_id
+        self.parts = list(parts)
+
+    def kafka(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
+        """A Ferry error naming the principal and, when access was denied, the right."""
+        if cluster == self.flow.source:
+            topics = sorted({p.topic for p in self.parts})
+            reader = reader_group(self.flow, "reader")
+            return kafka_error(exc, cluster, action, principal=self.flow.consumer.principal,
+                               needs={"TOPIC": f"READ on TOPIC {','.join(topics)}",
+                                      "GROUP": f"DESCRIBE on GROUP {reader}"})
+        remote = sorted({p.remote for p in self.parts})
+        return kafka_error(exc, cluster, action, principal=self.flow.producer.principal, needs={
+            "TOPIC": f"WRITE on TOPIC {','.join(remote)}",
+            "TRANSACTIONAL_ID": f"WRITE on TRANSACTIONAL_ID {self.txn_id}",
+            "GROUP": f"READ on GROUP {positions_group(self.flow)}",
+            "CLUSTER": "IDEMPOTENT_WRITE on CLUSTER kafka-cluster"})
+
+    def refusal(self, part: Part, source_offset: int, err: Any) -> str:
+        """The target refused the record of `part` at `source_offset`."""
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            text = str(kafka_error(KafkaException(err), self.flow.target, "writing",
+                                   principal=self.flow.producer.principal,
+                                   needs=f"WRITE on TOPIC {part.remote}"))
+        return (f"flow {self.flow.name}: cluster {self.flow.target} refused the record of "
+                f"{part.topic}-{part.partition} at source offset {source_offset} (remote "
+                f"topic {part.remote}): {text}")
+
+    def stalled(self, parts: Iterable[Part], stall_s: float) -> str:
+        """No progress for `stall_s` on the unfinished ones of `parts`."""
+        waiting = ", ".join(f"{p.topic}-{p.partition} at "
+                            f"{max(p.covered, p.txn.last_offset + 1)} of {p.end}"
+                            for p in parts if not p.done)
+        return (f"flow {self.flow.name} lane {self.lane}: no progress for {stall_s:.0f}s on "
+                f"{waiting}: is the partition's leader offline on {self.flow.source}? Nothing "
+                "past the last commit was kept; the next run resumes there")
+
+    def fenced(self, exc: BaseException) -> str:
+        """The lane's producer lost its partitions to a newer owner."""
+        return (f"flow {self.flow.name} lane {self.lane}: its producer ({self.txn_id}) was "
+                f"fenced by a newer owner of its partitions (another lane count, a backfill "
+                f"or a newer run) and stopped; nothing past its last commit was kept: {exc}")

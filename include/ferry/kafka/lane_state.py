@@ -1,0 +1,164 @@
+"""A lane's per-partition bookkeeping: lasting progress apart from the open transaction.
+
+`Part` is what a lane knows of one source partition across transactions (where its
+committed position is, whether it is done, who owned it). `Txn` is what the open
+transaction did on it; a commit or an abort replaces it whole, so nothing of a transaction
+outlives it by accident. No client calls here: the lane does those.
+
+Positions carry JSON commit metadata (`position_metadata`): the remote partition's end
+after what was recorded, the transactional id that committed it and the source topic's ID.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Message
+
+from ferry.core.offsetmap import SegmentBuilder
+from ferry.core.tables import RangeResult
+
+
+@dataclass
+class Txn:
+    """What the open transaction did on one partition."""
+
+    builder: SegmentBuilder = field(default_factory=SegmentBuilder)
+    pending: Message | None = None
+    """The last record read, not yet sent: it goes at the next record or at the commit, with
+    a delivery report, so the transaction's last target offset is known."""
+    sent: int = 0
+    first_target: int | None = None
+    last_target: int | None = None
+    last_offset: int = -1  # the last source offset read
+    bytes: int = 0
+    read: list[tuple[int, int]] = field(default_factory=list)
+    """(source offset, bytes) of each record read: counted into its range's result only
+    when committed (an aborted or re-read record is not copied)."""
+    touched: bool = False  # something to record at the commit (records, an end, a gap)
+    refused_at: int | None = None  # at_least_once: the first source offset the target refused
+
+    def refuse(self, source_offset: int) -> None:
+        if self.refused_at is None or source_offset < self.refused_at:
+            self.refused_at = source_offset
+
+
+@dataclass
+class Part:
+    """One source partition's lasting state inside the lane."""
+
+    topic: str
+    partition: int
+    remote: str
+    start: int
+    end: int
+    ranges: list[RangeResult]
+    expect: int | None = None  # the committed position the plan was made from (Range.expect)
+    source_id: str = ""  # the source topic's ID (Range.source_id)
+    target_id: str = ""  # the remote topic's ID (Range.target_id)
+    covered: int = 0  # next source offset not yet committed
+    skip_from: int | None = None  # committed position before an accepted retention gap
+    done: bool = False
+    paused: bool = False
+    target_end: int | None = None  # next remote offset after what this lane recorded
+    owner: str = ""  # the transactional id that committed the position this lane found
+    progress_at: float = field(default_factory=time.monotonic)
+    """When this partition last moved (a record, its end, its position): across
+    transactions, so a partition that never moves is found however often empty
+    transactions commit."""
+    position_seen: int = -1
+    txn: Txn = field(default_factory=Txn)
+
+    @property
+    def read_from(self) -> int:
+        """Where the consumer reads: a skipped gap is covered, but never read."""
+        return max(self.covered, self.start)
+
+    @property
+    def covered_end(self) -> int:
+        """The next source offset after what the open transaction covers: the range's end
+        once done, else one past the last record this transaction read (never past what it
+        read: records of an aborted transaction are not covered)."""
+        return self.end if self.done else max(self.read_from, self.txn.last_offset + 1)
+
+    def moved(self) -> None:
+        self.progress_at = time.monotonic()
+
+    def committed(self, covered_end: int) -> None:
+        """The open transaction committed up to `covered_end`: count its records into
+        their ranges and forget it."""
+        self.covered = covered_end
+        for offset, size in self.txn.read:
+            if offset >= covered_end:
+                continue
+            for result in self.ranges:
+                if result.start <= offset < result.end:
+                    result.records += 1
+                    result.bytes += size
+                    break
+        self.txn = Txn()
+
+    def aborted(self) -> None:
+        """The open transaction was aborted: its records are read again from the committed
+        position. An accepted retention gap not yet committed stays to be recorded."""
+        gap = self.txn.touched and self.covered < self.start
+        self.done = self.covered >= self.end
+        self.txn = Txn(touched=gap)
+
+    def keep_before_refusal(self) -> None:
+        """at_least_once: record only the records before the first refused one (all of
+        them acknowledged, at contiguous target offsets); the refused record is where the
+        partition's position stops."""
+        txn = self.txn
+        assert txn.refused_at is not None
+        txn.builder.truncate(txn.refused_at)
+        count = txn.builder.count
+        self.done = False
+        txn.last_offset = txn.refused_at - 1
+        txn.last_target = (txn.first_target + count - 1
+                           if count and txn.first_target is not None else None)
+        if not count:
+            txn.first_target = None
+
+
+def position_metadata(target_end: int | None, owner: str = "", source_id: str = "") -> str:
+    """Commit metadata of a position: the remote partition's end after what was recorded,
+    the transactional id that committed it (the partition's owner, fenced by the next
+    owner before it writes) and the source topic's ID (a recreated topic has another)."""
+    data: dict[str, object] = {}
+    if target_end is not None:
+        data["ferry_target_end"] = target_end
+    if owner:
+        data["ferry_owner"] = owner
+    if source_id:
+        data["ferry_source_id"] = source_id
+    return json.dumps(data) if data else ""
+
+
+def recorded_source_id(metadata: str | None) -> str:
+    """The source topic ID a position was committed for ("" when not recorded)."""
+    value = _metadata(metadata).get("ferry_source_id")
+    return value if isinstance(value, str) else ""
+
+
+def recorded_end(metadata: str | None) -> int | None:
+    """The remote partition's end recorded with a position (None when not recorded)."""
+    value = _metadata(metadata).get("ferry_target_end")
+    return int(value) if isinstance(value, int) else None
+
+
+def recorded_owner(metadata: str | None) -> str:
+    """The transactional id that committed a position ("" when not recorded)."""
+    value = _metadata(metadata).get("ferry_owner")
+    return value if isinstance(value, str) else ""
+
+
+def _metadata(metadata: str | None) -> dict[str, Any]:
+    try:
+        data = json.loads(metadata or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
