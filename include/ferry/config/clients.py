@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferry.config.findings import Findings
 from ferry.config.jaas import KERBEROS, OAUTHBEARER, PLAIN, SCRAM, JaasError, parse_jaas
 from ferry.config.stores import StoreError, read_truststore_pem, sniff_store
 from ferry.config.values import Props
-from ferry.errors import Problem
 from ferry.secrets import MASK, Secret, shown
 
 log = logging.getLogger(__name__)
@@ -189,14 +189,14 @@ class _Translation:
     cluster: str
     role: str
     java: Props
-    problems: list[Problem]
+    findings: Findings
     out: dict[str, Setting] = field(default_factory=dict)
 
     def problem(self, key: str, message: str, fix: str = "", shown_value: bool = True) -> None:
         value = self.java.get(key)
         origin = value.origin if value else f"{self.cluster}.{key}"
         text = value.shown() if (value and shown_value) else (MASK if value else None)
-        self.problems.append(Problem(origin, message, fix, text))
+        self.findings.problem(origin, message, fix, text)
 
     def text(self, key: str, default: str = "") -> str:
         value = self.java.get(key)
@@ -208,10 +208,10 @@ class _Translation:
 
 
 def translate_client(
-    cluster: str, role: str, java: Props, passthrough: Props, problems: list[Problem]
+    cluster: str, role: str, java: Props, passthrough: Props, findings: Findings
 ) -> ClientConfig:
     """librdkafka settings for `role` (consumer|producer|admin) from its Java settings."""
-    t = _Translation(cluster, role, java, problems)
+    t = _Translation(cluster, role, java, findings)
     for key, value in java.items():
         if key in _SECURITY_HANDLED:
             continue

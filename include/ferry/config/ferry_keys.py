@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ferry.errors import Problem
+from ferry.config.findings import Findings
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ class FerrySettings:
 
 
 def resolve_ferry_settings(
-    values: dict[str, tuple[str, str]], base_dir: Path, problems: list[Problem]
+    values: dict[str, tuple[str, str]], base_dir: Path, findings: Findings
 ) -> FerrySettings:
     """`values` maps a ferry key to (text, origin key); missing keys take their defaults."""
     parsed: dict[str, Any] = {}
@@ -170,7 +170,7 @@ def resolve_ferry_settings(
             parsed[key.name] = key.parse(text)
         except ValueError as exc:
             fix = f"e.g. {origin}={key.example or key.default}"
-            problems.append(Problem(origin, str(exc), fix, text))
+            findings.problem(origin, str(exc), fix, text)
             parsed[key.name] = key.parse(key.default)
     state = str(parsed["ferry.state.dir"])
     if "://" not in state and not Path(state).is_absolute():

@@ -14,7 +14,7 @@ from ferry.errors import ConfigError, Problem
 @dataclass
 class Findings:
     problems: list[Problem] = field(default_factory=list)
-    """Appended to directly by the modules that take a list (providers, clients, ferry keys)."""
+    """In the order found, repeats included; add to it with `problem`."""
     warnings: list[str] = field(default_factory=list)
 
     def problem(self, key: str, message: str, fix: str = "", value: str | None = None) -> None:

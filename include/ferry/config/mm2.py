@@ -61,12 +61,12 @@ def build_config(
 ) -> MirrorConfig:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem."""
     findings = Findings()
-    providers = Providers.declared(raw, findings.problems, base_dir, env)
+    providers = Providers.declared(raw, findings, base_dir, env)
     props: Props = {}
     for key, text in raw.items():
         if key.startswith("config.providers"):
             continue
-        resolved, from_provider = providers.resolve(key, text, findings.problems)
+        resolved, from_provider = providers.resolve(key, text, findings)
         props[key] = Value.of(key, resolved, from_provider)
 
     aliases = cluster_aliases(props, findings)
@@ -112,7 +112,7 @@ def _cluster(props: Props, alias: str, findings: Findings) -> Cluster:
         check_bootstrap(bootstrap, findings)
     java = {k: v for k, v in cprops.items() if names.is_client_key(k)}
     java.update(_strip(cprops, "admin."))
-    admin = translate_client(alias, "admin", java, _passthrough(cprops), findings.problems)
+    admin = translate_client(alias, "admin", java, _passthrough(cprops), findings)
     return Cluster(alias, bootstrap.text.strip() if bootstrap else "", admin)
 
 
@@ -168,7 +168,7 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
     ferry_values = {k: (v.text, v.origin) for k, v in props.items() if k.startswith("ferry.")}
     ferry_values.update({k: (v.text, v.origin) for k, v in conn.props.items()
                          if k.startswith("ferry.")})
-    ferry = resolve_ferry_settings(ferry_values, base_dir, findings.problems)
+    ferry = resolve_ferry_settings(ferry_values, base_dir, findings)
     # every client of the flow waits transient states out
     clients = {role: replace(c, retry_seconds=ferry.kafka_retry_seconds)
                for role, c in clients.items()}
@@ -287,7 +287,7 @@ def _clients(props: Props, conn: Props, source: str, target: str,
 
     def client(side: str, alias: str, role: str) -> ClientConfig:
         return translate_client(alias, role, _client_java(conn, side, role),
-                                _passthrough(_cluster_props(props, alias)), findings.problems)
+                                _passthrough(_cluster_props(props, alias)), findings)
 
     clients = {"consumer": client("source", source, "consumer"),
                "producer": client("target", target, "producer"),

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ferry.config.findings import Findings
 from ferry.config.properties import parse_properties
-from ferry.errors import Problem
 
 # Kafka's ConfigTransformer pattern: ${provider:[path:]key}
 VARIABLE = re.compile(r"\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}")
@@ -50,7 +50,7 @@ class Providers:
     def declared(
         cls,
         props: Mapping[str, str],
-        problems: list[Problem],
+        findings: Findings,
         base_dir: Path,
         env: Mapping[str, str] | None = None,
     ) -> Providers:
@@ -61,15 +61,15 @@ class Providers:
             class_key = f"config.providers.{name}.class"
             cls_name = props.get(class_key, "").strip()
             if not cls_name:
-                problems.append(Problem(class_key, "missing: the provider has no class",
-                                        f"set it, e.g. {class_key}={FILE_PROVIDER}"))
+                findings.problem(class_key, "missing: the provider has no class",
+                                 f"set it, e.g. {class_key}={FILE_PROVIDER}")
                 continue
             kind = _KNOWN.get(cls_name)
             if kind is None:
-                problems.append(Problem(
+                findings.problem(
                     class_key, "unknown config provider class", value=cls_name,
                     fix="Ferry supports Kafka's FileConfigProvider, EnvVarConfigProvider and "
-                        "DirectoryConfigProvider; resolve other secrets into a file first"))
+                        "DirectoryConfigProvider; resolve other secrets into a file first")
                 continue
             providers.kinds[name] = kind
             prefix = f"config.providers.{name}.param."
@@ -78,7 +78,7 @@ class Providers:
             }
         return providers
 
-    def resolve(self, key: str, value: str, problems: list[Problem]) -> tuple[str, bool]:
+    def resolve(self, key: str, value: str, findings: Findings) -> tuple[str, bool]:
         """Substitute every variable in `value`.
 
         Returns the new value and whether any variable was substituted (such a value is
@@ -89,7 +89,7 @@ class Providers:
         def substitute(match: re.Match[str]) -> str:
             nonlocal used
             name, path, var = match.group(1), match.group(3), match.group(4)
-            resolved = self._lookup(key, name, path, var, problems)
+            resolved = self._lookup(key, name, path, var, findings)
             if resolved is None:
                 return match.group(0)
             used = True
@@ -98,92 +98,91 @@ class Providers:
         return VARIABLE.sub(substitute, value), used
 
     def _lookup(
-        self, key: str, name: str, path: str | None, var: str, problems: list[Problem]
+        self, key: str, name: str, path: str | None, var: str, findings: Findings
     ) -> str | None:
         ref = "${" + name + ":" + (f"{path}:" if path is not None else "") + var + "}"
         kind = self.kinds.get(name)
         if kind is None:
             cls = _DECLARE_HINT.get(name, FILE_PROVIDER)
-            problems.append(Problem(
+            findings.problem(
                 key, f"uses config provider {name!r}, which config.providers does not declare",
                 value=ref,
-                fix=f"add config.providers={name} and config.providers.{name}.class={cls}"))
+                fix=f"add config.providers={name} and config.providers.{name}.class={cls}")
             return None
         if kind == "env":
-            return self._env(key, name, path, var, ref, problems)
+            return self._env(key, name, path, var, ref, findings)
         if path is None:
-            problems.append(Problem(key, f"the {kind} provider needs a path", value=ref,
-                                    fix="write ${" + name + ":/path/to/file:key}"))
+            findings.problem(key, f"the {kind} provider needs a path", value=ref,
+                             fix="write ${" + name + ":/path/to/file:key}")
             return None
-        target = self._allowed(key, name, Path(path), ref, problems)
+        target = self._allowed(key, name, Path(path), ref, findings)
         if target is None:
             return None
         if kind == "dir":
             if var in ("", ".", "..") or "/" in var or "\\" in var:
-                problems.append(Problem(key, f"{var!r} is not a file name in {target}",
-                                        value=ref, fix="name a file directly in the directory"))
+                findings.problem(key, f"{var!r} is not a file name in {target}",
+                                 value=ref, fix="name a file directly in the directory")
                 return None
-            return self._read(key, target / var, ref, problems)
-        return self._file_key(key, target, var, ref, problems)
+            return self._read(key, target / var, ref, findings)
+        return self._file_key(key, target, var, ref, findings)
 
     def _env(self, key: str, name: str, path: str | None, var: str, ref: str,
-             problems: list[Problem]) -> str | None:
+             findings: Findings) -> str | None:
         if path:
-            problems.append(Problem(key, "the env provider takes no path", value=ref,
-                                    fix="write ${" + name + ":VARIABLE}"))
+            findings.problem(key, "the env provider takes no path", value=ref,
+                             fix="write ${" + name + ":VARIABLE}")
             return None
         allow = self.params.get(name, {}).get("allowlist.pattern")
         try:
             allowed = allow is None or re.fullmatch(allow, var) is not None
         except re.error as exc:
-            problems.append(Problem(f"config.providers.{name}.param.allowlist.pattern",
-                                    f"invalid regular expression: {exc}", "fix the pattern",
-                                    allow))
+            findings.problem(f"config.providers.{name}.param.allowlist.pattern",
+                             f"invalid regular expression: {exc}", "fix the pattern", allow)
             return None
         if not allowed:
-            problems.append(Problem(key, f"environment variable {var} is not allowed by "
-                                    f"config.providers.{name}.param.allowlist.pattern",
-                                    value=ref, fix="widen the pattern or use another variable"))
+            findings.problem(key, f"environment variable {var} is not allowed by "
+                             f"config.providers.{name}.param.allowlist.pattern",
+                             value=ref, fix="widen the pattern or use another variable")
             return None
         if var not in self.env:
-            problems.append(Problem(key, f"environment variable {var} is not set", value=ref,
-                                    fix=f"export {var}=... before running ferry"))
+            findings.problem(key, f"environment variable {var} is not set", value=ref,
+                             fix=f"export {var}=... before running ferry")
             return None
         return self.env[var]
 
     def _allowed(self, key: str, name: str, path: Path, ref: str,
-                 problems: list[Problem]) -> Path | None:
+                 findings: Findings) -> Path | None:
         target = path if path.is_absolute() else self.base_dir / path
         target = Path(os.path.normpath(target))
         allowed = self.params.get(name, {}).get("allowed.paths")
         if allowed:
             roots = [Path(os.path.normpath(p.strip())) for p in allowed.split(",") if p.strip()]
             if not any(target == r or r in target.parents for r in roots):
-                problems.append(Problem(key, f"{target} is outside "
-                                        f"config.providers.{name}.param.allowed.paths",
-                                        value=ref, fix="move the file or extend allowed.paths"))
+                findings.problem(key, f"{target} is outside "
+                                 f"config.providers.{name}.param.allowed.paths",
+                                 value=ref, fix="move the file or extend allowed.paths")
                 return None
         return target
 
-    def _read(self, key: str, path: Path, ref: str, problems: list[Problem]) -> str | None:
+    def _read(self, key: str, path: Path, ref: str, findings: Findings) -> str | None:
         try:
             # Kafka's providers decode with replacement, never failing on a stray byte.
             return path.read_bytes().decode("utf-8", errors="replace")
         except OSError as exc:
-            problems.append(Problem(key, f"cannot read {path}: {exc.strerror or exc}",
-                                    value=ref, fix="create the file or correct the path"))
+            findings.problem(key, f"cannot read {path}: {exc.strerror or exc}",
+                             value=ref, fix="create the file or correct the path")
             return None
 
     def _file_key(self, key: str, path: Path, var: str, ref: str,
-                  problems: list[Problem]) -> str | None:
+                  findings: Findings) -> str | None:
         if path not in self._file_cache:
-            text = self._read(key, path, ref, problems)
+            text = self._read(key, path, ref, findings)
             if text is None:
                 return None
             self._file_cache[path] = parse_properties(text)
         values = self._file_cache[path]
         if var not in values:
-            problems.append(Problem(key, f"{path} has no key {var!r}", value=ref,
-                                    fix=f"add {var}=... to {path}"))
+            findings.problem(key, f"{path} has no key {var!r}", value=ref,
+                             fix=f"add {var}=... to {path}")
             return None
         return values[var]

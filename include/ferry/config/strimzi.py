@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from ferry.config.findings import Findings
 from ferry.config.providers import DIR_PROVIDER
 from ferry.errors import ConfigError, Problem
 
@@ -37,8 +38,9 @@ def strimzi_properties(text: str, path: str, base_dir: Path,
     secrets = Path(env.get("FERRY_SECRETS_DIR") or base_dir / "secrets")
     mapper = _Mapper(secrets)
     mapper.resource(doc)
-    if mapper.problems:
-        raise ConfigError(mapper.problems, source=path)
+    if mapper.findings.problems:
+        # all of them as found (raise_problems would also drop repeats)
+        raise ConfigError(mapper.findings.problems, source=path)
     return mapper.props
 
 
@@ -51,23 +53,23 @@ class _Mapper:
             # Strimzi creates heartbeat connectors only where a mirror asks for one.
             "emit.heartbeats.enabled": "false",
         }
-        self.problems: list[Problem] = []
+        self.findings = Findings()
 
     def need(self, node: Mapping[str, Any], key: str, where: str) -> Any:
         value = node.get(key)
         if value in (None, ""):
-            self.problems.append(Problem(f"{where}.{key}", "missing", f"set {where}.{key}"))
+            self.findings.problem(f"{where}.{key}", "missing", f"set {where}.{key}")
         return value
 
     def resource(self, doc: Any) -> None:
         if not isinstance(doc, dict) or doc.get("kind") != "KafkaMirrorMaker2":
-            self.problems.append(Problem("kind", "not a KafkaMirrorMaker2 resource",
-                                         "give an mm2.properties file or a Strimzi "
-                                         "KafkaMirrorMaker2 YAML"))
+            self.findings.problem("kind", "not a KafkaMirrorMaker2 resource",
+                                  "give an mm2.properties file or a Strimzi "
+                                  "KafkaMirrorMaker2 YAML")
             return
         spec = doc.get("spec")
         if not isinstance(spec, dict):
-            self.problems.append(Problem("spec", "missing", "add the resource's spec"))
+            self.findings.problem("spec", "missing", "add the resource's spec")
             return
         clusters = list(spec.get("clusters") or [])
         named = [("spec.clusters", i, c) for i, c in enumerate(clusters)]
@@ -85,8 +87,8 @@ class _Mapper:
             if alias and alias not in aliases:
                 aliases.append(alias)
         if not mirrors:
-            self.problems.append(Problem("spec.mirrors", "missing: nothing to mirror",
-                                         "add a mirror with sourceCluster and targetCluster"))
+            self.findings.problem("spec.mirrors", "missing: nothing to mirror",
+                                  "add a mirror with sourceCluster and targetCluster")
         target_alias = spec["target"].get("alias") if isinstance(spec.get("target"),
                                                                   dict) else None
         for i, mirror in enumerate(mirrors):
@@ -95,7 +97,7 @@ class _Mapper:
 
     def cluster(self, cluster: Any, where: str) -> str | None:
         if not isinstance(cluster, dict):
-            self.problems.append(Problem(where, "must be a mapping", "see Strimzi's docs"))
+            self.findings.problem(where, "must be a mapping", "see Strimzi's docs")
             return None
         alias = self.need(cluster, "alias", where)
         bootstrap = self.need(cluster, "bootstrapServers", where)
@@ -117,8 +119,8 @@ class _Mapper:
 
     def secret(self, ref: Any, key_field: str, where: str) -> str | None:
         if not isinstance(ref, dict) or not ref.get("secretName") or not ref.get(key_field):
-            self.problems.append(Problem(where, f"needs secretName and {key_field}",
-                                         f"set {where}.secretName and {where}.{key_field}"))
+            self.findings.problem(where, f"needs secretName and {key_field}",
+                                  f"set {where}.secretName and {where}.{key_field}")
             return None
         return "${dir:" + str(self.secrets / str(ref["secretName"])) + ":" + \
             str(ref[key_field]) + "}"
@@ -142,8 +144,8 @@ class _Mapper:
             return True
         if kind == "tls":
             if not tls:
-                self.problems.append(Problem(f"{where}.type", "tls authentication needs tls",
-                                             "add tls: {trustedCertificates: [...]}"))
+                self.findings.problem(f"{where}.type", "tls authentication needs tls",
+                                      "add tls: {trustedCertificates: [...]}")
             ref = auth.get("certificateAndKey")
             cert = self.secret(ref, "certificate", f"{where}.certificateAndKey")
             key = self.secret(ref, "key", f"{where}.certificateAndKey")
@@ -167,8 +169,8 @@ class _Mapper:
                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
                     f'required clientId="{client_id}" clientSecret="{secret}"{scope};')
             return True
-        self.problems.append(Problem(f"{where}.type", f"unsupported authentication {kind!r}",
-                                     "use scram-sha-512, scram-sha-256, plain, tls or oauth"))
+        self.findings.problem(f"{where}.type", f"unsupported authentication {kind!r}",
+                              "use scram-sha-512, scram-sha-256, plain, tls or oauth")
         return False
 
     def trusted(self, alias: str, tls: Mapping[str, Any], where: str) -> None:
@@ -180,10 +182,10 @@ class _Mapper:
                 files = sorted(p.name for p in folder.glob("*")
                                if fnmatch.fnmatch(p.name, str(cert["pattern"])))
                 if not files:
-                    self.problems.append(Problem(here, f"no file in {folder} matches "
-                                                 f"{cert['pattern']!r}",
-                                                 "mount the secret there or set "
-                                                 "FERRY_SECRETS_DIR"))
+                    self.findings.problem(here, f"no file in {folder} matches "
+                                          f"{cert['pattern']!r}",
+                                          "mount the secret there or set "
+                                          "FERRY_SECRETS_DIR")
                 refs += ["${dir:" + str(folder) + ":" + f + "}" for f in files]
                 continue
             ref = self.secret(cert, "certificate", here)
@@ -195,13 +197,13 @@ class _Mapper:
 
     def mirror(self, mirror: Any, where: str, target_alias: str | None) -> None:
         if not isinstance(mirror, dict):
-            self.problems.append(Problem(where, "must be a mapping", "see Strimzi's docs"))
+            self.findings.problem(where, "must be a mapping", "see Strimzi's docs")
             return
         source = mirror.get("sourceCluster") or (mirror.get("source") or {}).get("alias")
         target = mirror.get("targetCluster") or target_alias
         if not source or not target:
-            self.problems.append(Problem(where, "needs sourceCluster and targetCluster",
-                                         f"set {where}.sourceCluster and .targetCluster"))
+            self.findings.problem(where, "needs sourceCluster and targetCluster",
+                                  f"set {where}.sourceCluster and .targetCluster")
             return
         flow = f"{source}->{target}"
         connectors = {
