@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ferry import __version__, crash, logs
-from ferry.cli import backfill, flows, local, maintain, observe, offsets
+from ferry.cli import backfill, flows, local, maintain, observe, offsets, spark
 from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Parser
 from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]
 
-GROUPS = (flows, offsets, backfill, observe, maintain, local)
+GROUPS = (flows, offsets, backfill, observe, maintain, local, spark)
 """The verb groups, in the order `ferry --help` lists them: the verbs of a flow's runs first,
-then offsets and failover, backfills, watching, housekeeping, the local clusters."""
+then offsets and failover, backfills, watching, housekeeping, the local clusters and Spark."""
 
 
 def build_parser() -> argparse.ArgumentParser:

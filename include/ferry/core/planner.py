@@ -185,3 +185,9 @@ def _split(tp: TopicPartition, start: int, end: int, max_records: int) -> list[R
     """`[start, end)` in ranges of at most `max_records`, each expecting its own start."""
     return [Range(tp.topic, tp.partition, s, min(s + max_records, end), expect=s)
             for s in range(start, end, max_records)]
+
+
+def describe_gaps(gaps: tuple[Gap, ...]) -> str:
+    """The gaps in one line: `topic-partition offsets a..b (n records)`, `; `-separated."""
+    return "; ".join(f"{g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count} "
+                     "records)" for g in gaps)

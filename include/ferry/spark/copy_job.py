@@ -15,10 +15,11 @@ write loses nothing: the next job writes the missing rows.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ferry.config import Flow, load_config
 from ferry.core import plan_file
@@ -178,3 +179,43 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                      if r["outcome"] == "failed"})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
                      tuple(gaps))
+
+
+def load_flow(config_path: str, flow_name: str) -> Flow | None:
+    """The job's flow, or None after printing why the config cannot give it (exit 2)."""
+    from ferry.errors import ConfigError
+
+    try:
+        return load_config(config_path).flow(flow_name)
+    except (ConfigError, KeyError) as exc:
+        print(f"ferry copy job: {exc}", file=sys.stderr)
+        return None
+
+
+def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path: str,
+                   out: TextIO | None = None) -> int:
+    """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to
+    stderr, one line each, no traceback). Returns the job's exit code: 0, or 1 when a lane
+    failed or the plan found a gap that fails the run (`ferry.on.gap=fail`)."""
+    from ferry.core.planner import describe_gaps
+    from ferry.errors import FerryError
+
+    try:
+        result = run_copy_job(spark, config_path, flow, plan_path)
+    except FerryError as exc:
+        print(f"ferry copy job: {exc}", file=sys.stderr)
+        return 1
+    print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
+          f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
+          f"{len(result.gaps)} gaps", file=out or sys.stdout)
+    for failure in result.failed:
+        print(f"ferry copy job: failed: {failure}", file=sys.stderr)
+    if result.failed:
+        return 1
+    if result.gaps and flow.ferry.on_gap == "fail":
+        print(f"ferry copy job: records deleted by retention before they were mirrored: "
+              f"{describe_gaps(result.gaps)} (recorded in the gaps table; set "
+              f"{flow.name}.ferry.on.gap=continue to copy on from the oldest record)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -89,12 +89,17 @@ def submit_env() -> dict[str, str]:
 
 
 def run_job(config_path: str, flow: str, plan_path: str, master: str) -> int:
-    """spark-submit the copy job for one plan file and wait for it (outside Airflow, whose
-    SparkSubmitOperator runs the same command). Its output goes to stderr. Returns its
-    exit code."""
+    """Run the copy job for one plan file and wait for it (outside Airflow): through the
+    Spark Connect server a `sc://` master names, in this process, else through
+    spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
+    stderr. Returns the job's exit code."""
     import subprocess
 
     from ferry.errors import TerminalError
+    from ferry.spark.connect import is_connect, run_connect_job
+
+    if is_connect(master):
+        return run_connect_job(config_path, flow, plan_path, master)
 
     command = submit_command(config_path, flow, plan_path, master)
     try:

@@ -189,7 +189,7 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     if apply:
         _record_gaps(flow, run_id, plan, request.on_gap)
     if plan.gaps and request.on_gap != "continue":
-        from ferry.steps.mirror import describe_gaps
+        from ferry.core.planner import describe_gaps
 
         raise TerminalError(f"records deleted by retention before they were copied: "
                             f"{describe_gaps(plan.gaps)} (recorded in the gaps table). Nothing "

@@ -17,7 +17,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.internal import positions_group
 from ferry.core.plan_file import PlanFile
-from ferry.core.planner import Gap, Limits, Plan, TopicPartition, Watermarks, plan
+from ferry.core.planner import Limits, Plan, TopicPartition, Watermarks, plan
 from ferry.core.sync.topics import TopicActions
 from ferry.errors import TerminalError
 
@@ -178,8 +178,3 @@ def _recover(flow: Flow, target: object, missing: list[TopicPartition],
                                f"restored {r.position} (run {r.run_id})")
             for tp, r in sorted(found.items())], run_id)
     return {tp: r.position for tp, r in found.items()}
-
-
-def describe_gaps(gaps: tuple[Gap, ...]) -> str:
-    return "; ".join(f"{g.topic}-{g.partition} offsets {g.start}..{g.end - 1} ({g.count} "
-                     "records)" for g in gaps)

@@ -1,0 +1,64 @@
+"""`ferry spark up|status|down`: the embedded warm Spark (a local Spark Connect server)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, emit, verb
+
+_DIR_HELP = "where the server's state and log live (default: $FERRY_HOME/local/spark)"
+
+
+def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    spark = subparsers.add_parser(
+        "spark", help="a local warm Spark (Spark Connect server) the copy jobs run on")
+    ssub = spark.add_subparsers(dest="spark_command", required=True, parser_class=Parser)
+    up = verb(ssub, "up", "start the local Spark Connect server (kept when running)",
+              cmd_spark_up)
+    up.add_argument("--dir", help=_DIR_HELP)
+    up.add_argument("--port", type=int, help="its port on 127.0.0.1 (default 15002, or a "
+                                             "free one when taken)")
+    up.add_argument("--master", default="local[*]",
+                    help="the server's own Spark master (default local[*])")
+    status = verb(ssub, "status", "show the local Spark Connect server", cmd_spark_status)
+    status.add_argument("--dir", help=_DIR_HELP)
+    down = verb(ssub, "down", "stop the local Spark Connect server", cmd_spark_down)
+    down.add_argument("--dir", help=_DIR_HELP)
+
+
+def _dir(args: argparse.Namespace) -> Path | None:
+    return Path(args.dir) if args.dir else None
+
+
+def cmd_spark_up(args: argparse.Namespace) -> int:
+    from ferry.local import spark_server
+
+    state = spark_server.up(_dir(args), port=args.port, master=args.master)
+    emit(args, {"url": state.url, "pid": state.pid, "dir": state.dir, "log": state.log},
+         f"{state.url} (pid {state.pid}); use it with ferry.spark.master={state.url}")
+    return EXIT_OK
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    from ferry.local import spark_server
+
+    state, running = spark_server.status(_dir(args))
+    if state is None:
+        emit(args, {"running": False}, "no local Spark Connect server (run: ferry spark up)")
+        return EXIT_FAILED
+    emit(args, {"url": state.url, "pid": state.pid if running else None, "running": running,
+                "dir": state.dir, "log": state.log},
+         f"{state.url} " + (f"running pid {state.pid}" if running else "stopped"))
+    return EXIT_OK if running else EXIT_FAILED
+
+
+def cmd_spark_down(args: argparse.Namespace) -> int:
+    from ferry.local import spark_server
+
+    state, running = spark_server.status(_dir(args))
+    if running:
+        spark_server.down(_dir(args))
+    emit(args, {"stopped": running, "pid": state.pid if state and running else None},
+         f"stopped pid {state.pid}" if state and running else "nothing was running")
+    return EXIT_OK

@@ -1,0 +1,120 @@
+"""The copy job on a warm Spark: a long-lived Spark Connect server (adapter).
+
+A master of the form `sc://host:port` (`ferry.spark.master`, or `ferry mirror --master`)
+means Spark Connect: the cycle's own process opens a remote session and runs the same
+`run_copy_job` the spark-submit path runs (lanes through `mapInArrow`, the Delta appends),
+so no JVM starts per cycle. The library goes to the server as a Python artifact, so a
+server on other machines imports the same code as the client (unless the server says it
+runs this very library); its Python workers need Ferry's dependencies (confluent-kafka,
+pyarrow, deltalake) installed.
+
+`server_command` starts such a server with Ferry's session settings (Delta, small state
+tables, no speculation), listening on loopback unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ferry.spark.session import spark_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+SCHEME = "sc://"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002
+LIBRARY_CONF = "spark.ferry.library"
+"""Set on a server whose Python workers import Ferry from that directory."""
+
+
+def is_connect(master: str) -> bool:
+    """Whether `master` names a Spark Connect endpoint (`sc://host:port`)."""
+    return master.strip().startswith(SCHEME)
+
+
+def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
+                   name: str = "ferry-connect", spark_submit: str | None = None) -> list[str]:
+    """spark-submit starting a Connect server on `host:port` with Ferry's settings; its
+    Python workers run this interpreter."""
+    log4j = Path(__file__).with_name("log4j2.properties")
+    binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
+    conf = spark_conf(master)
+    conf.update({
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+        LIBRARY_CONF: _library(),
+    })
+    command = [binary, "--class", SERVER_CLASS, "--name", name,
+               "--master", conf.pop("spark.master")]
+    for key, value in sorted(conf.items()):
+        command += ["--conf", f"{key}={value}"]
+    return command
+
+
+def remote_session(url: str) -> SparkSession:
+    """A session on the Connect server at `url`, with this Ferry's library as an artifact."""
+    from pyspark.sql import SparkSession
+
+    from ferry.spark.submit import library_zip
+
+    started = time.monotonic()
+    _reachable(url)
+    spark = SparkSession.builder.remote(url.strip()).getOrCreate()
+    if spark.conf.get(LIBRARY_CONF, "") != _library():
+        # Shipped per session: its Python workers start fresh (seconds), so a server that
+        # runs this very library (the embedded one) is not sent it.
+        spark.addArtifacts(library_zip(), pyfile=True)
+    log.info("Spark Connect session on %s in %.1fs", url, time.monotonic() - started)
+    return spark
+
+
+def _reachable(url: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, naming the endpoint, when nothing listens there (the Connect client
+    would retry for minutes)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from ferry.errors import TransientError
+
+    parsed = urlparse(url.strip().replace(SCHEME, "tcp://", 1))
+    host, port = parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except OSError as exc:
+        raise TransientError(f"cannot reach the Spark Connect server at {url} ({exc}): is "
+                             "it running? (ferry spark up starts the local one; or set "
+                             "ferry.spark.master to a spark-submit master)") from None
+
+
+def _library() -> str:
+    """Where this process imports Ferry from."""
+    import ferry
+
+    return str(Path(ferry.__file__).resolve().parent)
+
+
+def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str) -> int:
+    """The copy job of one plan file through the Connect server at `url`, in this process.
+    Returns the exit code the spark-submit job would (0, 1 for a failed lane or a gap that
+    fails the run, 2 for bad config); its lines go to stderr, as the job's do."""
+    from ferry.spark.copy_job import load_flow, run_and_report
+
+    flow = load_flow(config_path, flow_name)
+    if flow is None:
+        return 2
+    spark = remote_session(url)
+    try:
+        return run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+    finally:
+        spark.stop()  # the client's session only: the server and its Spark stay warm
