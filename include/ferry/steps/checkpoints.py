@@ -30,6 +30,7 @@ from ferry.core.checkpoints import (
 from ferry.core.offsetmap import MapEntry
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import UsageError
+from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource, KafkaCluster
 
 log = logging.getLogger(__name__)
 NOT_MIRRORED = "not-mirrored"
@@ -81,19 +82,22 @@ def checkpoints_topic(flow: Flow) -> str:
 
 
 def translate_groups(flow: Flow, group: str | None = None,
-                     reverse: Flow | None = None) -> list[Translation]:
+                     reverse: Flow | None = None, *, source: GroupsSource | None = None,
+                     entries_of: EntriesOf | None = None) -> list[Translation]:
     """Translations of every eligible source group (or only `group`), read-only.
 
     With `reverse` (the flow target->source, when configured), offsets the groups
     committed on remote topics that came from the target (`B.x` on A for A->B: consumers
     that failed over earlier) translate back to the original topic through the reverse
     flow's offset map, exactly: fail-back.
+
+    `source` defaults to the flow's source cluster, `entries_of` to the offset maps as
+    `ferry.steps.lookup.partition_entries` reads them (Delta, then the offset-map topic).
     """
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.groups import list_groups
     from ferry.steps.lookup import partition_entries
 
-    source = Admin(flow.source_admin)
+    entries_of = entries_of or partition_entries
+    source = source or KafkaCluster(flow.source_admin)
     mirrored = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     if group is not None:
         if not flow.groups.accepts(group):
@@ -102,12 +106,13 @@ def translate_groups(flow: Flow, group: str | None = None,
                              f"groups.exclude={flow.groups.exclude})")
         groups = [group]
     else:
-        groups = [g for g in list_groups(source) if flow.groups.accepts(g)]
+        groups = [g for g in source.list_groups() if flow.groups.accepts(g)]
     offsets = {name: source.committed(name) for name in groups}
     # Only the offset-map entries the groups need (the map grows with every run).
     topics = {t for found in offsets.values() for t, _ in found}
-    entries = partition_entries(flow, topics & set(mirrored))
-    back = _fail_back_entries(flow, reverse, {t for t in topics if t not in mirrored})
+    entries = entries_of(flow, topics & set(mirrored))
+    back = _fail_back_entries(flow, reverse, {t for t in topics if t not in mirrored},
+                              entries_of)
     result: list[Translation] = []
     for name, found in offsets.items():
         for (topic, partition), (offset, metadata) in sorted(found.items()):
@@ -126,13 +131,11 @@ def translate_groups(flow: Flow, group: str | None = None,
     return result
 
 
-def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str]
-                       ) -> dict[tuple[str, int], list[MapEntry]]:
+def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str],
+                       entries_of: EntriesOf) -> dict[tuple[str, int], list[MapEntry]]:
     """(remote topic on this flow's source, partition) -> the reverse flow's entries that
     filled it, for the committed `remotes` that came from the target and pass the flow's
     topic filter (MM2 filters checkpoint topics too)."""
-    from ferry.steps.lookup import partition_entries
-
     if reverse is None:
         return {}
     originals = {reverse.policy.upstream_topic(t) for t in remotes
@@ -141,7 +144,7 @@ def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str]
     if not originals:
         return {}
     found: dict[tuple[str, int], list[MapEntry]] = {}
-    for filled in partition_entries(reverse, {t for t in originals if t}).values():
+    for filled in entries_of(reverse, {t for t in originals if t}).values():
         if filled and filled[0].target_topic in remotes:
             found[(filled[0].target_topic, filled[0].target_partition)] = filled
     return found
@@ -153,34 +156,34 @@ def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
                  if (f.source, f.target) == (flow.target, flow.source)), None)
 
 
-def run(flow: Flow, run_id: str = "", reverse: Flow | None = None) -> CheckpointReport:
+def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
+        source: GroupsSource | None = None, target: CheckpointsTarget | None = None,
+        entries_of: EntriesOf | None = None) -> CheckpointReport:
     """Translate (fail-back too, with `reverse`), emit checkpoints, sync idle target groups
-    (when enabled), record."""
-    from ferry.kafka import mm2topics
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.groups import commit, describe, read_checkpoints, write_checkpoints
-
-    report = CheckpointReport(flow.name, translate_groups(flow, reverse=reverse))
-    target = Admin(flow.target_admin)
+    (when enabled), record (Delta, under the flow's `ferry.state.dir`). The clients default
+    to the flow's clusters and offset maps (see `translate_groups`)."""
+    report = CheckpointReport(flow.name, translate_groups(
+        flow, reverse=reverse, source=source, entries_of=entries_of))
+    target = target or KafkaCluster(flow.target_admin)
     topic = checkpoints_topic(flow)
-    mm2topics.ensure(target, topic, flow.checkpoints_replication_factor,
-                     "checkpoints.topic.replication.factor")
-    before = latest(read_checkpoints(flow, topic))
+    target.ensure_mm2_topic(topic, flow.checkpoints_replication_factor,
+                            "checkpoints.topic.replication.factor")
+    before = latest(target.read_checkpoints(flow, topic))
     current = [c for t in report.translations if (c := t.checkpoint()) is not None]
     report.emitted = [c for c in current if should_emit(c, before.get(c.key))]
-    write_checkpoints(flow, topic, report.emitted)
+    target.write_checkpoints(flow, topic, report.emitted)
     if flow.sync_group_offsets.active:
         by_group: dict[str, list[Checkpoint]] = {}
         for checkpoint in current:
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
-        for group, state in describe(target, sorted(by_group)).items():
+        for group, state in target.describe_groups(sorted(by_group)).items():
             writes = offsets_to_commit(by_group[group], state)
             if writes is None:
                 report.active.append(group)
                 log.warning("group %s is active on %s (%s): its offsets are left untouched",
                             group, flow.target, state.state, extra={"flow": flow.name})
             elif writes:
-                commit(target, group, list(writes.values()))
+                target.commit(group, list(writes.values()))
                 report.synced[group] = len(writes)
     bounded = [t for t in report.translations if t.status == BOUNDED]
     if bounded:

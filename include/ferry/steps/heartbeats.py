@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.config import Flow, MirrorConfig
+from ferry.config.clients import ClientConfig
 from ferry.core.heartbeats import (
     Heartbeat,
     decode,
@@ -30,6 +32,7 @@ from ferry.core.heartbeats import (
 )
 from ferry.errors import UsageError
 from ferry.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
+from ferry.steps.ports import EntriesOf, HeartbeatsReader, HeartbeatsTarget, KafkaCluster
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +42,22 @@ def heartbeat_only_pairs(config: MirrorConfig) -> list[Flow]:
     return [f for f in config.flows if not f.enabled and f.emit_heartbeats.active]
 
 
-def emit(flows: list[Flow]) -> list[Heartbeat]:
-    """Write one heartbeat per pair (S, T) to `heartbeats` on T; returns them."""
-    from ferry.kafka import mm2topics
-    from ferry.kafka.admin import Admin
-
+def emit(flows: list[Flow], *,
+         connect: Callable[[ClientConfig], HeartbeatsTarget] | None = None) -> list[Heartbeat]:
+    """Write one heartbeat per pair (S, T) with heartbeats on to `heartbeats` on T (created
+    when missing); returns them. `connect` makes the client of a flow's target from its
+    admin client config (default: `KafkaCluster`)."""
+    connect = connect or KafkaCluster
     sent: list[Heartbeat] = []
     for flow in flows:
         if not flow.emit_heartbeats.active:
             continue
         topic = flow.policy.heartbeats_topic()
-        mm2topics.ensure(Admin(flow.target_admin), topic, flow.heartbeats_replication_factor,
-                         "heartbeats.topic.replication.factor")
+        target = connect(flow.target_admin)
+        target.ensure_mm2_topic(topic, flow.heartbeats_replication_factor,
+                                "heartbeats.topic.replication.factor")
         beat = Heartbeat(flow.source, flow.target, int(time.time() * 1000))
-        mm2topics.append(flow.target_admin, topic, [(*encode(beat), beat.timestamp_ms)])
+        target.append(topic, [(*encode(beat), beat.timestamp_ms)])
         sent.append(beat)
         log.info("heartbeat %s->%s written to %s", flow.source, flow.target, topic,
                  extra={"flow": flow.name, "topic": topic})
@@ -102,29 +107,32 @@ def _policy_for(config: MirrorConfig, cluster: str) -> ReplicationPolicy:
     return DefaultReplicationPolicy()
 
 
-def topology(config: MirrorConfig, cluster: str) -> Topology:
-    """What `cluster`'s heartbeat topics say about the clusters upstream of it."""
-    from ferry.kafka import mm2topics
-    from ferry.kafka.admin import Admin
+def topology(config: MirrorConfig, cluster: str, *, client: HeartbeatsReader | None = None,
+             entries_of: EntriesOf | None = None) -> Topology:
+    """What `cluster`'s heartbeat topics say about the clusters upstream of it. `client`
+    defaults to the cluster's admin client, `entries_of` to the offset maps as
+    `ferry.steps.lookup.partition_entries` reads them (the arrivals of heartbeats)."""
+    from ferry.steps.lookup import partition_entries
 
     if cluster not in config.clusters:
         raise UsageError(f"no cluster {cluster!r} in {config.path} (clusters: "
                          f"{', '.join(config.clusters)})")
-    client = config.clusters[cluster].admin
+    client = client or KafkaCluster(config.clusters[cluster].admin)
     policy = _policy_for(config, cluster)
-    topics = list(Admin(client).topics())
+    topics = list(client.topics())
     found = Topology(cluster, {alias: replication_hops(policy, topics, alias)
                                for alias in upstream_clusters(policy, topics)})
     now = time.time()
     for topic in heartbeat_topics(policy, topics):
         group = f"__ferry-topology.{cluster}"
         latest: dict[tuple[str, str], tuple[int, Heartbeat]] = {}
-        for record in mm2topics.read_all(client, topic, group):
+        for record in client.read_all(topic, group):
             beat = decode(record.key, record.value)
             if beat is not None:
                 latest[(beat.source, beat.target)] = (record.offset, beat)
         arrivals = _arrivals(config, policy, cluster, topic,
-                             {offset for offset, _ in latest.values()})
+                             {offset for offset, _ in latest.values()},
+                             entries_of or partition_entries)
         for offset, beat in latest.values():
             arrived = arrivals.get(offset)
             found.heartbeats.append(SeenHeartbeat(
@@ -135,10 +143,8 @@ def topology(config: MirrorConfig, cluster: str) -> Topology:
 
 
 def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str, topic: str,
-              offsets: set[int]) -> dict[int, int]:
+              offsets: set[int], entries_of: EntriesOf) -> dict[int, int]:
     """Each of `offsets` in `topic` -> when the flow that filled it committed it (ms)."""
-    from ferry.steps.lookup import partition_entries
-
     sources = sources_of(policy, topic)
     if not sources:
         return {}
@@ -148,7 +154,7 @@ def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str, top
     if flow is None or upstream is None:
         return {}
     arrivals: dict[int, int] = {}
-    for entry in partition_entries(flow, [upstream]).get((upstream, 0), []):
+    for entry in entries_of(flow, [upstream]).get((upstream, 0), []):
         for segment in entry.segments:
             arrivals.update({offset: entry.committed_at_ms for offset in offsets
                              if segment.target_start <= offset < segment.target_end})

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ferry.config import Flow
+from ferry.steps.ports import KafkaCluster, LagSource, ReadsGroupOffsets
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,17 @@ class PartitionStatus:
     """The topic on the target the partition is mirrored to (the flow's replication policy)."""
 
 
-def partition_lag(flow: Flow) -> list[PartitionStatus]:
+def partition_lag(flow: Flow, *, source: LagSource | None = None,
+                  target: ReadsGroupOffsets | None = None) -> list[PartitionStatus]:
     """Per mirrored source partition: the source end (read_committed), the flow's position,
-    and the lag in records and seconds. Reads the clusters only (no Delta)."""
+    and the lag in records and seconds. Reads the clusters only (no Delta); `source` and
+    `target` default to the flow's clusters."""
     from ferry.core.internal import positions_group, reader_group
     from ferry.core.planner import TopicPartition
     from ferry.core.sync.topics import mirrored_topics
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.records import timestamp_at
 
-    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     topics = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
@@ -48,8 +50,8 @@ def partition_lag(flow: Flow) -> list[PartitionStatus]:
         position = committed.get((flow.remote_topic(tp.topic), tp.partition))
         start = max(position if position is not None else marks[tp].low, marks[tp].low)
         lag = max(0, marks[tp].high - start)
-        stamp = timestamp_at(flow.source_admin, tp.topic, tp.partition, start,
-                             reader_group(flow, "status")) if lag else None
+        stamp = source.timestamp_at(tp.topic, tp.partition, start,
+                                    reader_group(flow, "status")) if lag else None
         found.append(PartitionStatus(
             tp.topic, tp.partition, marks[tp].high, position, lag,
             round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0,
@@ -57,7 +59,8 @@ def partition_lag(flow: Flow) -> list[PartitionStatus]:
     return found
 
 
-def record_lag(flow: Flow, run_id: str) -> int:
+def record_lag(flow: Flow, run_id: str, *, source: LagSource | None = None,
+               target: ReadsGroupOffsets | None = None) -> int:
     """Append the flow's per-partition lag, as it is now, to the Delta `lag` table (one row
     per source partition, tagged with `run_id`): the history behind the Ferry page's lag
     chart. Called once per flow run, after the run recorded its ranges. Returns the number
@@ -67,6 +70,7 @@ def record_lag(flow: Flow, run_id: str) -> int:
 
     now = datetime.now(UTC)
     found = [lag_row(flow.name, run_id, p.topic, p.partition, p.source_end, p.position,
-                     p.lag_records, p.lag_seconds, now) for p in partition_lag(flow)]
+                     p.lag_records, p.lag_seconds, now)
+             for p in partition_lag(flow, source=source, target=target)]
     append(StatePaths(flow.ferry.state_dir).lag, LAG_DDL, found)
     return len(found)

@@ -11,9 +11,8 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry, lookup, next_mirrored
 from ferry.core.tables import StatePaths
-from ferry.kafka.admin import Admin
-from ferry.kafka.mapreader import map_cursor
 from ferry.state.reader import latest_cover, map_rows
+from ferry.steps.ports import HasTopicIds, KafkaCluster, OffsetMapTarget
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +51,12 @@ class Answer:
         return f"{where} is not mirrored yet ({upto})"
 
 
-def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
-    entries = partition_entries(flow, [topic]).get((topic, partition), [])
+def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
+         source: HasTopicIds | None = None, target: OffsetMapTarget | None = None) -> Answer:
+    """Where `source_offset` of the source partition went (see `partition_entries`; the
+    clusters default to the flow's)."""
+    entries = partition_entries(flow, [topic], source=source, target=target).get(
+        (topic, partition), [])
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
             "source_offset": source_offset, "target_topic": remote,
@@ -63,10 +66,10 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int) -> Answer:
         upto = entries[-1].covered_end if entries else None
         return Answer(**base, status="not-mirrored", target_offset=None,  # type: ignore[arg-type]
                       mirrored_up_to=upto)
-    entry, target = found
-    if target is not None:
-        return Answer(**base, status="mirrored", target_offset=target,  # type: ignore[arg-type]
-                      run_id=entry.run_id)
+    entry, target_offset = found
+    if target_offset is not None:
+        return Answer(**base, status="mirrored",  # type: ignore[arg-type]
+                      target_offset=target_offset, run_id=entry.run_id)
     nxt = next_mirrored(entries, source_offset)
     return Answer(**base, status="no-record", target_offset=None,  # type: ignore[arg-type]
                   next_source=nxt[0] if nxt else None, next_target=nxt[1] if nxt else None,
@@ -82,7 +85,8 @@ Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
 
 
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
-                    into: Callable[[str], str] | None = None, claims: bool = False
+                    into: Callable[[str], str] | None = None, claims: bool = False, *,
+                    source: HasTopicIds | None = None, target: OffsetMapTarget | None = None
                     ) -> Grouped:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
@@ -95,17 +99,22 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
     deleted since are kept: what the offset map claims is on the target, for a verify to
     find missing. Only entries of records written into
     `into(source topic)` count: by default the flow's remote topic, so a backfill into a
-    topic of its own never answers for the mirror."""
-    every, target_ids = _claims(flow, topics, into)
+    topic of its own never answers for the mirror.
+
+    `source` and `target` default to the flow's clusters: the target's offset-map topic and
+    both sides' topic IDs are read through them; the Delta table under `ferry.state.dir`."""
+    every, target_ids = _claims(flow, topics, into, source, target)
     return every if claims else _live(every, target_ids)
 
 
 def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
-                       into: Callable[[str], str] | None = None
+                       into: Callable[[str], str] | None = None, *,
+                       source: HasTopicIds | None = None,
+                       target: OffsetMapTarget | None = None
                        ) -> tuple[dict[tuple[str, int], list[MapEntry]],
                                   dict[tuple[str, int], list[MapEntry]]]:
     """`partition_entries` without and with `claims`, from one read."""
-    every, target_ids = _claims(flow, topics, into)
+    every, target_ids = _claims(flow, topics, into, source, target)
     return _covers(_live(every, target_ids)), _covers(every)
 
 
@@ -123,34 +132,33 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 
 
 def _claims(flow: Flow, topics: Collection[str] | None,
-            into: Callable[[str], str] | None) -> tuple[Grouped, dict[str, str]]:
+            into: Callable[[str], str] | None, source: HasTopicIds | None,
+            target: OffsetMapTarget | None) -> tuple[Grouped, dict[str, str]]:
     """Every entry of the current source incarnations (see `current_entries`), and the
     destinations' current topic IDs."""
     from ferry.errors import FerryError
-    from ferry.kafka.identity import topic_ids
-    from ferry.kafka.mapreader import read_entries
 
     destination = into or flow.remote_topic
     if topics is not None and not topics:
         return {}, {}
-    target = Admin(flow.target_admin)
-    cursor = map_cursor(flow, target)
+    target = target or KafkaCluster(flow.target_admin)
+    cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
     for row in map_rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, topics):
         current = row.map_topic_id == cursor.topic_id or (
             not row.map_topic_id and cursor.legacy_current)
         keyed.append(((1, 0, row.offset) if current
                       else (0, row.entry.committed_at_ms, row.offset), row.entry))
-    keyed += [((1, 0, offset), entry) for offset, entry in read_entries(flow, cursor.after)
+    keyed += [((1, 0, offset), entry) for offset, entry in target.map_entries(flow, cursor.after)
               if topics is None or entry.source_topic in topics]
     keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
     names = {e.source_topic for _, e in keyed}
     try:
-        source_ids = topic_ids(Admin(flow.source_admin), names)
+        source_ids = (source or KafkaCluster(flow.source_admin)).topic_ids(names)
     except FerryError as exc:
         log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
         source_ids = {}
-    target_ids = topic_ids(target, {destination(t) for t in names})
+    target_ids = target.topic_ids({destination(t) for t in names})
     grouped: Grouped = {}
     for key, entry in keyed:
         if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
@@ -162,8 +170,10 @@ def _claims(flow: Flow, topics: Collection[str] | None,
 
 
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
-                      into: Callable[[str], str] | None = None, claims: bool = False
+                      into: Callable[[str], str] | None = None, claims: bool = False, *,
+                      source: HasTopicIds | None = None,
+                      target: OffsetMapTarget | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
-    return _covers(current_entries(flow, topics, into, claims))
+    return _covers(current_entries(flow, topics, into, claims, source=source, target=target))

@@ -18,8 +18,7 @@ from ferry.core.internal import positions_group
 from ferry.core.planner import TopicPartition as TP
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import TerminalError, UsageError
-from ferry.kafka.admin import Admin
-from ferry.kafka.groups import alter_offsets
+from ferry.steps.ports import KafkaCluster, Partitions, PositionsTarget
 
 
 @dataclass(frozen=True)
@@ -30,8 +29,15 @@ class Reset:
     after: int
 
 
-def reset(flow: Flow, topic: str, to: str, dry_run: bool = False) -> list[Reset]:
-    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
+          source: Partitions | None = None, target: PositionsTarget | None = None
+          ) -> list[Reset]:
+    """Set the flow's positions on every partition of the remote topic of `topic` to `to`:
+    `earliest` (the source's log start), `latest` (its last stable offset) or an offset
+    within them. Returns each partition's position before (None: none) and after; with
+    `dry_run`, changes nothing. `source` and `target` default to the flow's clusters."""
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     counts = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     if topic not in counts:
         raise UsageError(f"flow {flow.name} does not mirror a source topic {topic!r} (it "
@@ -45,9 +51,10 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False) -> list[Reset]
                     _target(to, marks[tp].low, marks[tp].high, tp)) for tp in tps]
     if dry_run:
         return resets
-    alter_offsets(target, group, [(remote, r.partition, r.after, "") for r in resets],
-                  f"resetting the positions of {remote}",
-                  {"GROUP": f"READ on GROUP {group}", "TOPIC": f"DESCRIBE on TOPIC {remote}"})
+    target.alter_offsets(group, [(remote, r.partition, r.after, "") for r in resets],
+                         f"resetting the positions of {remote}",
+                         {"GROUP": f"READ on GROUP {group}",
+                          "TOPIC": f"DESCRIBE on TOPIC {remote}"})
     return resets
 
 

@@ -1,0 +1,238 @@
+"""What the steps need of the clusters, as small protocols (ports), and `KafkaCluster`, the
+adapter-backed implementation a step builds from its flow when it is given none.
+
+A step takes its clients as keyword-only parameters whose default (None) is the cluster of
+its flow, as before: the CLI and the DAGs pass nothing, the integration tests run the steps
+against brokers, and unit tests hand them in-memory fakes that satisfy these protocols.
+Ferry's `Admin` already satisfies the ones made of its own methods (`topics`, `watermarks`,
+`committed`, `group_offsets`); `KafkaCluster` adds the calls that live in `ferry.kafka`'s
+functions (consumer groups, MM2's topics, records, topic IDs, the offset-map topic), each
+delegated unchanged, so the contracts (retries, errors naming the cluster) are theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
+
+from ferry.config import Flow
+from ferry.config.clients import ClientConfig
+from ferry.core.checkpoints import Checkpoint, TargetGroup
+from ferry.core.offsetmap import MapEntry
+from ferry.core.planner import TopicPartition, Watermarks
+
+if TYPE_CHECKING:
+    from ferry.kafka.admin import Admin, TopicInfo
+    from ferry.kafka.mapreader import MapCursor
+    from ferry.kafka.mm2topics import Record
+
+Offsets = dict[tuple[str, int], int]
+"""(topic, partition) -> a group's committed offset."""
+Entries = Mapping[tuple[str, int], list[MapEntry]]
+"""(source topic, partition) -> its offset-map entries, overlaps resolved, in source order."""
+EntriesOf = Callable[[Flow, Collection[str]], Entries]
+"""The offset map of a flow, for some source topics (`ferry.steps.lookup.partition_entries`)."""
+
+
+class ListsTopics(Protocol):
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """Every topic with its partition count."""
+        ...
+
+
+class ReadsWatermarks(Protocol):
+    def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        """Log start and last stable offset (read_committed end) of each partition."""
+        ...
+
+
+class ReadsGroupOffsets(Protocol):
+    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> Offsets:
+        """`group`'s committed offsets on (topic, partition)s; absent ones left out."""
+        ...
+
+
+class Partitions(ListsTopics, ReadsWatermarks, Protocol):
+    """A source cluster as the positions and lag steps read it."""
+
+
+class LagSource(Partitions, Protocol):
+    def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
+        """The time (ms) of the first committed record at or after `offset`, or None."""
+        ...
+
+
+class PositionsTarget(ReadsGroupOffsets, Protocol):
+    """The target as `ferry positions reset` changes it."""
+
+    def alter_offsets(self, group: str, offsets: Sequence[tuple[str, int, int, str]],
+                      action: str, needs: Mapping[str, str]) -> None:
+        """Set `group`'s offsets: (topic, partition, offset, commit metadata) each."""
+        ...
+
+
+class GroupsSource(ListsTopics, Protocol):
+    """The source as the checkpoint step reads its consumer groups."""
+
+    def list_groups(self) -> list[str]:
+        ...
+
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        """(offset, metadata) of `group` on `tps` (default: every partition)."""
+        ...
+
+
+class CheckpointsTarget(Protocol):
+    """The target as the checkpoint step writes it."""
+
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+        """Create one of MM2's compacted one-partition topics when it is missing."""
+        ...
+
+    def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
+        ...
+
+    def write_checkpoints(self, flow: Flow, topic: str, checkpoints: list[Checkpoint]
+                          ) -> None:
+        ...
+
+    def describe_groups(self, groups: list[str]) -> dict[str, TargetGroup]:
+        """Each group's state (ABSENT when unknown) and, when nobody consumes, its offsets."""
+        ...
+
+    def commit(self, group: str, checkpoints: list[Checkpoint]) -> None:
+        """Commit the checkpoints' downstream offsets (and metadata) into `group`."""
+        ...
+
+
+class HeartbeatsTarget(Protocol):
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+        ...
+
+    def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+        """Write (key, value, timestamp ms) records to partition 0 and wait for them."""
+        ...
+
+
+class HeartbeatsReader(ListsTopics, Protocol):
+    def read_all(self, topic: str, group: str) -> list[Record]:
+        """Every committed record of partition 0, start to end."""
+        ...
+
+
+class HasTopicIds(Protocol):
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """name -> Kafka's topic ID of each existing topic among `names`."""
+        ...
+
+
+class OffsetMapTarget(HasTopicIds, Protocol):
+    """The target as the offset-map look-ups read it: the offset-map topic (where the
+    Delta table stands in it, and the committed entries after that) and topic IDs."""
+
+    def map_cursor(self, flow: Flow) -> MapCursor:
+        ...
+
+    def map_entries(self, flow: Flow, after: int) -> Iterable[tuple[int, MapEntry]]:
+        """(topic offset, entry) of `flow`'s committed entries after topic offset `after`."""
+        ...
+
+
+class KafkaCluster:
+    """One cluster through Ferry's Kafka adapters: every port above. The admin client is
+    made on first use (reading records or appending needs none)."""
+
+    def __init__(self, client: ClientConfig, admin: Admin | None = None) -> None:
+        self.client = client
+        self.cluster = client.cluster
+        if admin is not None:
+            self.__dict__["admin"] = admin
+
+    @cached_property
+    def admin(self) -> Admin:
+        from ferry.kafka.admin import Admin
+
+        return Admin(self.client)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.admin.topics()
+
+    def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        return self.admin.watermarks(tps)
+
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        return self.admin.committed(group, tps)
+
+    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> Offsets:
+        return self.admin.group_offsets(group, tps)
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        from ferry.kafka.identity import topic_ids
+
+        return topic_ids(self.admin, names)
+
+    def list_groups(self) -> list[str]:
+        from ferry.kafka.groups import list_groups
+
+        return list_groups(self.admin)
+
+    def describe_groups(self, groups: list[str]) -> dict[str, TargetGroup]:
+        from ferry.kafka.groups import describe
+
+        return describe(self.admin, groups)
+
+    def commit(self, group: str, checkpoints: list[Checkpoint]) -> None:
+        from ferry.kafka.groups import commit
+
+        commit(self.admin, group, checkpoints)
+
+    def alter_offsets(self, group: str, offsets: Sequence[tuple[str, int, int, str]],
+                      action: str, needs: Mapping[str, str]) -> None:
+        from ferry.kafka.groups import alter_offsets
+
+        alter_offsets(self.admin, group, offsets, action, needs)
+
+    def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
+        from ferry.kafka.groups import read_checkpoints
+
+        return read_checkpoints(flow, topic)
+
+    def write_checkpoints(self, flow: Flow, topic: str, checkpoints: list[Checkpoint]
+                          ) -> None:
+        from ferry.kafka.groups import write_checkpoints
+
+        write_checkpoints(flow, topic, checkpoints)
+
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+        from ferry.kafka import mm2topics
+
+        mm2topics.ensure(self.admin, topic, replication_factor, setting)
+
+    def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+        from ferry.kafka import mm2topics
+
+        mm2topics.append(self.client, topic, records)
+
+    def read_all(self, topic: str, group: str) -> list[Record]:
+        from ferry.kafka import mm2topics
+
+        return mm2topics.read_all(self.client, topic, group)
+
+    def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
+        from ferry.kafka.records import timestamp_at
+
+        return timestamp_at(self.client, topic, partition, offset, group)
+
+    def map_cursor(self, flow: Flow) -> MapCursor:
+        from ferry.kafka.mapreader import map_cursor
+
+        return map_cursor(flow, self.admin)
+
+    def map_entries(self, flow: Flow, after: int) -> Iterator[tuple[int, MapEntry]]:
+        """Read with the flow's target client (`flow.target_admin`, this cluster's)."""
+        from ferry.kafka.mapreader import read_entries
+
+        return read_entries(flow, after)

@@ -1,0 +1,154 @@
+"""In-memory stand-ins for the clusters, as the steps see them (`ferry.steps.ports`).
+
+Each fake holds what a cluster would (topics, watermarks, groups, MM2's topics, topic IDs,
+the offset-map topic) and records what a step changed, so a test states a cluster, runs a
+step and reads the cluster back. They fake Ferry's own ports, not confluent-kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ferry.config import Flow
+from ferry.core.checkpoints import Checkpoint, TargetGroup
+from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.planner import TopicPartition, Watermarks
+from ferry.kafka.admin import TopicInfo
+from ferry.kafka.mapreader import MapCursor
+from ferry.kafka.mm2topics import Record
+
+
+@dataclass
+class FakeCluster:
+    """One cluster. `marks` gives each partition's (log start, last stable offset);
+    `groups` each group's committed (offset, metadata) per (topic, partition)."""
+
+    cluster: str = "fake"
+    partitions: dict[str, int] = field(default_factory=dict)
+    marks: dict[TopicPartition, Watermarks] = field(default_factory=dict)
+    groups: dict[str, dict[tuple[str, int], tuple[int, str]]] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
+    """Group -> Kafka's group state on this cluster (default: EMPTY if it has offsets)."""
+    stamps: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    """(topic, partition) -> offset -> record time (ms) of the records in the log."""
+    records: dict[str, list[Record]] = field(default_factory=dict)
+    """MM2's one-partition topics (heartbeats, ...): their records."""
+    checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
+    cursor: MapCursor = field(default_factory=lambda: MapCursor("map-id", -1, False))
+    map_topic: list[tuple[int, MapEntry]] = field(default_factory=list)
+    """The offset-map topic's committed entries, (topic offset, entry)."""
+    ensured: list[tuple[str, int, str]] = field(default_factory=list)
+    altered: list[tuple[str, list[tuple[str, int, int, str]]]] = field(default_factory=list)
+    timestamps_read: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def topic(self, name: str, *ends: int, start: int = 0) -> FakeCluster:
+        """Add topic `name` with one partition per end offset (all starting at `start`)."""
+        self.partitions[name] = len(ends)
+        for p, end in enumerate(ends):
+            self.marks[TopicPartition(name, p)] = Watermarks(start, end)
+        return self
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {name: TopicInfo(name, n) for name, n in self.partitions.items()}
+
+    def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        return {tp: self.marks[tp] for tp in tps}
+
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        found = self.groups.get(group, {})
+        wanted = set(found) if tps is None else set(tps)
+        return {k: v for k, v in found.items() if k in wanted}
+
+    def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]
+                      ) -> dict[tuple[str, int], int]:
+        return {k: offset for k, (offset, _) in self.committed(group, tps).items()}
+
+    def alter_offsets(self, group: str, offsets: Sequence[tuple[str, int, int, str]],
+                      action: str, needs: Mapping[str, str]) -> None:
+        self.altered.append((group, list(offsets)))
+        for topic, partition, offset, metadata in offsets:
+            self.groups.setdefault(group, {})[(topic, partition)] = (offset, metadata)
+
+    def list_groups(self) -> list[str]:
+        return sorted(self.groups)
+
+    def describe_groups(self, groups: list[str]) -> dict[str, TargetGroup]:
+        found = {}
+        for group in groups:
+            state = self.states.get(group, "EMPTY" if group in self.groups else "ABSENT")
+            offsets = self.group_offsets(group, self.groups.get(group, {})) \
+                if state == "EMPTY" else {}
+            found[group] = TargetGroup(state, offsets)
+        return found
+
+    def commit(self, group: str, checkpoints: list[Checkpoint]) -> None:
+        self.alter_offsets(group, [(c.topic, c.partition, c.downstream_offset, c.metadata)
+                                   for c in checkpoints], "commit", {})
+
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+        self.ensured.append((topic, replication_factor, setting))
+        self.partitions.setdefault(topic, 1)
+
+    def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
+        return list(self.checkpoints.get(topic, []))
+
+    def write_checkpoints(self, flow: Flow, topic: str, checkpoints: list[Checkpoint]
+                          ) -> None:
+        self.checkpoints.setdefault(topic, []).extend(checkpoints)
+
+    def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+        log = self.records.setdefault(topic, [])
+        log += [Record(len(log) + i, key, value, ts) for i, (key, value, ts) in
+                enumerate(records)]
+
+    def read_all(self, topic: str, group: str) -> list[Record]:
+        return list(self.records.get(topic, []))
+
+    def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
+        self.timestamps_read.append((topic, partition, offset))
+        later = sorted(o for o in self.stamps.get((topic, partition), {}) if o >= offset)
+        return self.stamps[(topic, partition)][later[0]] if later else None
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        return {name: self.ids[name] for name in names if name in self.ids}
+
+    def map_cursor(self, flow: Flow) -> MapCursor:
+        return self.cursor
+
+    def map_entries(self, flow: Flow, after: int) -> list[tuple[int, MapEntry]]:
+        return [(o, e) for o, e in self.map_topic if o > after and e.flow == flow.name]
+
+
+def entry(source: str, partition: int, covered: tuple[int, int],
+          segments: Sequence[tuple[int, int, int]] = (), *, flow: str = "A->B",
+          target: str | None = None, run: str = "r1", committed_at_ms: int = 0,
+          source_id: str = "", target_id: str = "", target_end: int | None = None
+          ) -> MapEntry:
+    """An offset-map entry: source offsets `covered` [start, end), and segments
+    (source start, target start, count) of the records written to `target`
+    (default: `A.<source>`)."""
+    parts = tuple(Segment(*s) for s in segments)
+    return MapEntry(flow, run, 0, source, partition, target or f"A.{source}", partition,
+                    covered[0], covered[1], parts, committed_at_ms,
+                    target_end=target_end if target_end is not None or not parts
+                    else parts[-1].target_end, source_id=source_id, target_id=target_id)
+
+
+class FakeOffsetMaps:
+    """The offset maps of flows, by flow name: what `partition_entries` would answer."""
+
+    def __init__(self, entries: Iterable[MapEntry] = ()) -> None:
+        self.entries = list(entries)
+        self.asked: list[tuple[str, frozenset[str]]] = []
+
+    def __call__(self, flow: Flow, topics: Collection[str]
+                 ) -> dict[tuple[str, int], list[MapEntry]]:
+        self.asked.append((flow.name, frozenset(topics)))
+        found: dict[tuple[str, int], list[MapEntry]] = {}
+        for e in self.entries:
+            if e.flow == flow.name and e.source_topic in topics:
+                found.setdefault((e.source_topic, e.source_partition), []).append(e)
+        return {k: sorted(v, key=lambda e: e.covered_start) for k, v in found.items()}

@@ -1,0 +1,179 @@
+"""Where a source record went: the offset map as Delta holds it, completed from the
+offset-map topic where Delta has not caught up, of the current topic incarnations only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from ferry.config import MirrorConfig
+from ferry.core.offsetmap import MapEntry
+from ferry.core.tables import OFFSET_MAP_DDL, StatePaths, offset_map_row
+from ferry.errors import TransientError
+from ferry.kafka.mapreader import MapCursor
+from ferry.state.writer import arrow_schema
+from ferry.steps.lookup import find, partition_entries
+from tests.unit.steps.fakes import FakeCluster, entry
+
+MAP_TOPIC = "ferry-offset-map.A.internal"
+
+
+SEGMENTS = "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
+
+
+def offset_map_schema() -> pa.Schema:
+    """The offset map's columns (the copy job writes it with Spark; here delta-rs does)."""
+    assert SEGMENTS in OFFSET_MAP_DDL
+    schema = arrow_schema(OFFSET_MAP_DDL.replace(SEGMENTS, ""))
+    segment = pa.struct([(name, pa.int64()) for name in
+                         ("source_start", "target_start", "count")])
+    return schema.insert(schema.get_field_index("records") + 1,
+                         pa.field("segments", pa.list_(segment)))
+
+
+def in_delta(state_dir: Path, *rows: tuple[int, MapEntry, str]) -> None:
+    """Offset-map rows Delta holds: (offset in the offset-map topic, entry, its topic ID)."""
+    table = pa.Table.from_pylist(
+        [offset_map_row(e, MAP_TOPIC, offset, map_id) for offset, e, map_id in rows],
+        schema=offset_map_schema())
+    write_deltalake(StatePaths(str(state_dir)).offset_map, table, mode="append",
+                    partition_by=["flow"])
+
+
+def target_with(*committed: tuple[int, MapEntry], after: int = 0) -> FakeCluster:
+    """The target: the offset-map topic (ID map-id; Delta holds it up to `after`) with the
+    `committed` entries, and A.orders' current ID."""
+    return FakeCluster("B", cursor=MapCursor("map-id", after, False),
+                       map_topic=list(committed), ids={"A.orders": "t1"})
+
+
+SOURCE = FakeCluster("A", ids={"orders": "s1"})
+# source offset 5 is a transaction marker: 0-4 went to 0-4, 6-9 to 5-8
+FIRST = entry("orders", 0, (0, 10), [(0, 0, 5), (6, 5, 4)], run="r1")
+SECOND = entry("orders", 0, (10, 20), [(10, 9, 10)], run="r2")
+
+
+@pytest.mark.parametrize(
+    ("offset", "status", "target", "extra"),
+    [
+        (7, "mirrored", 6, {"run_id": "r1"}),
+        (15, "mirrored", 14, {"run_id": "r2"}),
+        (5, "no-record", None, {"next_source": 6, "next_target": 5}),
+        (25, "not-mirrored", None, {"mirrored_up_to": 20}),
+    ],
+    ids=["from-delta", "from-the-topic-where-delta-has-not-caught-up",
+         "a-marker-points-to-the-next-mirrored-record", "past-the-mirror"],
+)
+def test_a_source_offset_is_answered_from_delta_completed_from_the_offset_map_topic(
+    config: MirrorConfig, state_dir: Path, offset: int, status: str, target: int | None,
+    extra: dict[str, object]
+) -> None:
+    # given: Delta holds the first entry; the second is only on the offset-map topic
+    in_delta(state_dir, (0, FIRST, "map-id"))
+    cluster = target_with((0, FIRST), (1, SECOND))
+    # when
+    answer = find(config.flow("A->B"), "orders", 0, offset, source=SOURCE, target=cluster)
+    # then
+    assert (answer.status, answer.target_topic, answer.target_offset) == (
+        status, "A.orders", target)
+    assert {k: getattr(answer, k) for k in extra} == extra
+
+
+def test_nothing_mirrored_of_a_partition_says_so(config: MirrorConfig) -> None:
+    answer = find(config.flow("A->B"), "orders", 3, 0, source=SOURCE, target=target_with())
+
+    assert (answer.status, answer.mirrored_up_to) == ("not-mirrored", None)
+    assert "nothing of this partition is mirrored yet" in answer.text()
+
+
+def test_the_entry_written_later_wins_where_entries_overlap(
+    config: MirrorConfig, state_dir: Path
+) -> None:
+    # a positions reset copied offsets 0-9 again, to 100-109
+    in_delta(state_dir, (0, entry("orders", 0, (0, 10), [(0, 0, 10)]), "map-id"))
+    again = entry("orders", 0, (0, 10), [(0, 100, 10)], run="reset")
+
+    answer = find(config.flow("A->B"), "orders", 0, 4, source=SOURCE,
+                  target=target_with((3, again)))
+
+    assert (answer.target_offset, answer.run_id) == (104, "reset")
+
+
+def test_rows_of_an_earlier_offset_map_topic_come_before_those_of_the_current_one(
+    config: MirrorConfig, state_dir: Path
+) -> None:
+    # the offset-map topic was recreated: its old rows have higher offsets, yet are older
+    old = entry("orders", 0, (0, 10), [(0, 0, 10)], run="old", committed_at_ms=1_000)
+    new = entry("orders", 0, (0, 10), [(0, 200, 10)], run="new", committed_at_ms=2_000)
+    in_delta(state_dir, (50, old, "old-map-id"), (0, new, "map-id"))
+
+    answer = find(config.flow("A->B"), "orders", 0, 3, source=SOURCE, target=target_with())
+
+    assert (answer.target_offset, answer.run_id) == (203, "new")
+
+
+@pytest.mark.parametrize(
+    ("source_id", "target_id", "claims", "kept"),
+    [("s1", "t1", False, True), ("", "", False, True), ("s0", "t1", False, False),
+     ("s1", "t0", False, False), ("s1", "t0", True, True), ("s0", "t1", True, False)],
+    ids=["current-topics", "entries-of-an-older-ferry-carry-no-ids",
+         "source-topic-recreated-since", "remote-topic-recreated-since",
+         "a-verify-claims-what-a-recreated-remote-topic-lost",
+         "a-recreated-source-is-never-claimed"],
+)
+def test_only_entries_of_the_current_topic_incarnations_count(
+    config: MirrorConfig, source_id: str, target_id: str, claims: bool, kept: bool
+) -> None:
+    written = entry("orders", 0, (0, 10), [(0, 0, 10)], source_id=source_id,
+                    target_id=target_id)
+
+    found = partition_entries(config.flow("A->B"), ["orders"], claims=claims, source=SOURCE,
+                              target=target_with((1, written)))
+
+    assert found == ({("orders", 0): [written]} if kept else {})
+
+
+class Unreachable:
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        raise TransientError("cluster A: describing topics: no answer in 30s")
+
+
+def test_without_the_source_cluster_the_source_ids_are_not_checked(
+    config: MirrorConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    written = entry("orders", 0, (0, 10), [(0, 0, 10)], source_id="s0")
+
+    found = partition_entries(config.flow("A->B"), ["orders"], source=Unreachable(),
+                              target=target_with((1, written)))
+
+    assert found == {("orders", 0): [written]}
+    assert "source topic IDs not checked" in caplog.text
+
+
+def test_a_backfill_into_a_topic_of_its_own_answers_only_for_that_topic(
+    config: MirrorConfig
+) -> None:
+    mirror = entry("orders", 0, (0, 10), [(0, 0, 10)])
+    backfill = entry("orders", 0, (0, 10), [(0, 0, 10)], target="investigation.orders",
+                     run="backfill")
+    target = target_with((1, mirror), (2, backfill))
+    flow = config.flow("A->B")
+
+    assert partition_entries(flow, ["orders"], source=SOURCE, target=target) == {
+        ("orders", 0): [mirror]}
+    assert partition_entries(flow, ["orders"], into=lambda t: f"investigation.{t}",
+                             source=SOURCE, target=target) == {("orders", 0): [backfill]}
+
+
+def test_only_the_topics_asked_for_are_read(config: MirrorConfig) -> None:
+    orders = entry("orders", 0, (0, 10), [(0, 0, 10)])
+    payments = entry("payments", 0, (0, 5), [(0, 0, 5)])
+
+    found = partition_entries(config.flow("A->B"), ["payments"], source=SOURCE,
+                              target=target_with((1, orders), (2, payments)))
+
+    assert found == {("payments", 0): [payments]}
