@@ -1,7 +1,12 @@
+"""Unit tests start no process: every one runs under an audit hook that fails it at the
+first process it would start (those tests belong in tests/integration)."""
+
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +20,28 @@ A->B.enabled = true
 """
 
 Loader = Callable[..., MirrorConfig]
+
+SPAWNS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+          "os.forkpty", "pty.spawn")
+_unit = {"running": False}
+
+
+def _audit(event: str, _args: tuple[Any, ...]) -> None:
+    if _unit["running"] and event in SPAWNS:
+        raise AssertionError(f"a unit test started a process ({event}): it belongs in "
+                             "tests/integration")
+
+
+sys.addaudithook(_audit)  # inert outside unit tests (audit hooks cannot be removed)
+
+
+@pytest.fixture(autouse=True)
+def no_process() -> Iterator[None]:
+    _unit["running"] = True
+    try:
+        yield
+    finally:
+        _unit["running"] = False
 
 
 @pytest.fixture
