@@ -7,6 +7,10 @@ Prints the consume-only rate from the source and the produce-only rate to the ta
 (confluent-kafka, the copy's producer settings, the copy's parallelism), then the copy
 alone (records / the slowest lane's time, from the runs table) and the whole cycle
 (JVM start included), and the copy's share of the smaller limit (target: >= 60%).
+
+Then the same backlog through a warm Spark: a local Spark Connect server (`ferry spark
+up`), warmed by one small cycle of another flow, mirrors it as a second flow (its own
+remote topic); its whole cycle and an idle cycle are printed beside the spark-submit ones.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from bench.common import (
     rate,
     write_config,
 )
+from ferry.local import spark_server
 from ferry.state.reader import rows
 
 
@@ -64,7 +69,34 @@ def main() -> int:
               f"cycle / smaller limit = {limit / cycle_s:.0%}")
         idle_s, idle = ferry_mirror(config)
         print(f"  idle cycle                 {idle_s:.1f} s (idle={idle['idle']}, target < 5 s)")
+        warm_cycle(Path(tmp), clusters, n, size, args.lanes, cycle_s)
     return 0
+
+
+def warm_cycle(tmp: Path, clusters: dict[str, str], n: int, size: int, lanes: int,
+               submit_s: float) -> None:
+    """The backlog again, as another flow, through a warm local Spark Connect server."""
+    server = spark_server.up(tmp / "spark")
+    try:
+        extra = f"tasks.max = {lanes}\nferry.spark.master = {server.url}\n"
+        create_topic(clusters["source"], "warmup", 2)
+        produce(clusters["source"], "warmup", 2, 1000, size)
+        warmup = write_config(tmp / "warmup.properties", clusters, "warmup", tmp / "wstate",
+                              extra, source="warmup")
+        first_s, _ = ferry_mirror(warmup, "warmup->target")
+        print(f"  warm Spark: server up, first (warm-up) cycle {first_s:.1f} s")
+        config = write_config(tmp / "warm.properties", clusters, "bench", tmp / "warm-state",
+                              extra, source="edge")
+        cycle_s, _ = ferry_mirror(config, "edge->target")
+        runs = rows(str(tmp / "warm-state" / "runs"), "edge->target")
+        copied = sum(r["records"] for r in runs)
+        assert copied == n, f"copied {copied} of {n} through the warm Spark"
+        print(f"  whole cycle (warm Spark)   {rate(n, size, cycle_s)}  "
+              f"({submit_s / cycle_s:.2f}x faster than spark-submit)")
+        idle_s, idle = ferry_mirror(config, "edge->target")
+        print(f"  idle cycle (warm Spark)    {idle_s:.1f} s (idle={idle['idle']})")
+    finally:
+        spark_server.down(tmp / "spark")
 
 
 if __name__ == "__main__":

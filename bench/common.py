@@ -101,21 +101,23 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int,
 
 
 def write_config(path: Path, clusters: dict[str, str], topics: str, state: Path,
-                 extra: str = "") -> str:
+                 extra: str = "", source: str = "source") -> str:
+    """A flow `<source>->target` (another `source` alias: another remote topic, positions
+    group and offset map on the same clusters)."""
     path.write_text(
-        f"clusters = source, target\nsource.bootstrap.servers = {clusters['source']}\n"
-        f"target.bootstrap.servers = {clusters['target']}\nsource->target.enabled = true\n"
-        f"source->target.topics = {topics}\nreplication.factor = 1\n"
+        f"clusters = {source}, target\n{source}.bootstrap.servers = {clusters['source']}\n"
+        f"target.bootstrap.servers = {clusters['target']}\n{source}->target.enabled = true\n"
+        f"{source}->target.topics = {topics}\nreplication.factor = 1\n"
         "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
         f"ferry.state.dir = {state}\n" + extra)
     return str(path)
 
 
-def ferry_mirror(config: str) -> tuple[float, dict[str, object]]:
+def ferry_mirror(config: str, flow: str = "source->target") -> tuple[float, dict[str, object]]:
     """One `ferry mirror` cycle; (wall seconds, its --json result)."""
     started = time.monotonic()
     result = subprocess.run([str(Path(sys.executable).parent / "ferry"), "mirror", config,
-                             "--flow", "source->target", "--json"], capture_output=True,
+                             "--flow", flow, "--json"], capture_output=True,
                             text=True, check=False)
     seconds = time.monotonic() - started
     if result.returncode != 0:

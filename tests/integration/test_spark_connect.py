@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +111,95 @@ def test_a_connect_master_nobody_listens_on_fails_the_cycle_in_one_line(
     assert failed.returncode == 1
     assert f"cannot reach the Spark Connect server at sc://127.0.0.1:{port}" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+def _continuous(config: str, flow: str, *extra: str) -> subprocess.Popen[str]:
+    binary = Path(sys.executable).parent / "ferry"
+    return subprocess.Popen([str(binary), "mirror", config, "--flow", flow, "--continuous",
+                             "--json", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _next_cycle(process: subprocess.Popen[str]) -> dict[str, Any]:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        err = process.stderr.read() if process.stderr else ""
+        raise AssertionError(f"no cycle reported; stderr: {err[-3000:]}")
+    return dict(json.loads(line))
+
+
+def test_continuous_mode_killed_mid_cycle_loses_and_doubles_nothing(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: cycles back to back on the warm Spark, records arriving between them
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2)
+                                             for i in range(500)])
+    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    flow = config.enabled_flows[0]
+    running = _continuous(config.path, flow.name, "--for", "10m")
+    try:
+        first = _next_cycle(running)
+        assert first["idle"] is False and first["job_exit_code"] == 0
+        assert first["seconds"] > 0
+
+        # when: more records, and the process is SIGKILLed while it copies them
+        produce(clusters["source"], topic_name, [(None, f"b{i}".encode(), i % 2)
+                                                 for i in range(20_000)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "starting the copy job" not in (
+                _stderr_so_far(running)):
+            time.sleep(0.2)
+        time.sleep(1.0)
+    finally:
+        running.kill()
+        running.wait(30)
+
+    # then: the next cycles finish the job, exactly once
+    for _ in range(5):
+        again = ferry("mirror", config.path, "--flow", flow.name, "--json")
+        assert again.returncode == 0, again.stderr[-3000:]
+        if json.loads(again.stdout)["idle"]:
+            break
+    assert_exact(flow, clusters, topic_name, 2)
+
+
+_seen: dict[int, str] = {}
+
+
+def _stderr_so_far(process: subprocess.Popen[str]) -> str:
+    """What `process` wrote to stderr so far (read without blocking)."""
+    import fcntl
+
+    assert process.stderr is not None
+    fd = process.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = os.read(fd, 1 << 16).decode(errors="replace")
+    except BlockingIOError:
+        chunk = ""
+    _seen[process.pid] = _seen.get(process.pid, "") + chunk
+    return _seen[process.pid]
+
+
+def test_continuous_mode_stops_after_the_running_cycle_on_sigterm(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, b"v", 0) for _ in range(50)])
+    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    flow = config.enabled_flows[0]
+    running = _continuous(config.path, flow.name, "--pause", "1")
+    try:
+        assert _next_cycle(running)["idle"] is False
+        running.send_signal(signal.SIGTERM)
+        out, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    assert running.returncode == 0, err[-3000:]
+    assert "stopped by signal 15 after the running cycle" in err
+    assert all(json.loads(line)["job_exit_code"] == 0 for line in out.splitlines())
+    assert_exact(flow, clusters, topic_name, 1)

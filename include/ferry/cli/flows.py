@@ -1,10 +1,12 @@
 """A flow's verbs: `validate` (what a config resolves to), `plan` (what the next run would
-copy), `sync` (bring the target in step) and `mirror` (run one cycle)."""
+copy), `sync` (bring the target in step) and `mirror` (run one cycle, or cycles back to
+back with `--continuous`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
 from ferry.cli.verbs import (
     EXIT_FAILED,
@@ -17,6 +19,10 @@ from ferry.cli.verbs import (
     verb,
 )
 from ferry.errors import UsageError
+
+if TYPE_CHECKING:
+    from ferry.config import Flow, MirrorConfig
+    from ferry.steps.cycle import CycleResult
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -36,6 +42,16 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     mirror = flow_verb(subparsers, "mirror",
                        "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror)
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
+    mirror.add_argument("--continuous", action="store_true",
+                        help="run cycles back to back (each exactly once) until --for is up "
+                             "or SIGTERM/SIGINT (the running cycle is finished); one line, or "
+                             "with --json one JSON object, per cycle; exit 1 at the first "
+                             "failed cycle. With a warm Spark (sc:// master) a cycle costs "
+                             "seconds")
+    mirror.add_argument("--for", dest="for_", metavar="DURATION",
+                        help="with --continuous: stop after this long (90s, 10m, 2h)")
+    mirror.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
+                        help="with --continuous: wait this long between cycles (default 0)")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -101,10 +117,61 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
+    from ferry.core.durations import parse_duration
     from ferry.steps import cycle
 
+    if (args.for_ or args.pause) and not args.continuous:
+        raise UsageError("--for and --pause go with --continuous")
+    try:
+        for_s = parse_duration(args.for_) if args.for_ else None
+    except ValueError as exc:
+        raise UsageError(f"--for: {exc}") from None
     config, flow = config_and_flow(args)
+    if args.continuous:
+        return _mirror_continuously(args, config, flow, for_s)
     result = cycle.run(args.file, config, flow, master=args.master)
+    data, text = _cycle_report(flow, result)
+    emit(args, data, text)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _mirror_continuously(args: argparse.Namespace, config: MirrorConfig, flow: Flow,
+                         for_s: float | None) -> int:
+    import signal
+    import sys
+
+    from ferry.steps import cycle
+
+    stopping: list[int] = []
+
+    def stop_after_this_cycle(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, stop_after_this_cycle)
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def report(result: cycle.CycleResult, seconds: float) -> None:
+        data, text = _cycle_report(flow, result)
+        if args.json:
+            print(json.dumps({**data, "seconds": round(seconds, 3)}), flush=True)
+        else:
+            print(f"{text.splitlines()[0]} in {seconds:.1f}s", flush=True)
+
+    try:
+        last = cycle.run_continuously(args.file, config, flow, report, master=args.master,
+                                      for_s=for_s, pause_s=args.pause,
+                                      stop=lambda: bool(stopping))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopping:
+        print(f"flow {flow.name}: stopped by signal {stopping[0]} after the running cycle",
+              file=sys.stderr)
+    return EXIT_OK if last is None or last.ok else EXIT_FAILED
+
+
+def _cycle_report(flow: Flow, result: CycleResult) -> tuple[dict[str, Any], str]:
+    """One cycle's `--json` object and its text."""
     assert result.planned is not None
     planned = result.planned.summary()
     plan = result.planned.prepared.plan
@@ -125,5 +192,4 @@ def cmd_mirror(args: argparse.Namespace) -> int:
                      + (f"{result.checkpoints.get('emitted', 0)} emitted"
                         if result.checkpoints.get("ran") else
                         f"not due ({result.checkpoints.get('why', '')})"))
-    emit(args, data, "\n".join(lines))
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return data, "\n".join(lines)

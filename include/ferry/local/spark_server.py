@@ -26,6 +26,7 @@ from pathlib import Path
 from ferry.errors import TransientError
 from ferry.local.layout import default_dir
 from ferry.spark.connect import DEFAULT_PORT, SERVER_CLASS, server_command
+from ferry.spark.submit import submit_env
 
 STATE_FILE = "server.json"
 LOG_FILE = "server.log"
@@ -121,7 +122,7 @@ def up(base: Path | None = None, port: int | None = None, master: str = "local[*
     with open(directory / LOG_FILE, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                   cwd=directory)
+                                   cwd=directory, env=submit_env())
     state = ServerState(str(directory), port, process.pid)
     _save(state)
     deadline = time.monotonic() + timeout_s

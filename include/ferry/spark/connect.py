@@ -104,17 +104,37 @@ def _library() -> str:
     return str(Path(ferry.__file__).resolve().parent)
 
 
-def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str) -> int:
+_kept: dict[str, SparkSession] = {}
+"""Sessions kept for the next job of this process (continuous mode), by URL."""
+
+
+def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
+                    keep_session: bool = False) -> int:
     """The copy job of one plan file through the Connect server at `url`, in this process.
     Returns the exit code the spark-submit job would (0, 1 for a failed lane or a gap that
-    fails the run, 2 for bad config); its lines go to stderr, as the job's do."""
+    fails the run, 2 for bad config); its lines go to stderr, as the job's do.
+    `keep_session`: the session stays open for this process's next job (back-to-back
+    cycles); else it is closed (the server and its Spark stay warm either way)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
     flow = load_flow(config_path, flow_name)
     if flow is None:
         return 2
-    spark = remote_session(url)
+    spark = _kept.pop(url, None) or remote_session(url)
     try:
-        return run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
-    finally:
-        spark.stop()  # the client's session only: the server and its Spark stay warm
+        code = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+    except BaseException:
+        spark.stop()
+        raise
+    if keep_session:
+        _kept[url] = spark
+    else:
+        spark.stop()
+    return code
+
+
+def close_sessions() -> None:
+    """Close the sessions kept for later jobs."""
+    while _kept:
+        _, spark = _kept.popitem()
+        spark.stop()

@@ -88,18 +88,20 @@ def submit_env() -> dict[str, str]:
     return env
 
 
-def run_job(config_path: str, flow: str, plan_path: str, master: str) -> int:
+def run_job(config_path: str, flow: str, plan_path: str, master: str,
+            keep_session: bool = False) -> int:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
-    stderr. Returns the job's exit code."""
+    stderr. Returns the job's exit code. `keep_session`: a Connect session stays open for
+    this process's next job."""
     import subprocess
 
     from ferry.errors import TerminalError
     from ferry.spark.connect import is_connect, run_connect_job
 
     if is_connect(master):
-        return run_connect_job(config_path, flow, plan_path, master)
+        return run_connect_job(config_path, flow, plan_path, master, keep_session)
 
     command = submit_command(config_path, flow, plan_path, master)
     try:

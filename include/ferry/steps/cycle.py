@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +180,7 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 
 
 def run(config_path: str, config: MirrorConfig, flow: Flow,
-        master: str | None = None) -> CycleResult:
+        master: str | None = None, keep_session: bool = False) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through spark-submit (its output to stderr); when it fails, the run stops there, as the
     DAG's record and checkpoints tasks do not run after a failed copy."""
@@ -194,9 +196,45 @@ def run(config_path: str, config: MirrorConfig, flow: Flow,
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": flow.name})
         result.copy_exit_code = run_job(str(Path(config_path).resolve()), flow.name,
-                                        planned.plan_path, cycle.master)
+                                        planned.plan_path, cycle.master, keep_session)
         if not result.ok:
             return result
     result.recorded = cycle.record(planned.idle)
     result.checkpoints = cycle.checkpoints()
     return result
+
+
+def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
+                     on_cycle: Callable[[CycleResult, float], None],
+                     master: str | None = None, for_s: float | None = None,
+                     pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False
+                     ) -> CycleResult | None:
+    """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
+    checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
+    `stop()`), a started cycle always finished. `on_cycle(result, seconds)` after each.
+    Stops at the first failed cycle and returns it; else returns the last one (None when
+    none ran). A Spark Connect session stays open across cycles."""
+    from ferry.spark.connect import close_sessions
+
+    deadline = None if for_s is None else time.monotonic() + for_s
+    last: CycleResult | None = None
+    try:
+        while not stop() and (deadline is None or time.monotonic() < deadline):
+            started = time.monotonic()
+            last = run(config_path, config, flow, master=master, keep_session=True)
+            on_cycle(last, time.monotonic() - started)
+            if not last.ok:
+                return last
+            if pause_s:
+                wait = pause_s if deadline is None else min(pause_s, deadline - time.monotonic())
+                _sleep(max(0.0, wait), stop)
+    finally:
+        close_sessions()
+    return last
+
+
+def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
+    """Sleep `seconds`, waking early when `stop()` turns true."""
+    until = time.monotonic() + seconds
+    while not stop() and time.monotonic() < until:
+        time.sleep(min(0.2, until - time.monotonic()))
