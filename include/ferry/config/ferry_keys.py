@@ -88,8 +88,10 @@ KEYS: tuple[FerryKey, ...] = (
              "(relative paths are relative to the config file) or any Spark/Hadoop URI.",
              _text, "/var/lib/ferry/state"),
     FerryKey("ferry.spark.master", "local[*]",
-             "The Spark master the copy job is submitted to (the Airflow `spark_default` "
-             "connection takes precedence in DAG runs).", _text, "spark://spark:7077"),
+             "The Spark master the copy job is submitted to, or `sc://host:port`: a Spark "
+             "Connect server that runs it warm, from the cycle's process (the Airflow "
+             "`spark_default` connection takes precedence in DAG runs).", _text,
+             "spark://spark:7077"),
     FerryKey("ferry.delivery", "exactly_once",
              "exactly_once: records, positions and offset-map entries commit in one target "
              "transaction. at_least_once: for targets without transactions (Event Hubs "
