@@ -23,13 +23,13 @@ Loader = Callable[..., MirrorConfig]
 
 SPAWNS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
           "os.forkpty", "pty.spawn")
-_unit = {"running": False}
+forbidden: dict[str, str] = {}
+"""Audit event -> why it fails the running unit test (a conftest below may add to it)."""
 
 
 def _audit(event: str, _args: tuple[Any, ...]) -> None:
-    if _unit["running"] and event in SPAWNS:
-        raise AssertionError(f"a unit test started a process ({event}): it belongs in "
-                             "tests/integration")
+    if event in forbidden:
+        raise AssertionError(f"a unit test did {event}: {forbidden[event]}")
 
 
 sys.addaudithook(_audit)  # inert outside unit tests (audit hooks cannot be removed)
@@ -37,11 +37,11 @@ sys.addaudithook(_audit)  # inert outside unit tests (audit hooks cannot be remo
 
 @pytest.fixture(autouse=True)
 def no_process() -> Iterator[None]:
-    _unit["running"] = True
+    forbidden.update(dict.fromkeys(SPAWNS, "a process belongs in tests/integration"))
     try:
         yield
     finally:
-        _unit["running"] = False
+        forbidden.clear()
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ from ferry.local.layout import (
     states_in,
     write_bootstrap,
 )
+from ferry.local.pids import runs_with
 from ferry.local.tls import TlsFiles, ensure_tls, write_atomic
 from ferry.spark.jars import kafka_jars, log4j_config
 
@@ -58,14 +59,7 @@ READY_TIMEOUT_S = 90.0
 
 def is_our_broker(state: ClusterState) -> bool:
     """True when the recorded pid is alive and is the broker of this very directory."""
-    if state.pid is None:
-        return False
-    try:
-        cmdline = Path(f"/proc/{state.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    props = str(Path(state.dir) / "server.properties").encode()
-    return b"kafka.Kafka" in cmdline and props in cmdline
+    return runs_with(state.pid, "kafka.Kafka", str(Path(state.dir) / "server.properties"))
 
 
 def _free_port() -> int:

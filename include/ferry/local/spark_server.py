@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ferry.errors import TransientError
 from ferry.local.layout import default_dir
+from ferry.local.pids import runs_with
 from ferry.spark.connect import DEFAULT_PORT, SERVER_CLASS, server_command
 from ferry.spark.submit import submit_env
 
@@ -72,14 +73,7 @@ def _save(state: ServerState) -> None:
 
 def is_ours(state: ServerState) -> bool:
     """True when the recorded pid is alive and is the Connect server of this directory."""
-    if state.pid is None:
-        return False
-    try:
-        cmdline = Path(f"/proc/{state.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    marker = f"spark.ferry.home={state.dir}".encode()
-    return SERVER_CLASS.encode() in cmdline and marker in cmdline
+    return runs_with(state.pid, SERVER_CLASS, f"spark.ferry.home={state.dir}")
 
 
 def _accepts(port: int) -> bool:

@@ -3,8 +3,6 @@ start a process, open a network connection or build a Kafka client."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +12,7 @@ import ferry.kafka.admin
 import ferry.kafka.mm2topics
 import ferry.kafka.records
 from ferry.config import MirrorConfig
-from tests.unit.conftest import Loader
-
-FORBIDDEN = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-             "os.fork", "os.forkpty", "pty.spawn", "socket.connect")
-_guard = {"on": False}
-
-
-def _audit(event: str, _args: tuple[Any, ...]) -> None:
-    if _guard["on"] and event in FORBIDDEN:
-        raise AssertionError(f"a unit test of the steps did {event}: use the fakes")
-
-
-sys.addaudithook(_audit)  # inert outside these tests (audit hooks cannot be removed)
+from tests.unit.conftest import Loader, forbidden
 
 
 def _no_client(*_args: Any, **_kwargs: Any) -> None:
@@ -34,15 +20,12 @@ def _no_client(*_args: Any, **_kwargs: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_process_no_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_network_no_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beside the unit tier's no-process rule: no connection, no Kafka client."""
     for module, name in ((ferry.kafka.admin, "AdminClient"), (ferry.kafka.admin, "Consumer"),
                          (ferry.kafka.records, "Consumer"), (ferry.kafka.mm2topics, "Producer")):
         monkeypatch.setattr(module, name, _no_client)
-    _guard["on"] = True
-    try:
-        yield
-    finally:
-        _guard["on"] = False
+    forbidden["socket.connect"] = "the steps' unit tests use the fakes"
 
 
 @pytest.fixture
