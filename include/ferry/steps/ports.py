@@ -53,6 +53,21 @@ class ReadsGroupOffsets(Protocol):
         ...
 
 
+class ReadsDigests(Protocol):
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str
+                ) -> dict[int, bytes]:
+        """offset -> digest of every committed record in [start, end) still in the log."""
+        ...
+
+
+class VerifySource(ReadsWatermarks, ReadsDigests, Protocol):
+    """The source as `ferry verify` reads it."""
+
+
+Claims = Callable[[Flow], Entries]
+"""Every claim of a flow's offset map, also into remote topics deleted since (verify)."""
+
+
 class Partitions(ListsTopics, ReadsWatermarks, Protocol):
     """A source cluster as the positions and lag steps read it."""
 
@@ -220,6 +235,12 @@ class KafkaCluster:
         from ferry.kafka import mm2topics
 
         return mm2topics.read_all(self.client, topic, group)
+
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str
+                ) -> dict[int, bytes]:
+        from ferry.kafka.records import digests
+
+        return digests(self.client, topic, partition, start, end, group)
 
     def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
         from ferry.kafka.records import timestamp_at

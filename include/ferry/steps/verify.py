@@ -18,6 +18,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.verify import Mismatch, compare, pairs
 from ferry.errors import UsageError
+from ferry.steps.ports import Claims, ReadsDigests, VerifySource
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +62,24 @@ class PartitionCheck:
                 "skipped": list(self.skipped), "extra": self.extra}
 
 
-def verify(flow: Flow, topic: str | None = None, run_id: str = "") -> list[PartitionCheck]:
-    """Check every mirrored partition of the flow (or of `topic`); record the results."""
+def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
+           source: VerifySource | None = None, target: ReadsDigests | None = None,
+           claims: Claims | None = None) -> list[PartitionCheck]:
+    """Check every mirrored partition of the flow (or of `topic`); record the results.
+    `source`, `target` and `claims` (the offset map's claims) default to the flow's."""
     from ferry.core.internal import reader_group
     from ferry.core.planner import TopicPartition
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.records import digests
     from ferry.steps.lookup import partition_entries
+    from ferry.steps.ports import KafkaCluster
 
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     # Every claim, also into a remote topic deleted since: its records are missing now.
-    entries = partition_entries(flow, claims=True)
+    entries = (claims or (lambda f: partition_entries(f, claims=True)))(flow)
     keys = sorted(k for k in entries if topic is None or k[0] == topic)
     if topic is not None and not keys:
         raise UsageError(f"flow {flow.name} has mirrored nothing of a topic {topic!r}")
-    lows = Admin(flow.source_admin).watermarks([TopicPartition(t, p) for t, p in keys])
+    lows = source.watermarks([TopicPartition(t, p) for t, p in keys])
     checks: list[PartitionCheck] = []
     group = reader_group(flow, "verify")
     for t, p in keys:
@@ -83,14 +88,14 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "") -> list[Parti
         start, end = max(found[0].covered_start, low), found[-1].covered_end
         paired = pairs(found, low)
         check = PartitionCheck(t, p, start, end)
-        source = digests(flow.source_admin, t, p, start, end, group)
+        at_source = source.digests(t, p, start, end, group)
         targets = [tgt for _, tgt in paired]
-        target = digests(flow.target_admin, flow.remote_topic(t), p,
-                         min(targets, default=0), max(targets, default=-1) + 1, group)
-        check.checked, check.mismatches = compare(paired, source, target)
+        at_target = target.digests(flow.remote_topic(t), p, min(targets, default=0),
+                                   max(targets, default=-1) + 1, group)
+        check.checked, check.mismatches = compare(paired, at_source, at_target)
         mirrored = {s for s, _ in paired}
-        check.skipped = sorted(s for s in source if s not in mirrored)
-        check.extra = len(set(target) - set(targets))
+        check.skipped = sorted(s for s in at_source if s not in mirrored)
+        check.extra = len(set(at_target) - set(targets))
         log.info("%s", check.text(flow), extra={"flow": flow.name, "topic": t, "partition": p})
         checks.append(check)
     _record(flow, checks, run_id)

@@ -35,6 +35,8 @@ class FakeCluster:
     records: dict[str, list[Record]] = field(default_factory=dict)
     """MM2's one-partition topics (heartbeats, ...): their records."""
     checkpoints: dict[str, list[Checkpoint]] = field(default_factory=dict)
+    digested: dict[tuple[str, int], dict[int, bytes]] = field(default_factory=dict)
+    """(topic, partition) -> offset -> digest of each record in the log (verify)."""
     ids: dict[str, str] = field(default_factory=dict)
     cursor: MapCursor = field(default_factory=lambda: MapCursor("map-id", -1, False))
     map_topic: list[tuple[int, MapEntry]] = field(default_factory=list)
@@ -106,6 +108,11 @@ class FakeCluster:
 
     def read_all(self, topic: str, group: str) -> list[Record]:
         return list(self.records.get(topic, []))
+
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str
+                ) -> dict[int, bytes]:
+        found = self.digested.get((topic, partition), {})
+        return {o: d for o, d in found.items() if start <= o < end}
 
     def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
         self.timestamps_read.append((topic, partition, offset))
