@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow
 from ferry.core.backfill import (
@@ -33,6 +33,9 @@ from ferry.core.backfill import (
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import Range, TopicPartition, Watermarks
 from ferry.errors import TerminalError, UsageError
+
+if TYPE_CHECKING:
+    from ferry.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
 ROLE = "backfill"
@@ -132,9 +135,11 @@ def _held(entries: list[MapEntry], exists: bool, marks: Watermarks | None) -> tu
 
 
 def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
-                     master: str | None = None, apply: bool = True) -> BackfillRun:
+                     master: str | None = None, apply: bool = True, *,
+                     source: Admin | None = None, target: Admin | None = None) -> BackfillRun:
     """Plan the backfill and (with `apply`) make it ready to copy: raises UsageError for a
-    bad request and TerminalError for a refused plan or a gap under `on_gap=fail`."""
+    bad request and TerminalError for a refused plan or a gap under `on_gap=fail`.
+    `source` and `target` default to the flow's clusters."""
     from ferry.core.internal import positions_group
     from ferry.core.lanes import cores_of, lane_count
     from ferry.core.sync.topics import mirrored_topics
@@ -145,7 +150,8 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
         raise UsageError(f"on_gap={request.on_gap!r}: give fail or continue")
     start = parse_bound(request.start, "from", start=True)
     end = parse_bound(request.end, "to", start=False)
-    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    source = source or Admin(flow.source_admin)
+    target = target or Admin(flow.target_admin)
     source_topics = {t.name: t.partitions for t in source.topics().values()}
     mirrored = mirrored_topics(flow, source_topics)
     topics = _topics(flow, request.topics, mirrored)

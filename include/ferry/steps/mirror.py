@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow
 from ferry.core.internal import positions_group
@@ -20,6 +20,9 @@ from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Limits, Plan, TopicPartition, Watermarks, plan
 from ferry.core.sync.topics import TopicActions
 from ferry.errors import TerminalError
+
+if TYPE_CHECKING:
+    from ferry.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +81,16 @@ def limits_for(flow: Flow) -> Limits:
 
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
-            master: str | None = None, sync: bool = True, restore: bool = True) -> Prepared:
+            master: str | None = None, sync: bool = True, restore: bool = True, *,
+            source: Admin | None = None, target: Admin | None = None) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
     `master` (default `ferry.spark.master`) sizes the default lane count.
 
     Positions Kafka expired are taken from the offset map (`ferry.steps.recovery`) and, with
-    `restore`, committed back into the positions group for the lanes."""
+    `restore`, committed back into the positions group for the lanes. `source` and
+    `target` default to the flow's clusters."""
     from ferry.core.lanes import cores_of, lane_count
     from ferry.kafka.admin import Admin
     from ferry.kafka.identity import topic_ids
@@ -94,7 +99,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     from ferry.steps.sync import sync_flow
 
     run_id = run_id or new_run_id()
-    source, target = Admin(flow.source_admin), Admin(flow.target_admin)
+    source = source or Admin(flow.source_admin)
+    target = target or Admin(flow.target_admin)
     report = sync_flow(flow, apply=apply, run_id=run_id, source=source, target=target,
                        steps=None if sync else ())
     topics = report.ready(flow)
@@ -162,17 +168,18 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         "then run again.")
 
 
-def _recover(flow: Flow, target: object, missing: list[TopicPartition],
+def _recover(flow: Flow, target: Admin, missing: list[TopicPartition],
              restore: bool, run_id: str) -> dict[TopicPartition, int | None]:
     """Positions of `missing` partitions that the offset map knows (G9)."""
     from ferry.state import incidents
     from ferry.steps import recovery
+    from ferry.steps.ports import KafkaCluster
 
     if not missing:
         return {}
     found = recovery.recorded_positions(flow, missing)
     if restore and found:
-        recovery.restore(flow, target, found)
+        recovery.restore(flow, found, target=KafkaCluster(flow.target_admin, admin=target))
         incidents.record(flow, [
             incidents.Incident(incidents.POSITION_RESTORED, tp.topic, tp.partition,
                                f"restored {r.position} (run {r.run_id})")

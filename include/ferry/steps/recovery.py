@@ -22,6 +22,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import TopicPartition
+from ferry.steps.ports import PositionsTarget
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +72,20 @@ def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
     return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
 
 
-def restore(flow: Flow, target: object, recovered: Mapping[TopicPartition, Recorded]) -> None:
+def restore(flow: Flow, recovered: Mapping[TopicPartition, Recorded], *,
+            target: PositionsTarget | None = None) -> None:
     """Commit recovered positions back into the flow's positions group (with the remote
-    partition's end as metadata, as the lanes commit them), so the lanes find them."""
+    partition's end as metadata, as the lanes commit them), so the lanes find them.
+    `target` defaults to the flow's target cluster."""
     from ferry.core.internal import positions_group
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.groups import alter_offsets
-    from ferry.kafka.lane import position_metadata
+    from ferry.kafka.lane_state import position_metadata
+    from ferry.steps.ports import KafkaCluster
 
     if not recovered:
         return
-    assert isinstance(target, Admin)
+    target = target or KafkaCluster(flow.target_admin)
     group = positions_group(flow)
-    alter_offsets(target, group, [
+    target.alter_offsets(group, [
         (flow.remote_topic(tp.topic), tp.partition, r.position,
          position_metadata(r.target_end)) for tp, r in sorted(recovered.items())],
         f"restoring the positions of group {group}",

@@ -81,3 +81,30 @@ def test_a_position_of_another_incarnation_of_the_source_topic_is_an_incident(
     text = str(err.value)
     assert "orders was deleted and created again" in text and "id-1 became id-2" in text
     assert "ferry positions reset" in text and "Nothing was copied" in text
+
+
+def test_recovered_positions_are_committed_back_as_the_lanes_commit_them(flow: Flow) -> None:
+    # given: positions the offset map recorded for two partitions whose group offsets expired
+    from ferry.steps.recovery import restore
+    from tests.unit.steps.fakes import FakeCluster
+
+    target = FakeCluster("B")
+    recovered = {T1: Recorded(40, 77, "r2"), T0: Recorded(12, None, "r1")}
+
+    # when
+    restore(flow, recovered, target=target)
+
+    # then: one commit into the positions group, in partition order, each with the remote
+    # partition's end as its metadata (none known: none written)
+    assert target.altered == [("__ferry-positions.A", [
+        ("A.orders", 0, 12, position_metadata(None)),
+        ("A.orders", 1, 40, position_metadata(77))])]
+
+
+def test_nothing_recovered_commits_nothing(flow: Flow) -> None:
+    from ferry.steps.recovery import restore
+    from tests.unit.steps.fakes import FakeCluster
+
+    target = FakeCluster("B")
+    restore(flow, {}, target=target)
+    assert target.altered == []
