@@ -1,5 +1,5 @@
 """Session-wide real services: one pair of local Kafka clusters, one pair of secure ones
-(SASL + ACLs + TLS), one SparkSession.
+(SASL + ACLs + TLS), one SparkSession, one local Spark Connect server.
 
 Started lazily (only when a test asks for them) and once per session; each test creates
 its own topics so tests can share the brokers. Set FERRY_TEST_KEEP=1 to leave the
@@ -113,6 +113,38 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A FERRY_HOME whose local Spark Connect server (`ferry spark up`) runs for the
+    session; its URL: `ferry spark status --json`, or `spark_server.load(...).url`."""
+    import json
+    import subprocess
+    import sys
+
+    home = tmp_path_factory.mktemp("ferry-home")
+    ferry = [str(Path(sys.executable).parent / "ferry"), "spark"]
+    env = {**os.environ, "FERRY_HOME": str(home)}
+    started = subprocess.run([*ferry, "up", "--json"], env=env, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert started.returncode == 0, started.stderr[-3000:]
+    try:
+        yield home
+    finally:
+        stopped = subprocess.run([*ferry, "down", "--json"], env=env, capture_output=True,
+                                 text=True, timeout=120, check=False)
+        assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+
+
+@pytest.fixture(scope="session")
+def connect_url(connect_home: Path) -> str:
+    """The session's local Spark Connect server, `sc://127.0.0.1:<port>`."""
+    from ferry.local import spark_server
+
+    state = spark_server.load(connect_home / "local" / "spark")
+    assert state is not None
+    return state.url
 
 
 @pytest.fixture

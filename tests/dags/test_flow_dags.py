@@ -49,7 +49,11 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
     assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
     assert [t.task_id for t in dag.topological_sort()] == [
-        "heartbeat", "sync_topology", "plan", "has_work", "mirror", "record", "checkpoints"]
+        "heartbeat", "sync_topology", "plan", "has_work", "mirror", "mirror_warm", "record",
+        "checkpoints"]
+    # has_work picks one copy task (spark-submit, or a Spark Connect server), or none
+    assert dag.get_task("has_work").downstream_task_ids == {"mirror", "mirror_warm"}
+    assert dag.get_task("mirror_warm").execution_timeout.total_seconds() == 21600
     mirror = dag.get_task("mirror")
     assert mirror._conn_id == "spark_default"
     assert mirror.application.endswith("jobs/ferry_copy.py")
@@ -71,12 +75,36 @@ def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -
     assert {"A.bootstrap.servers", "A->B.enabled"} <= {p.key for p in err.value.problems}
 
 
-def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule(
+    tmp_path: Path
+) -> None:
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
+                    "A->B.ferry.continuous.run.seconds = 300\n")
+    dag = build_dags(path=str(path))["ferry_A_to_B"]
+    assert [t.task_id for t in dag.tasks] == ["mirror_continuously"]
+    assert type(dag.timetable).__name__ == "ContinuousTimetable"
+    assert dag.max_active_runs == 1
+    task = dag.get_task("mirror_continuously")
+    assert task.retries == 2
+    assert task.execution_timeout.total_seconds() == 300 + 21600
+    assert "for 300 s" in dag.doc_md
+
+
+def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
+            spark_conn: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the DAG once with dag.test() (and the run conf: trigger-form params) in a fresh
-    process; its run state, task states and mapped task instances."""
+    process; its run state, task states and mapped task instances. `spark_conn`: the
+    `spark_default` connection (default: spark, local[*]; {}: none)."""
     from ferry.airflow.testing import airflow_env
 
     env = airflow_env(os.environ["AIRFLOW_HOME"], config)
+    if spark_conn == {}:  # no connection at all
+        env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    elif spark_conn is not None:
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(spark_conn)
     extra = [json.dumps(conf)] if conf else []
     result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id,
                              *extra],
@@ -134,6 +162,54 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert idle["state"] == "success"
     assert idle["tasks"]["mirror"] == "skipped"  # no Spark job for an idle cycle
     assert "ferry copy job" not in idle["log"]
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_submit(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
+                                             for i in range(300)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    host, port = connect_url.removeprefix("sc://").split(":")
+    conn = {"conn_type": "spark_connect", "host": host, "port": int(port)}
+
+    first = run_dag(config.path, flow.dag_id, spark_conn=conn)
+
+    assert first["state"] == "success", first["log"][-4000:]
+    assert (first["tasks"]["mirror_warm"], first["tasks"]["mirror"]) == ("success", "skipped")
+    assert first["tasks"]["record"] == "success"
+    assert "SparkSubmit" not in first["log"]
+    assert_exact(flow, clusters, topic_name, 2)
+    idle = run_dag(config.path, flow.dag_id, spark_conn=conn)
+    assert idle["state"] == "success"
+    assert (idle["tasks"]["mirror_warm"], idle["tasks"]["mirror"]) == ("skipped", "skipped")
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
+                                             for i in range(200)])
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.schedule = @continuous\n"
+                         "ferry.continuous.run.seconds = 20\n"
+                         f"ferry.spark.master = {connect_url}\n")
+    flow = config.enabled_flows[0]
+
+    run = run_dag(config.path, flow.dag_id, spark_conn={})
+
+    assert run["state"] == "success", run["log"][-4000:]
+    assert run["tasks"]["mirror_continuously"] == "success"
+    cycles = [line for line in run["log"].splitlines() if "ferry.continuous: cycle" in line]
+    assert len(cycles) >= 2, run["log"][-4000:]  # one copy, then idle cycles until 20 s
+    assert "200 offsets copied" in cycles[0]
+    assert_exact(flow, clusters, topic_name, 2)
 
 
 @pytest.mark.integration

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,6 @@ def ferry(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[s
     env = {**os.environ, **({"FERRY_HOME": str(home)} if home else {})}
     return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600,
                           check=False, env=env)
-
-
-@pytest.fixture(scope="module")
-def connect_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A FERRY_HOME whose local Spark Connect server runs for this module's tests."""
-    home = tmp_path_factory.mktemp("ferry-home")
-    started = ferry("spark", "up", "--json", home=home)
-    assert started.returncode == 0, started.stderr[-3000:]
-    yield home
-    stopped = ferry("spark", "down", "--json", home=home)
-    assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
 
 
 def _status(home: Path) -> dict[str, Any]:

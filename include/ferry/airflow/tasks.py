@@ -53,14 +53,24 @@ def task_config(path: str) -> MirrorConfig:
 
 
 def spark_master() -> str | None:
-    """The master of the `spark_default` connection, None when it is missing or empty."""
+    """The master of the `spark_default` connection, None when it is missing or empty. A
+    connection of type `spark_connect` (the Spark provider's Spark Connect type) names a
+    Connect server: its master is `sc://host:port` (port 15002 unless given)."""
     from airflow.sdk import BaseHook
 
     try:
         connection = BaseHook.get_connection(SPARK_CONN)
     except Exception:  # the provider would silently fall back to YARN
         return None
-    return str(connection.host) if connection.host else None
+    if not connection.host:
+        return None
+    host = str(connection.host)
+    if connection.conn_type == "spark_connect":
+        from ferry.spark.connect import DEFAULT_PORT, SCHEME
+
+        host = host.removeprefix(SCHEME).split(":", 1)[0].rstrip("/")
+        return f"{SCHEME}{host}:{connection.port or DEFAULT_PORT}"
+    return host
 
 
 def spark_job_files(master: str | None) -> dict[str, str]:

@@ -136,6 +136,11 @@ KEYS: tuple[FerryKey, ...] = (
              "it as hung (its execution_timeout): the flow's next run can start and resumes "
              "from what was committed. Size it above your largest backlog's copy time.",
              _positive_seconds, "3600"),
+    FerryKey("ferry.continuous.run.seconds", "600",
+             "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "
+             "cycle in one task, before it ends and Airflow's continuous schedule starts the "
+             "next run (each run is a bounded, retried piece of history).",
+             _positive_seconds, "900"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -159,6 +164,8 @@ class FerrySettings:
     """`ferry.kafka.retry.seconds`: the budget for waiting out transient Kafka states."""
     mirror_timeout_seconds: float = 21600.0
     """`ferry.mirror.timeout.seconds`: the mirror task's execution_timeout."""
+    continuous_run_seconds: float = 600.0
+    """`ferry.continuous.run.seconds`: one @continuous DAG run's span of cycles."""
 
 
 def resolve_ferry_settings(
@@ -191,6 +198,7 @@ def resolve_ferry_settings(
         identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
         kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
         mirror_timeout_seconds=parsed["ferry.mirror.timeout.seconds"],
+        continuous_run_seconds=parsed["ferry.continuous.run.seconds"],
     )
 
 
