@@ -31,7 +31,7 @@ EXAMPLE = ROOT / "examples" / "compose.properties"
 
 AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
            "airflow-triggerer")
-SPARK = ("spark-master", "spark-worker")
+SPARK = ("spark-master", "spark-worker", "spark-connect")
 FERRY_SERVICES = ("airflow-init", *AIRFLOW, *SPARK)
 """The services that run Ferry's code (or the Spark that runs it)."""
 TASK_RUNNER = "airflow-scheduler"
@@ -174,6 +174,22 @@ def test_spark_runs_the_images_pip_pyspark_master_and_worker() -> None:
         "spark-class", "org.apache.spark.deploy.master.Master"]
     assert service("spark-worker")["command"][:2] == [
         "spark-class", "org.apache.spark.deploy.worker.Worker"]
+
+
+def test_the_warm_spark_serves_spark_connect_where_the_tasks_reach_it_on_loopback() -> None:
+    from ferry.cli.main import build_parser
+
+    command = service("spark-connect")["command"]
+    args = build_parser().parse_args(command[1:])  # a real `ferry` command line
+    assert (args.command, args.spark_command) == ("spark", "serve")
+    assert (args.host, args.port) == ("127.0.0.1", 15002)
+    worker = service("spark-worker")["command"]
+    assert args.master == worker[-1]  # the standalone master the worker joins
+    # the tasks run in the scheduler: the server shares its network namespace
+    assert service("spark-connect")["network_mode"] == f"service:{TASK_RUNNER}"
+    state = example().flow("source->target").ferry.state_dir
+    assert mount_of("spark-connect", state) == mount_of(TASK_RUNNER, state)
+    assert env("spark-connect")["FERRY_CONFIG"] == env(TASK_RUNNER)["FERRY_CONFIG"]
 
 
 def test_airflow_runs_its_components_with_the_local_executor_on_postgres() -> None:

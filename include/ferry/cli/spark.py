@@ -1,4 +1,5 @@
-"""`ferry spark up|status|down`: the embedded warm Spark (a local Spark Connect server)."""
+"""`ferry spark up|status|down`: the embedded warm Spark (a local Spark Connect server);
+`ferry spark serve`: one in the foreground."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     status.add_argument("--dir", help=_DIR_HELP)
     down = verb(ssub, "down", "stop the local Spark Connect server", cmd_spark_down)
     down.add_argument("--dir", help=_DIR_HELP)
+    serve = verb(ssub, "serve", "run a Spark Connect server in the foreground (containers, "
+                 "service managers); it replaces this process", cmd_spark_serve)
+    serve.add_argument("--port", type=int, default=15002, help="its port (default 15002)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="the address it listens on (default 127.0.0.1)")
+    serve.add_argument("--master", default="local[*]",
+                       help="its Spark master (default local[*]), e.g. spark://host:7077")
 
 
 def _dir(args: argparse.Namespace) -> Path | None:
@@ -62,3 +70,13 @@ def cmd_spark_down(args: argparse.Namespace) -> int:
     emit(args, {"stopped": running, "pid": state.pid if state and running else None},
          f"stopped pid {state.pid}" if state and running else "nothing was running")
     return EXIT_OK
+
+
+def cmd_spark_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from ferry.spark.connect import server_command
+    from ferry.spark.submit import submit_env
+
+    command = server_command(args.port, master=args.master, host=args.host)
+    os.execve(command[0], command, submit_env())  # never returns
