@@ -1,0 +1,206 @@
+"""End-to-end latency of a steady stream: Ferry in continuous mode on a warm Spark, and
+MirrorMaker 2 (dedicated mode, from the Kafka jars Ferry fetches) in the same run.
+
+    .venv/bin/python bench/latency.py [--seconds 180] [--rate 200] [--warmup 60]
+
+A producer writes `--rate` records/s (each value its sequence number) over 4 partitions
+for `--seconds`. Ferry (`ferry mirror --continuous`, through a local Spark Connect server)
+mirrors them as flow `source->target`, MM2 as `mm2src->target`, into the same target
+cluster. A reader follows both remote topics (read_committed) and takes each record's
+latency as its arrival time minus its CreateTime (both mirrors keep it). Records produced
+during `--warmup` are left out of the percentiles; all are counted for lost and doubled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.common import create_topic, local_clusters, write_config
+from ferry.local import spark_server
+from ferry.spark.jars import kafka_jars, log4j_config
+
+PARTITIONS = 4
+TOPIC = "stream"
+
+
+def stream(bootstrap: str, rate: int, seconds: float, stop: threading.Event) -> int:
+    """Write `rate` records/s for `seconds`; returns how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
+    started, sent = time.monotonic(), 0
+    while not stop.is_set() and time.monotonic() - started < seconds:
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            producer.produce(TOPIC, str(sent).encode(), partition=sent % PARTITIONS)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.01)
+    producer.flush(30)
+    return sent
+
+
+class Follower(threading.Thread):
+    """Reads one remote topic from the start; (sequence, latency s) per record seen."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.seen: list[tuple[int, float]] = []
+        self.stop = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}",
+                                  "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "log_level": 3,
+                                  "topic.metadata.refresh.interval.ms": 1000})
+
+    def run(self) -> None:
+        assigned = False
+        while not self.stop.is_set():
+            if not assigned:
+                topics = self.consumer.list_topics(timeout=5).topics
+                if self.topic not in topics:
+                    time.sleep(0.5)
+                    continue
+                self.consumer.assign([TopicPartition(self.topic, p, 0)
+                                      for p in range(len(topics[self.topic].partitions))])
+                assigned = True
+            for msg in self.consumer.consume(1000, 0.2):
+                if msg.error() is None and msg.value() is not None:
+                    now = time.time()
+                    self.seen.append((int(msg.value()), now - msg.timestamp()[1] / 1000))
+        self.consumer.close()
+
+
+def mm2(tmp: Path, clusters: dict[str, str]) -> subprocess.Popen[bytes]:
+    """MirrorMaker 2, dedicated mode, mirroring `stream` from the source as `mm2src`."""
+    config = tmp / "mm2-dedicated.properties"
+    config.write_text(
+        f"clusters = mm2src, target\nmm2src.bootstrap.servers = {clusters['source']}\n"
+        f"target.bootstrap.servers = {clusters['target']}\nmm2src->target.enabled = true\n"
+        f"mm2src->target.topics = {TOPIC}\ntarget->mm2src.enabled = false\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
+        "config.storage.replication.factor = 1\ntasks.max = 4\n"
+        "sync.topic.acls.enabled = false\nemit.checkpoints.enabled = false\n")
+    java = ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp",
+            f"{kafka_jars()}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(config),
+            "--clusters", "target"]
+    log = open(tmp / "mm2.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(java, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+class Cycles(threading.Thread):
+    """Follows `ferry mirror --continuous --json`: each cycle's seconds, and the Connect
+    server's memory (RSS of its process tree) after the 10th cycle and after the last."""
+
+    def __init__(self, ferry: subprocess.Popen[str], server_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.ferry, self.server_pid = ferry, server_pid
+        self.seconds: list[float] = []
+        self.rss: dict[int, int] = {}
+
+    def _rss(self) -> int:
+        import psutil
+
+        root = psutil.Process(self.server_pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+    def run(self) -> None:
+        import json
+
+        assert self.ferry.stdout is not None
+        for line in self.ferry.stdout:
+            if line.startswith("{"):
+                self.seconds.append(float(json.loads(line)["seconds"]))
+                if len(self.seconds) == 10 or len(self.seconds) % 25 == 0:
+                    self.rss[len(self.seconds)] = self._rss()
+        self.rss[len(self.seconds)] = self._rss()
+
+
+def summary(name: str, follower: Follower, sent: int, warm_until: int) -> None:
+    sequences = [s for s, _ in follower.seen]
+    lost = len(set(range(sent)) - set(sequences))
+    doubled = len(sequences) - len(set(sequences))
+    late = sorted(lat for s, lat in follower.seen if s >= warm_until)
+    if not late:
+        print(f"  {name:<34} nothing arrived after the warm-up; lost {lost:,}")
+        return
+    q = statistics.quantiles(late, n=100, method="inclusive")
+    print(f"  {name:<34} p50 {q[49]:5.1f} s  p95 {q[94]:5.1f} s  p99 {q[98]:5.1f} s  "
+          f"max {late[-1]:5.1f} s   lost {lost:,}  doubled {doubled:,}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=180)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--warmup", type=float, default=60)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ferry-latency-") as name, \
+            local_clusters(Path(name) / "kafka") as clusters:
+        tmp = Path(name)
+        print(f"latency: {args.rate} records/s over {PARTITIONS} partitions for "
+              f"{args.seconds:.0f} s (warm-up {args.warmup:.0f} s left out)")
+        create_topic(clusters["source"], TOPIC, PARTITIONS)
+        server = spark_server.up(tmp / "spark")
+        config = write_config(tmp / "mm2.properties", clusters, TOPIC, tmp / "state",
+                              f"ferry.spark.master = {server.url}\n")
+        ferry = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ferry"), "mirror", config, "--flow",
+             "source->target", "--continuous", "--json"],
+            stdout=subprocess.PIPE, stderr=open(tmp / "ferry.log", "wb"),  # noqa: SIM115
+            text=True, env={**os.environ})
+        cycles = Cycles(ferry, server.pid or 0)
+        cycles.start()
+        mirror_maker = mm2(tmp, clusters)
+        followers = {n: Follower(clusters["target"], t)
+                     for n, t in (("ferry", f"source.{TOPIC}"), ("mm2", f"mm2src.{TOPIC}"))}
+        for follower in followers.values():
+            follower.start()
+        stop = threading.Event()
+        try:
+            sent = stream(clusters["source"], args.rate, args.seconds, stop)
+            deadline = time.monotonic() + 120  # let both catch up
+            while time.monotonic() < deadline and any(
+                    len({s for s, _ in f.seen}) < sent for f in followers.values()):
+                time.sleep(1)
+        finally:
+            ferry.send_signal(signal.SIGTERM)
+            os.killpg(mirror_maker.pid, signal.SIGTERM)
+            for follower in followers.values():
+                follower.stop.set()
+                follower.join(10)
+            ferry.wait(300)
+            cycles.join(30)
+            mirror_maker.wait(60)
+            spark_server.down(tmp / "spark")
+        warm_until = int(args.warmup * args.rate)
+        summary("ferry --continuous (warm Spark)", followers["ferry"], sent, warm_until)
+        summary("MirrorMaker 2 (dedicated)", followers["mm2"], sent, warm_until)
+        seconds = sorted(cycles.seconds)
+        if seconds:
+            print(f"  ferry cycles: {len(seconds)}, median {statistics.median(seconds):.1f} s, "
+                  f"max {seconds[-1]:.1f} s")
+        if 10 in cycles.rss and len(cycles.rss) > 1:
+            last = max(cycles.rss)
+            print(f"  Connect server RSS: {cycles.rss[10] / 2**20:,.0f} MiB after 10 cycles, "
+                  f"{cycles.rss[last] / 2**20:,.0f} MiB after {last} "
+                  f"({cycles.rss[last] / cycles.rss[10] - 1:+.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
