@@ -16,6 +16,7 @@ refusal) is the same for both; a `Delivery` decides the rest:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -41,8 +42,10 @@ class RefusedKept(TerminalError):
     committed, and the partition's position stops at it."""
 
 
-class Delivery:
-    """What a delivery mode decides for a lane; see the module's docstring."""
+class Delivery(ABC):
+    """What a delivery mode decides for a lane; see the module's docstring. The hooks
+    without a body here are the ones each mode must decide; the others default to
+    nothing to do."""
 
     name = ""
     reports_every_record = False
@@ -55,47 +58,52 @@ class Delivery:
 
     def start(self, lane: Lane, producer: Producer) -> None:
         """A new producer for the lane, before its first batch."""
+        return None  # by default, nothing to do
 
     def found_position(self, lane: Lane, reader: Consumer, part: Part) -> None:
         """`part`'s committed position was just read (`part.target_end` is its metadata's)."""
+        return None  # by default, nothing to do
 
+    @abstractmethod
     def before_copy(self, lane: Lane, reader: Consumer) -> None:
         """Positions read; nothing copied yet."""
-        raise NotImplementedError
 
     def begin(self, lane: Lane, producer: Producer) -> None:
         """A batch begins."""
+        return None  # by default, nothing to do
 
+    @abstractmethod
     def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
                         text: str) -> NoReturn:
         """The producer refused a record locally (it was never queued)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
                             exc: Refused) -> NoReturn:
         """A batch failed with `exc`, before its commit took anything."""
-        raise NotImplementedError
 
+    @abstractmethod
     def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
                         remaining: int) -> str | None:
         """Reports flushed (`remaining` unacknowledged): raise `Refused` if the batch cannot
         commit, or return the refusal whose predecessors are committed regardless."""
-        raise NotImplementedError
 
     def owner(self, lane: Lane) -> str:
         """Recorded with each position: the id the next owner must fence ("" for none)."""
         return ""
 
+    @abstractmethod
     def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
                refusal: str | None) -> None:
         """Commit the batch's positions `offsets` (its records and entries are sent)."""
-        raise NotImplementedError
 
     def abort(self, lane: Lane, producer: Producer) -> None:
         """Throw the failed batch away before it is read again."""
+        return None  # by default, nothing to do
 
     def abort_open(self, lane: Lane, producer: Producer) -> None:
         """After a failure of the lane: best effort, leave nothing open."""
+        return None  # by default, nothing to do
 
 
 class ExactlyOnce(Delivery):
