@@ -25,6 +25,8 @@ from ferry.spark.session import spark_conf
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ferry.config import Flow
+
 log = logging.getLogger(__name__)
 
 SCHEME = "sc://"
@@ -109,15 +111,16 @@ _kept: dict[str, SparkSession] = {}
 
 
 def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
-                    keep_session: bool = False) -> int:
+                    keep_session: bool = False, loaded: Flow | None = None) -> int:
     """The copy job of one plan file through the Connect server at `url`, in this process.
     Returns the exit code the spark-submit job would (0, 1 for a failed lane or a gap that
     fails the run, 2 for bad config); its lines go to stderr, as the job's do.
     `keep_session`: the session stays open for this process's next job (back-to-back
-    cycles); else it is closed (the server and its Spark stay warm either way)."""
+    cycles); else it is closed (the server and its Spark stay warm either way). `loaded`:
+    the flow as this process already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
-    flow = load_flow(config_path, flow_name)
+    flow = loaded or load_flow(config_path, flow_name)
     if flow is None:
         return 2
     spark = _kept.pop(url, None) or remote_session(url)

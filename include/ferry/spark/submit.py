@@ -8,9 +8,13 @@ import os
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ferry
 from ferry.spark.jars import cache_dir
+
+if TYPE_CHECKING:
+    from ferry.config import Flow
 
 JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
 # would shadow the standard library's `copy` module
@@ -89,19 +93,19 @@ def submit_env() -> dict[str, str]:
 
 
 def run_job(config_path: str, flow: str, plan_path: str, master: str,
-            keep_session: bool = False) -> int:
+            keep_session: bool = False, loaded: Flow | None = None) -> int:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
     stderr. Returns the job's exit code. `keep_session`: a Connect session stays open for
-    this process's next job."""
+    this process's next job; `loaded` spares it reading the config again."""
     import subprocess
 
     from ferry.errors import TerminalError
     from ferry.spark.connect import is_connect, run_connect_job
 
     if is_connect(master):
-        return run_connect_job(config_path, flow, plan_path, master, keep_session)
+        return run_connect_job(config_path, flow, plan_path, master, keep_session, loaded)
 
     command = submit_command(config_path, flow, plan_path, master)
     try:

@@ -297,7 +297,7 @@ def copy_chunks(config_path: str, flow: Flow, run: BackfillRun, master: str) -> 
     for index, path in enumerate(run.chunk_files, start=1):
         log.info("backfill %s: chunk %d/%d", run.run_id, index, len(run.chunk_files),
                  extra={"flow": flow.name})
-        code = run_job(config_path, flow.name, path, master)
+        code = run_job(config_path, flow.name, path, master, loaded=flow)
         if code != 0:
             log.error("backfill %s: chunk %d/%d failed (exit %d); run the same backfill "
                       "again to resume from what was committed", run.run_id, index,

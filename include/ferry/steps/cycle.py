@@ -196,7 +196,8 @@ def run(config_path: str, config: MirrorConfig, flow: Flow,
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": flow.name})
         result.copy_exit_code = run_job(str(Path(config_path).resolve()), flow.name,
-                                        planned.plan_path, cycle.master, keep_session)
+                                        planned.plan_path, cycle.master, keep_session,
+                                        loaded=flow)
         if not result.ok:
             return result
     result.recorded = cycle.record(planned.idle)
