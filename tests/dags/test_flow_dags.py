@@ -164,14 +164,19 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert "ferry copy job" not in idle["log"]
 
 
+def two_partitions_of(clusters: dict[str, str], topic: str, records: int) -> None:
+    """`topic` on the source, 2 partitions, `records` records spread over them."""
+    create_topic(clusters["source"], topic, 2)
+    produce(clusters["source"], topic, [(None, f"v{i}".encode(), i % 2)
+                                        for i in range(records)])
+
+
 @pytest.mark.integration
 @pytest.mark.spark
 def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_submit(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
 ) -> None:
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
-                                             for i in range(300)])
+    two_partitions_of(clusters, topic_name, 300)
     config = flow_config(tmp_path, clusters, topic_name)
     flow = config.enabled_flows[0]
     host, port = connect_url.removeprefix("sc://").split(":")
@@ -194,9 +199,7 @@ def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_sub
 def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
 ) -> None:
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
-                                             for i in range(200)])
+    two_partitions_of(clusters, topic_name, 200)
     config = flow_config(tmp_path, clusters, topic_name, "ferry.schedule = @continuous\n"
                          "ferry.continuous.run.seconds = 20\n"
                          f"ferry.spark.master = {connect_url}\n")
