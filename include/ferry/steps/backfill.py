@@ -35,7 +35,7 @@ from ferry.core.planner import Range, TopicPartition, Watermarks
 from ferry.errors import TerminalError, UsageError
 
 if TYPE_CHECKING:
-    from ferry.kafka.admin import Admin
+    from ferry.steps.ports import BackfillSource, BackfillTarget, SyncSource
 
 log = logging.getLogger(__name__)
 ROLE = "backfill"
@@ -105,7 +105,8 @@ def _topics(flow: Flow, pattern: str, mirrored: Mapping[str, int]) -> list[str]:
 
 
 def _resolve(bound: Bound, tps: list[TopicPartition], marks: Mapping[TopicPartition, Watermarks],
-             history: Mapping[TopicPartition, int], source: Any) -> dict[TopicPartition, int]:
+             history: Mapping[TopicPartition, int], source: BackfillSource
+             ) -> dict[TopicPartition, int]:
     """Offsets of one end of the window per partition. `earliest` reaches back to the
     oldest offset the destination ever held, so records lost to retention show as a gap."""
     if bound.kind == EARLIEST:
@@ -136,22 +137,23 @@ def _held(entries: list[MapEntry], exists: bool, marks: Watermarks | None) -> tu
 
 def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
                      master: str | None = None, apply: bool = True, *,
-                     source: Admin | None = None, target: Admin | None = None) -> BackfillRun:
+                     source: BackfillSource | None = None,
+                     target: BackfillTarget | None = None) -> BackfillRun:
     """Plan the backfill and (with `apply`) make it ready to copy: raises UsageError for a
     bad request and TerminalError for a refused plan or a gap under `on_gap=fail`.
     `source` and `target` default to the flow's clusters."""
     from ferry.core.internal import positions_group
     from ferry.core.lanes import cores_of, lane_count
     from ferry.core.sync.topics import mirrored_topics
-    from ferry.kafka.admin import Admin
     from ferry.steps.lookup import entries_and_claims
+    from ferry.steps.ports import KafkaCluster
 
     if request.on_gap not in ("fail", "continue"):
         raise UsageError(f"on_gap={request.on_gap!r}: give fail or continue")
     start = parse_bound(request.start, "from", start=True)
     end = parse_bound(request.end, "to", start=False)
-    source = source or Admin(flow.source_admin)
-    target = target or Admin(flow.target_admin)
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     source_topics = {t.name: t.partitions for t in source.topics().values()}
     mirrored = mirrored_topics(flow, source_topics)
     topics = _topics(flow, request.topics, mirrored)
@@ -170,7 +172,8 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     marks = source.watermarks(tps)
     # `earliest` reaches back to what was ever mirrored, also into a destination lost
     # since (its claims): what retention took meanwhile is a gap to report.
-    entries, claims = entries_and_claims(flow, topics, into=destinations.__getitem__)
+    entries, claims = entries_and_claims(flow, topics, into=destinations.__getitem__,
+                                         source=source, target=target)
     history = {TopicPartition(t, p): min(e.covered_start for e in found)
                for (t, p), found in claims.items() if found}
     starts = _resolve(start, tps, marks, history, source)
@@ -250,10 +253,9 @@ def _record_gaps(flow: Flow, run_id: str, plan: BackfillPlan, on_gap: str) -> No
 
 def _create_destinations(flow: Flow, run_id: str, destinations: Mapping[str, str],
                          source_topics: Mapping[str, int], target_topics: Mapping[str, int],
-                         source: Any, target: Any) -> None:
+                         source: SyncSource, target: BackfillTarget) -> None:
     """The flow's remote topics through the sync step (configs as a scheduled run would);
     named topics with the source's partition count; and the offset-map topic."""
-    from ferry.kafka.topology import create_plain_topics, ensure_offset_map_topic
     from ferry.steps.sync import sync_flow
 
     if any(d == flow.remote_topic(t) for t, d in destinations.items()):
@@ -261,10 +263,10 @@ def _create_destinations(flow: Flow, run_id: str, destinations: Mapping[str, str
                   steps=("topics",))
     named = {d: source_topics[t] for t, d in destinations.items()
              if d != flow.remote_topic(t) and d not in target_topics}
-    for name in create_plain_topics(flow, target, named):
+    for name in target.create_plain_topics(flow, named):
         log.info("created backfill topic %s on %s", name, flow.target,
                  extra={"flow": flow.name, "topic": name})
-    ensure_offset_map_topic(flow, target)
+    target.ensure_offset_map_topic(flow)
 
 
 def chunk_label(index: int, count: int, ranges: Sequence[Range]) -> str:

@@ -22,7 +22,7 @@ from ferry.core.sync.topics import TopicActions
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
-    from ferry.kafka.admin import Admin
+    from ferry.steps.ports import PlanSource, PlanTarget
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def limits_for(flow: Flow) -> Limits:
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             master: str | None = None, sync: bool = True, restore: bool = True, *,
-            source: Admin | None = None, target: Admin | None = None) -> Prepared:
+            source: PlanSource | None = None, target: PlanTarget | None = None) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
@@ -92,15 +92,14 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     `restore`, committed back into the positions group for the lanes. `source` and
     `target` default to the flow's clusters."""
     from ferry.core.lanes import cores_of, lane_count
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.identity import topic_ids
-    from ferry.kafka.lane import recorded_source_id
+    from ferry.kafka.lane_state import recorded_source_id
     from ferry.state import incidents
+    from ferry.steps.ports import KafkaCluster
     from ferry.steps.sync import sync_flow
 
     run_id = run_id or new_run_id()
-    source = source or Admin(flow.source_admin)
-    target = target or Admin(flow.target_admin)
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     report = sync_flow(flow, apply=apply, run_id=run_id, source=source, target=target,
                        steps=None if sync else ())
     topics = report.ready(flow)
@@ -110,7 +109,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     committed = target.committed(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
-    ids = topic_ids(source, topics)
+    ids = source.topic_ids(topics)
     recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
     try:
         check_identity(flow, ids, recorded)
@@ -122,10 +121,10 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
         raise
     positions = {tp: c[0] if c else None for tp, c in found.items()}
-    positions.update(_recover(flow, target, [tp for tp in tps if positions[tp] is None],
-                              restore, run_id))
+    positions.update(_recover(flow, source, target,
+                              [tp for tp in tps if positions[tp] is None], restore, run_id))
     result = plan(positions, marks, limits_for(flow))
-    remote_ids = topic_ids(target, {flow.remote_topic(t) for t in topics})
+    remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
                                 target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
                         for r in result.ranges), result.gaps)
@@ -168,18 +167,18 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         "then run again.")
 
 
-def _recover(flow: Flow, target: Admin, missing: list[TopicPartition],
-             restore: bool, run_id: str) -> dict[TopicPartition, int | None]:
+def _recover(flow: Flow, source: PlanSource, target: PlanTarget,
+             missing: list[TopicPartition], restore: bool, run_id: str
+             ) -> dict[TopicPartition, int | None]:
     """Positions of `missing` partitions that the offset map knows (G9)."""
     from ferry.state import incidents
     from ferry.steps import recovery
-    from ferry.steps.ports import KafkaCluster
 
     if not missing:
         return {}
-    found = recovery.recorded_positions(flow, missing)
+    found = recovery.recorded_positions(flow, missing, source=source, target=target)
     if restore and found:
-        recovery.restore(flow, found, target=KafkaCluster(flow.target_admin, admin=target))
+        recovery.restore(flow, found, target=target)
         incidents.record(flow, [
             incidents.Incident(incidents.POSITION_RESTORED, tp.topic, tp.partition,
                                f"restored {r.position} (run {r.run_id})")

@@ -21,6 +21,9 @@ from ferry.config.clients import ClientConfig
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.sync.acls import Acl
+from ferry.core.sync.configs import AlterTopicConfig, ReplaceTopicConfig, TopicConfig
+from ferry.core.sync.topics import TopicActions
 
 if TYPE_CHECKING:
     from ferry.kafka.admin import Admin, TopicInfo
@@ -155,6 +158,75 @@ class OffsetMapTarget(HasTopicIds, Protocol):
         ...
 
 
+class SyncSource(ListsTopics, Protocol):
+    """A cluster as the sync step reads it."""
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        """Every config entry of each topic, with where its value comes from."""
+        ...
+
+    def acls(self) -> list[Acl]:
+        """Every topic and group ACL. Raises `ferry.kafka.acls.NoAuthorizer` when the
+        cluster has no authorizer (its ACL API is disabled)."""
+        ...
+
+
+class SyncTarget(SyncSource, Protocol):
+    """The target as the sync step (and a backfill's destinations) change it."""
+
+    def apply_topology(self, flow: Flow, actions: TopicActions) -> None:
+        """Create missing remote topics and add partitions (an existing one is no error)."""
+        ...
+
+    def ensure_offset_map_topic(self, flow: Flow, existing: Collection[str] | None = None
+                                ) -> None:
+        """Create the flow's offset-map topic when missing (`existing`: just listed)."""
+        ...
+
+    def create_plain_topics(self, flow: Flow, partitions: dict[str, int]) -> list[str]:
+        """Create topics with the target's default configs; returns those created."""
+        ...
+
+    def alter_configs(self, changes: Iterable[AlterTopicConfig]) -> None:
+        """IncrementalAlterConfigs. Raises `ferry.kafka.configs.IncrementalUnsupported`
+        when the cluster does not implement it."""
+        ...
+
+    def replace_configs(self, replacements: Iterable[ReplaceTopicConfig]) -> None:
+        """AlterConfigs: each topic's non-default configs replaced whole."""
+        ...
+
+    def create_acls(self, acls: Iterable[Acl]) -> None:
+        """Raises `ferry.kafka.acls.NoAuthorizer` when the cluster has no authorizer."""
+        ...
+
+
+class PlanSource(SyncSource, ReadsWatermarks, HasTopicIds, Protocol):
+    """The source as a cycle's plan (`ferry.steps.mirror.prepare`) reads it."""
+
+
+class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, Protocol):
+    """The target as a cycle's plan reads and (syncing, restoring positions) changes it."""
+
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        """(offset, metadata) of `group` on `tps` (default: every partition)."""
+        ...
+
+
+class BackfillSource(PlanSource, Protocol):
+    def offsets_at(self, tps: Iterable[TopicPartition], time_ms: int
+                   ) -> dict[TopicPartition, int]:
+        """The first offset of each partition whose record time is at or after `time_ms`
+        (the end offset when there is none)."""
+        ...
+
+
+class BackfillTarget(SyncTarget, ReadsWatermarks, ReadsGroupOffsets, OffsetMapTarget,
+                     Protocol):
+    """The target as a backfill's plan reads it and its destinations are made."""
+
+
 class KafkaCluster:
     """One cluster through Ferry's Kafka adapters: every port above. The admin client is
     made on first use (reading records or appending needs none)."""
@@ -176,6 +248,10 @@ class KafkaCluster:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return self.admin.watermarks(tps)
+
+    def offsets_at(self, tps: Iterable[TopicPartition], time_ms: int
+                   ) -> dict[TopicPartition, int]:
+        return self.admin.offsets_at(tps, time_ms)
 
     def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
                   ) -> dict[tuple[str, int], tuple[int, str]]:
@@ -246,6 +322,47 @@ class KafkaCluster:
         from ferry.kafka.records import timestamp_at
 
         return timestamp_at(self.client, topic, partition, offset, group)
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        from ferry.kafka.configs import describe_topic_configs
+
+        return describe_topic_configs(self.admin, topics)
+
+    def acls(self) -> list[Acl]:
+        from ferry.kafka.acls import describe_acls
+
+        return describe_acls(self.admin)
+
+    def apply_topology(self, flow: Flow, actions: TopicActions) -> None:
+        from ferry.kafka.topology import apply_topology
+
+        apply_topology(flow, self.admin, actions)
+
+    def ensure_offset_map_topic(self, flow: Flow, existing: Collection[str] | None = None
+                                ) -> None:
+        from ferry.kafka.topology import ensure_offset_map_topic
+
+        ensure_offset_map_topic(flow, self.admin, existing)
+
+    def create_plain_topics(self, flow: Flow, partitions: dict[str, int]) -> list[str]:
+        from ferry.kafka.topology import create_plain_topics
+
+        return create_plain_topics(flow, self.admin, partitions)
+
+    def alter_configs(self, changes: Iterable[AlterTopicConfig]) -> None:
+        from ferry.kafka.configs import alter_incremental
+
+        alter_incremental(self.admin, changes)
+
+    def replace_configs(self, replacements: Iterable[ReplaceTopicConfig]) -> None:
+        from ferry.kafka.configs import alter_legacy
+
+        alter_legacy(self.admin, replacements)
+
+    def create_acls(self, acls: Iterable[Acl]) -> None:
+        from ferry.kafka.acls import create_acls
+
+        create_acls(self.admin, acls)
 
     def map_cursor(self, flow: Flow) -> MapCursor:
         from ferry.kafka.mapreader import map_cursor

@@ -22,7 +22,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import TopicPartition
-from ferry.steps.ports import PositionsTarget
+from ferry.steps.ports import HasTopicIds, OffsetMapTarget, PositionsTarget
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +57,20 @@ def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
             for tp, (_, entry) in latest.items()}
 
 
-def recorded_positions(flow: Flow, tps: Iterable[TopicPartition]
+def recorded_positions(flow: Flow, tps: Iterable[TopicPartition], *,
+                       source: HasTopicIds | None = None,
+                       target: OffsetMapTarget | None = None
                        ) -> dict[TopicPartition, Recorded]:
     """The offset map's positions of `tps` (those it knows), from the entries of the current
     topic incarnations: the Delta table's and the ones committed on the target's offset-map
-    topic that Delta does not hold yet."""
+    topic that Delta does not hold yet. `source` and `target` default to the flow's
+    clusters."""
     from ferry.steps.lookup import current_entries
 
     wanted = set(tps)
     if not wanted:
         return {}
-    found = current_entries(flow, {tp.topic for tp in wanted})
+    found = current_entries(flow, {tp.topic for tp in wanted}, source=source, target=target)
     entries = [pair for pairs in found.values() for pair in pairs]
     return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
 

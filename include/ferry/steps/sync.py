@@ -35,7 +35,7 @@ from ferry.core.sync.topics import TopicActions, diff_topics, mirrored_topics
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
-    from ferry.kafka.admin import Admin
+    from ferry.steps.ports import SyncSource, SyncTarget
 
 log = logging.getLogger(__name__)
 
@@ -126,17 +126,18 @@ def _remembered(flow: Flow) -> dict[str, bool]:
 
 
 def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
-              source: Admin | None = None, target: Admin | None = None,
+              source: SyncSource | None = None, target: SyncTarget | None = None,
               steps: Collection[str] | None = None) -> SyncReport:
     """Bring the target in step with the source (or, without `apply`, report what would
     change). `force` runs every enabled step whatever its interval; `steps` limits which
-    steps may run (none: only read both clusters' topics)."""
+    steps may run (none: only read both clusters' topics). `source` and `target` default
+    to the flow's clusters."""
     from ferry.core.tables import StatePaths
-    from ferry.kafka.admin import Admin
     from ferry.state.reader import last_steps
+    from ferry.steps.ports import KafkaCluster
 
-    source = source or Admin(flow.source_admin)
-    target = target or Admin(flow.target_admin)
+    source = source or KafkaCluster(flow.source_admin)
+    target = target or KafkaCluster(flow.target_admin)
     now = datetime.now(UTC)
     wanted = STEPS if steps is None else tuple(steps)
     last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
@@ -175,35 +176,27 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     return report
 
 
-def _sync_topics(flow: Flow, source: Admin, target: Admin, mirrored: Mapping[str, int],
-                 source_topics: dict[str, int], target_topics: dict[str, int],
-                 apply: bool) -> TopicActions:
-    from ferry.kafka.configs import describe_topic_configs
-    from ferry.kafka.topology import apply_topology, ensure_offset_map_topic
-
+def _sync_topics(flow: Flow, source: SyncSource, target: SyncTarget,
+                 mirrored: Mapping[str, int], source_topics: dict[str, int],
+                 target_topics: dict[str, int], apply: bool) -> TopicActions:
     missing = [t for t in mirrored if flow.remote_topic(t) not in target_topics]
-    actions = diff_topics(flow, source_topics, target_topics,
-                          describe_topic_configs(source, missing))
+    actions = diff_topics(flow, source_topics, target_topics, source.topic_configs(missing))
     if apply:
-        apply_topology(flow, target, actions)
-        ensure_offset_map_topic(flow, target, target_topics)
+        target.apply_topology(flow, actions)
+        target.ensure_offset_map_topic(flow, target_topics)
     return actions
 
 
-def _sync_configs(flow: Flow, source: Admin, target: Admin, remotes: dict[str, str],
-                  apply: bool, warnings: list[str]) -> tuple[str, tuple[ConfigChange, ...]]:
+def _sync_configs(flow: Flow, source: SyncSource, target: SyncTarget,
+                  remotes: dict[str, str], apply: bool, warnings: list[str]
+                  ) -> tuple[str, tuple[ConfigChange, ...]]:
     """(the API used, the changes) for topics present on both sides (MM2's rule)."""
-    from ferry.kafka.configs import (
-        IncrementalUnsupported,
-        alter_incremental,
-        alter_legacy,
-        describe_topic_configs,
-    )
+    from ferry.kafka.configs import IncrementalUnsupported
 
     if not remotes:
         return first_api(flow.use_incremental_alter_configs), ()
-    source_configs = describe_topic_configs(source, remotes)
-    target_configs = describe_topic_configs(target, remotes.values())
+    source_configs = source.topic_configs(remotes)
+    target_configs = target.topic_configs(remotes.values())
     mode = flow.use_incremental_alter_configs
     api = first_api(mode)
     if api == "incremental":
@@ -211,7 +204,7 @@ def _sync_configs(flow: Flow, source: Admin, target: Admin, remotes: dict[str, s
         if not apply:
             return api, tuple(changes)
         try:
-            alter_incremental(target, changes)
+            target.alter_configs(changes)
             return api, tuple(changes)
         except IncrementalUnsupported:
             api = fallback_api(mode) or ""
@@ -227,17 +220,17 @@ def _sync_configs(flow: Flow, source: Admin, target: Admin, remotes: dict[str, s
             log.warning(warnings[-1], extra={"flow": flow.name})
     replacements = diff_legacy(flow, source_configs, target_configs)
     if apply:
-        alter_legacy(target, replacements)
+        target.replace_configs(replacements)
     return api, tuple(replacements)
 
 
-def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
+def _sync_acls(flow: Flow, source: SyncSource, target: SyncTarget, apply: bool,
                warnings: list[str]) -> tuple[AclActions | None, str]:
     """(the ACL actions, "") or (None, why the step was skipped)."""
-    from ferry.kafka.acls import NoAuthorizer, create_acls, describe_acls
+    from ferry.kafka.acls import NoAuthorizer
 
     try:
-        source_acls = describe_acls(source)
+        source_acls = source.acls()
     except NoAuthorizer:
         log.info("ACL sync skipped: %s has no authorizer, so no ACLs to copy", flow.source,
                  extra={"flow": flow.name})
@@ -248,7 +241,7 @@ def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
     no_authorizer = (f"ACL sync skipped: cluster {flow.target} has no authorizer (its ACL "
                      "API is disabled); set sync.topic.acls.enabled=false if that is intended")
     try:
-        target_acls = describe_acls(target)
+        target_acls = target.acls()
     except NoAuthorizer:
         warnings.append(no_authorizer)
         log.warning(no_authorizer, extra={"flow": flow.name})
@@ -260,7 +253,7 @@ def _sync_acls(flow: Flow, source: Admin, target: Admin, apply: bool,
         log.info("ACL not copied: %s: %s", acl.describe(), why, extra={"flow": flow.name})
     if apply:
         try:
-            create_acls(target, actions.create)
+            target.create_acls(actions.create)
         except NoAuthorizer:
             # Kafka answers DescribeAcls without an authorizer with an error librdkafka
             # drops (an empty list), so the missing authorizer shows only here.

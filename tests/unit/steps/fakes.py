@@ -1,8 +1,8 @@
 """In-memory stand-ins for the clusters, as the steps see them (`ferry.steps.ports`).
 
-Each fake holds what a cluster would (topics, watermarks, groups, MM2's topics, topic IDs,
-the offset-map topic) and records what a step changed, so a test states a cluster, runs a
-step and reads the cluster back. They fake Ferry's own ports, not confluent-kafka.
+Each fake holds what a cluster would (topics, configs, ACLs, watermarks, groups, MM2's
+topics, topic IDs, the offset-map topic) and records what a step changed, so a test states
+a cluster, runs a step and reads the cluster back. They fake Ferry's own ports, not confluent-kafka.
 """
 
 from __future__ import annotations
@@ -12,9 +12,20 @@ from dataclasses import dataclass, field
 
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
+from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.sync.acls import Acl
+from ferry.core.sync.configs import (
+    AlterTopicConfig,
+    ConfigValue,
+    ReplaceTopicConfig,
+    TopicConfig,
+)
+from ferry.core.sync.topics import TopicActions
+from ferry.kafka.acls import NoAuthorizer
 from ferry.kafka.admin import TopicInfo
+from ferry.kafka.configs import IncrementalUnsupported
 from ferry.kafka.mapreader import MapCursor
 from ferry.kafka.mm2topics import Record
 
@@ -41,6 +52,15 @@ class FakeCluster:
     cursor: MapCursor = field(default_factory=lambda: MapCursor("map-id", -1, False))
     map_topic: list[tuple[int, MapEntry]] = field(default_factory=list)
     """The offset-map topic's committed entries, (topic offset, entry)."""
+    configs: dict[str, dict[str, ConfigValue]] = field(default_factory=dict)
+    """Topic -> its config entries, as DescribeConfigs answers them."""
+    acl_list: list[Acl] | None = field(default_factory=list)
+    """The cluster's ACLs; None: it has no authorizer."""
+    incremental: bool = True
+    """Whether the cluster implements IncrementalAlterConfigs."""
+    created: list[str] = field(default_factory=list)
+    """Topics created, in order (remote, offset-map and plain topics)."""
+    config_changes: list[AlterTopicConfig | ReplaceTopicConfig] = field(default_factory=list)
     ensured: list[tuple[str, int, str]] = field(default_factory=list)
     altered: list[tuple[str, list[tuple[str, int, int, str]]]] = field(default_factory=list)
     timestamps_read: list[tuple[str, int, int]] = field(default_factory=list)
@@ -57,6 +77,66 @@ class FakeCluster:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: self.marks[tp] for tp in tps}
+
+    def offsets_at(self, tps: Iterable[TopicPartition], time_ms: int
+                   ) -> dict[TopicPartition, int]:
+        found = {}
+        for tp in tps:
+            times = self.stamps.get((tp.topic, tp.partition), {})
+            later = sorted(o for o, t in times.items() if t >= time_ms)
+            found[tp] = later[0] if later else self.marks[tp].high
+        return found
+
+    def _create(self, name: str, partitions: int, configs: Mapping[str, str]) -> bool:
+        if name in self.partitions:
+            return False
+        self.topic(name, *[0] * partitions)
+        self.configs[name] = {k: ConfigValue(v) for k, v in configs.items()}
+        self.created.append(name)
+        return True
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        return {t: dict(self.configs.get(t, {})) for t in sorted(set(topics))}
+
+    def acls(self) -> list[Acl]:
+        if self.acl_list is None:
+            raise NoAuthorizer(self.cluster)
+        return list(self.acl_list)
+
+    def apply_topology(self, flow: Flow, actions: TopicActions) -> None:
+        for c in actions.create:
+            self._create(c.name, c.partitions, c.configs)
+        for g in actions.grow:
+            for p in range(self.partitions[g.name], g.to_partitions):
+                self.marks[TopicPartition(g.name, p)] = Watermarks(0, 0)
+            self.partitions[g.name] = g.to_partitions
+
+    def ensure_offset_map_topic(self, flow: Flow, existing: Collection[str] | None = None
+                                ) -> None:
+        self._create(offset_map_topic(flow), 1, {"retention.ms": "-1"})
+
+    def create_plain_topics(self, flow: Flow, partitions: dict[str, int]) -> list[str]:
+        return [name for name, n in partitions.items() if self._create(name, n, {})]
+
+    def alter_configs(self, changes: Iterable[AlterTopicConfig]) -> None:
+        if not self.incremental:
+            raise IncrementalUnsupported(self.cluster)
+        for change in changes:
+            self.config_changes.append(change)
+            entries = self.configs.setdefault(change.topic, {})
+            entries.update({k: ConfigValue(v) for k, v in change.set})
+            for key in change.delete:
+                entries.pop(key, None)
+
+    def replace_configs(self, replacements: Iterable[ReplaceTopicConfig]) -> None:
+        for change in replacements:
+            self.config_changes.append(change)
+            self.configs[change.topic] = {k: ConfigValue(v) for k, v in change.configs}
+
+    def create_acls(self, acls: Iterable[Acl]) -> None:
+        if self.acl_list is None:
+            raise NoAuthorizer(self.cluster)
+        self.acl_list.extend(acls)
 
     def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
                   ) -> dict[tuple[str, int], tuple[int, str]]:

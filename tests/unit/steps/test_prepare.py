@@ -1,0 +1,192 @@
+"""A cycle's plan (`prepare`) and a backfill's (`prepare_backfill`) against in-memory
+clusters: what each reads, what it changes on the target, and what it refuses. Exactness of
+the copies that follow: `tests/integration/test_lane.py` and `test_exactness.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from ferry.config import Flow, MirrorConfig
+from ferry.core import plan_file
+from ferry.core.internal import positions_group
+from ferry.core.planner import Range, TopicPartition, Watermarks
+from ferry.core.tables import StatePaths
+from ferry.errors import TerminalError, UsageError
+from ferry.kafka.lane_state import position_metadata
+from ferry.state.reader import rows
+from ferry.steps.backfill import BackfillRequest, prepare_backfill
+from ferry.steps.mirror import SourceRecreatedError, prepare
+from tests.unit.steps.fakes import FakeCluster, entry
+
+MAP_TOPIC = "ferry-offset-map.A.internal"
+GROUP = "__ferry-positions.A"
+
+
+@pytest.fixture
+def flow(config: MirrorConfig) -> Flow:
+    assert positions_group(config.flow("A->B")) == GROUP
+    return config.flow("A->B")
+
+
+def source() -> FakeCluster:
+    """orders: partition 0 holds offsets 0-4, partition 1 nothing, partition 2 0-6."""
+    return FakeCluster("A", ids={"orders": "s1"}).topic("orders", 5, 0, 7)
+
+
+def mirrored_target() -> FakeCluster:
+    """A.orders exists (3 partitions, ID t1) with the offset-map topic."""
+    return FakeCluster("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
+        .topic(MAP_TOPIC, 0)
+
+
+def committed(target: FakeCluster, partition: int, offset: int, source_id: str = "s1"
+              ) -> None:
+    target.groups.setdefault(GROUP, {})[("A.orders", partition)] = (
+        offset, position_metadata(offset, "ferry.A->B.lane-0-of-1", source_id))
+
+
+def spans(ranges: Iterable[Range]) -> list[tuple[str, int, int, int]]:
+    return [(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+
+# -- a cycle's plan --------------------------------------------------------------------------
+
+def test_a_first_cycle_creates_the_remote_topics_then_plans_every_partition_from_its_start(
+    flow: Flow
+) -> None:
+    target = FakeCluster("B", ids={"A.orders": "t1"})
+
+    prepared = prepare(flow, run_id="r1", master="local[2]", source=source(), target=target)
+
+    assert target.created == ["A.orders", MAP_TOPIC]
+    assert spans(prepared.plan.copies) == [("orders", 0, 0, 5), ("orders", 2, 0, 7)]
+    assert {(r.source_id, r.target_id) for r in prepared.plan.copies} == {("s1", "t1")}
+    assert set(prepared.positions.values()) == {None}
+    assert (prepared.lanes, prepared.run_id) == (2, "r1")
+
+
+def test_a_dry_run_plans_as_after_the_sync_and_changes_nothing(flow: Flow) -> None:
+    target = FakeCluster("B")
+
+    prepared = prepare(flow, apply=False, master="local[1]", source=source(), target=target)
+
+    assert target.created == [] and target.altered == []
+    assert [c.name for c in prepared.topology.create] == ["A.orders"]
+    assert spans(prepared.plan.copies) == [("orders", 0, 0, 5), ("orders", 2, 0, 7)]
+
+
+def test_a_cycle_continues_from_the_positions_committed_on_the_target(flow: Flow) -> None:
+    target = mirrored_target()
+    committed(target, 0, 3)
+    committed(target, 2, 7)
+
+    prepared = prepare(flow, master="local[1]", source=source(), target=target)
+
+    assert spans(prepared.plan.copies) == [("orders", 0, 3, 5)]
+    assert prepared.positions[prepared.plan.copies[0].tp] == 3
+    assert target.created == []
+
+
+def test_positions_of_a_recreated_source_topic_refuse_the_plan_and_record_an_incident(
+    flow: Flow, state_dir: Path
+) -> None:
+    target = mirrored_target()
+    committed(target, 0, 3, source_id="s0")  # counted offsets of the topic's earlier life
+
+    with pytest.raises(SourceRecreatedError, match="deleted and created again"):
+        prepare(flow, run_id="r9", source=source(), target=target)
+
+    found = rows(StatePaths(str(state_dir)).incidents, "A->B")
+    assert [(r["topic"], r["partition"], r["run_id"]) for r in found] == [("orders", 0, "r9")]
+    assert target.altered == []
+
+
+@pytest.mark.parametrize("restore", [True, False], ids=["committed-back", "only-planned"])
+def test_an_expired_position_is_taken_from_the_offset_map(flow: Flow, restore: bool) -> None:
+    # Kafka expired the group's offset of partition 0; the offset-map topic says 0-3 went
+    target = mirrored_target()
+    target.map_topic = [(0, entry("orders", 0, (0, 4), [(0, 0, 4)], source_id="s1",
+                                  target_id="t1"))]
+
+    prepared = prepare(flow, master="local[1]", restore=restore, source=source(),
+                       target=target)
+
+    assert spans(prepared.plan.copies) == [("orders", 0, 4, 5), ("orders", 2, 0, 7)]
+    restored = [(GROUP, [("A.orders", 0, 4, position_metadata(4))])]
+    assert target.altered == (restored if restore else [])
+
+
+# -- a backfill's plan -----------------------------------------------------------------------
+
+def test_a_backfill_into_a_topic_of_its_own_creates_it_and_writes_one_plan_per_chunk(
+    flow: Flow
+) -> None:
+    target = mirrored_target()
+    request = BackfillRequest(target_topic="replay.{topic}", chunk_records=4)
+
+    run = prepare_backfill(flow, request, "bf1", master="local[1]", source=source(),
+                           target=target)
+
+    assert target.created == ["replay.orders"]
+    assert target.partitions["replay.orders"] == 3
+    chunks = [plan_file.read(path) for path in run.chunk_files]
+    assert [spans(c.ranges) for c in chunks] == [
+        [("orders", 0, 0, 4), ("orders", 2, 0, 4)], [("orders", 0, 4, 5), ("orders", 2, 4, 7)]]
+    assert {(c.role, c.flow) for c in chunks} == {("backfill", "A->B")}
+    assert run.destinations == {"orders": "replay.orders"}
+
+
+def test_a_backfill_dry_run_creates_and_writes_nothing(flow: Flow) -> None:
+    target = mirrored_target()
+
+    run = prepare_backfill(flow, BackfillRequest(target_topic="replay"), "bf2", apply=False,
+                           source=source(), target=target)
+
+    assert (run.chunk_files, target.created) == ((), [])
+    assert run.plan.span == 12
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "says"),
+    [
+        (BackfillRequest(topics="ord(ers"), UsageError, "not a regular expression"),
+        (BackfillRequest(topics="payments"), UsageError, "matches none of the topics"),
+        (BackfillRequest(target_topic="__replay"), UsageError, "internal by MM2's rules"),
+        (BackfillRequest(on_gap="skip"), UsageError, "give fail or continue"),
+        (BackfillRequest(start="yesterday"), UsageError, "from"),
+        (BackfillRequest(target_topic="narrow"), TerminalError, "fewer than orders's 3"),
+    ],
+    ids=["bad-regex", "no-topic-matches", "internal-destination", "bad-on-gap", "bad-bound",
+         "destination-with-fewer-partitions"],
+)
+def test_a_backfill_that_cannot_be_planned_is_refused_before_anything_is_written(
+    flow: Flow, request_: BackfillRequest, error: type[Exception], says: str
+) -> None:
+    target = mirrored_target().topic("narrow", 0)
+
+    with pytest.raises(error, match=says):
+        prepare_backfill(flow, request_, "bf3", source=source(), target=target)
+    assert target.created == []
+
+
+def test_a_backfill_reaching_back_past_retention_reports_the_gap_and_copies_nothing(
+    flow: Flow, state_dir: Path
+) -> None:
+    # "replay" once held 0-4 of partition 0 (deleted since); retention has taken 0-2
+    src = source()
+    src.marks[TopicPartition("orders", 0)] = Watermarks(3, 5)
+    target = mirrored_target()
+    target.map_topic = [(0, entry("orders", 0, (0, 5), [(0, 0, 5)], target="replay",
+                                  source_id="s1", target_id="r0"))]
+    request = BackfillRequest(target_topic="replay")
+
+    with pytest.raises(TerminalError, match="deleted by retention"):
+        prepare_backfill(flow, request, "bf4", source=src, target=target)
+
+    gaps = rows(StatePaths(str(state_dir)).gaps, "A->B")
+    assert [(g["topic"], g["partition"], g["gap_start"], g["gap_end"]) for g in gaps] \
+        == [("orders", 0, 0, 3)]
+    assert target.created == []
