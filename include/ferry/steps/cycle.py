@@ -19,6 +19,7 @@ from typing import Any
 
 from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
+from ferry.core.sync.schedule import PACED, Pace, interval_of
 from ferry.steps.mirror import Prepared, new_run_id, prepare
 
 log = logging.getLogger(__name__)
@@ -68,23 +69,42 @@ class Cycle:
     """The steps of one run of `flow` (`run_id` tags everything they record)."""
 
     def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
-                 master: str | None = None) -> None:
+                 master: str | None = None, pace: Pace | None = None) -> None:
+        """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
+        where every step runs when its config says)."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
+        self.pace = pace
+
+    def _paced(self, step: str) -> bool:
+        """Whether `step` runs now; marks it run when it does."""
+        if self.pace is None:
+            return True
+        now = time.monotonic()
+        if not self.pace.due(step, interval_of(self.flow, step), now):
+            return False
+        self.pace.ran(step, now)
+        return True
 
     def heartbeat(self) -> list[str]:
         """Write the flow's heartbeat (when `emit.heartbeats.enabled`): source->target."""
         from ferry.steps.heartbeats import emit
 
+        if not self._paced("heartbeats"):
+            return []
         return [f"{b.source}->{b.target}" for b in emit([self.flow])]
 
     def sync(self) -> dict[str, Any]:
         """Topics, partitions, configs and ACLs, each step when its interval is due."""
+        from ferry.core.sync.schedule import STEPS
         from ferry.steps.sync import sync_flow
 
-        report = sync_flow(self.flow, apply=True, run_id=self.run_id)
-        return {"steps": dict(report.steps), "changes": report.lines(),
+        paced = {s: Pace.why_not(interval_of(self.flow, s)) for s in STEPS
+                 if s in PACED and not self._paced(s)}
+        report = sync_flow(self.flow, apply=True, run_id=self.run_id,
+                           steps=[s for s in STEPS if s not in paced])
+        return {"steps": dict(report.steps) | paced, "changes": report.lines(),
                 "warnings": list(report.warnings), "topics": len(report.mirrored)}
 
     def plan(self) -> Planned:
@@ -133,6 +153,8 @@ class Cycle:
         from ferry.steps.checkpoints import due, reverse_of
         from ferry.steps.checkpoints import run as translate
 
+        if not self._paced("checkpoints"):
+            return {"ran": False, "why": Pace.why_not(self.flow.emit_checkpoints)}
         state = due(self.flow)
         if state != DUE:
             return {"ran": False, "why": state}
@@ -180,13 +202,15 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 
 
 def run(config_path: str, config: MirrorConfig, flow: Flow,
-        master: str | None = None, keep_session: bool = False) -> CycleResult:
+        master: str | None = None, keep_session: bool = False,
+        pace: Pace | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through spark-submit (its output to stderr); when it fails, the run stops there, as the
-    DAG's record and checkpoints tasks do not run after a failed copy."""
+    DAG's record and checkpoints tasks do not run after a failed copy. `pace`: see
+    `Cycle`."""
     from ferry.spark.submit import run_job
 
-    cycle = Cycle(config, flow, master=master)
+    cycle = Cycle(config, flow, master=master, pace=pace)
     result = CycleResult(flow.name, cycle.run_id)
     result.heartbeats = cycle.heartbeat()
     result.sync = cycle.sync()
@@ -214,15 +238,18 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
     checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
     `stop()`), a started cycle always finished. `on_cycle(result, seconds)` after each.
     Stops at the first failed cycle and returns it; else returns the last one (None when
-    none ran). A Spark Connect session stays open across cycles."""
+    none ran). A Spark Connect session stays open across cycles. Heartbeats, config and ACL
+    sync and checkpoints run at their intervals (`Pace`), not at every cycle."""
     from ferry.spark.connect import close_sessions
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
+    pace = Pace()
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
-            last = run(config_path, config, flow, master=master, keep_session=True)
+            last = run(config_path, config, flow, master=master, keep_session=True,
+                       pace=pace)
             on_cycle(last, time.monotonic() - started)
             if not last.ok:
                 return last

@@ -9,11 +9,14 @@ Steps: `topics` (remote topics and partitions; `refresh.topics.*`), `configs`
   that old. Left at MM2's default, the step runs every run (a run is a fresh look; the
   default 600 s would hide a new topic for ten minutes).
 - `force` (the `ferry sync` command) runs every step that is on, whatever the interval.
+- A long-running loop (continuous mode) paces the costly steps in-process (`Pace`): each
+  runs at its interval, set or default, as in a long-running MM2.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ferry.config import Flow, Interval
@@ -28,7 +31,13 @@ def _interval(flow: Flow, step: str) -> tuple[Interval, str]:
         "configs": (flow.sync_topic_configs, "sync.topic.configs"),
         "acls": (flow.sync_topic_acls, "sync.topic.acls"),
         "checkpoints": (flow.emit_checkpoints, "emit.checkpoints"),
+        "heartbeats": (flow.emit_heartbeats, "emit.heartbeats"),
     }[step]
+
+
+def interval_of(flow: Flow, step: str) -> Interval:
+    """The interval of a sync step, `checkpoints` or `heartbeats` (MM2's keys)."""
+    return _interval(flow, step)[0]
 
 
 def due_steps(flow: Flow, last: Mapping[str, datetime], now: datetime,
@@ -53,3 +62,34 @@ def due_steps(flow: Flow, last: Mapping[str, datetime], now: datetime,
             result[step] = (f"not due until {next_at.isoformat(timespec='seconds')} "
                             f"({key}.interval.seconds={interval.seconds})")
     return result
+
+
+PACED = ("heartbeats", "configs", "acls", "checkpoints")
+"""The steps a long-running loop runs at their interval, not at every cycle. Topics are
+not among them: a cycle lists both clusters' topics to plan anyway, so a new topic or
+partition is mirrored within a cycle, where a long-running MM2 waits up to
+`refresh.topics.interval.seconds`."""
+
+
+@dataclass
+class Pace:
+    """When a long-running loop (`ferry mirror --continuous`, the `@continuous` DAG) last
+    ran each paced step in this process. Cycles there are seconds apart, so each step runs
+    at its interval as in a long-running MM2 (`emit.heartbeats.interval.seconds`,
+    `sync.topic.configs.interval.seconds`, `sync.topic.acls.interval.seconds`,
+    `emit.checkpoints.interval.seconds`, set or MM2's default), where a scheduled run,
+    minutes apart, runs each at every run. Pure: the caller gives the (monotonic) time."""
+
+    last: dict[str, float] = field(default_factory=dict)
+
+    def due(self, step: str, interval: Interval, now: float) -> bool:
+        """Whether `step` runs in this cycle. An inactive step is left to say why itself."""
+        before = self.last.get(step)
+        return not interval.active or before is None or now - before >= interval.seconds
+
+    def ran(self, step: str, now: float) -> None:
+        self.last[step] = now
+
+    @staticmethod
+    def why_not(interval: Interval) -> str:
+        return f"not due (every {interval.seconds}s in a long-running loop)"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, load_config
-from ferry.core.sync.schedule import DUE, due_steps
+from ferry.core.sync.schedule import DUE, PACED, Pace, due_steps, interval_of
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
@@ -60,3 +60,34 @@ def test_topics_are_created_once_even_with_refresh_off(tmp_path: Path) -> None:
     f = flow(tmp_path, "refresh.topics.enabled = false\n")
     assert due_steps(f, {}, NOW)["topics"] == DUE
     assert due_steps(f, {"topics": NOW}, NOW)["topics"].startswith("off")
+
+
+@pytest.mark.parametrize(
+    ("step", "extra", "ago", "due"),
+    [
+        ("heartbeats", "", None, True),
+        ("heartbeats", "", 0.5, False),
+        ("heartbeats", "", 1.0, True),
+        ("configs", "", 599, False),
+        ("configs", "", 600, True),
+        ("acls", "sync.topic.acls.interval.seconds = 5\n", 5, True),
+        ("checkpoints", "", 59, False),
+        ("checkpoints", "emit.checkpoints.enabled = false\n", 1, True),
+    ],
+    ids=["first-cycle", "heartbeat-within-its-1s-default", "heartbeat-after-1s",
+         "configs-within-mm2s-600s-default", "configs-after-600s", "an-interval-you-set",
+         "checkpoints-within-their-60s-default", "an-inactive-step-says-why-itself"],
+)
+def test_a_long_running_loop_runs_each_paced_step_at_its_interval(
+    tmp_path: Path, step: str, extra: str, ago: float | None, due: bool
+) -> None:
+    f = flow(tmp_path, extra)
+    pace = Pace()
+    if ago is not None:
+        pace.ran(step, 1000.0)
+    assert pace.due(step, interval_of(f, step), 1000.0 + (ago or 0)) is due
+
+
+def test_topics_are_not_paced_so_a_new_topic_is_found_within_a_cycle() -> None:
+    assert "topics" not in PACED
+    assert set(PACED) == {"heartbeats", "configs", "acls", "checkpoints"}
