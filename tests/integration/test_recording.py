@@ -4,6 +4,7 @@ many runs find it."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,3 +64,30 @@ def test_a_gap_that_every_run_finds_again_is_recorded_once(
     recorded = rows(StatePaths(flow.ferry.state_dir).gaps, flow.name)
     assert [(r["run_id"], r["gap_start"], r["gap_end"], r["records"]) for r in recorded] == [
         ("run-1", 10, 25, 15)]
+
+
+def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a run copied, its entries committed on the target, and its own runs append
+    # (which runs beside the offset map's) failed
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(30)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "runs-append-failed")
+    paths = StatePaths(flow.ferry.state_dir)
+    failed: Future[bool] = Future()
+    failed.set_exception(RuntimeError("the runs table could not be written"))
+
+    # when: the offset map is recorded
+    mapped = record_offset_map(spark, flow, paths, runs=failed)
+
+    # then: the run's rows were rebuilt from its entries instead
+    assert mapped == 2
+    assert sorted((r["run_id"], r["partition"], r["records"])
+                  for r in rows(paths.runs, flow.name)) == [
+        ("runs-append-failed", 0, 15), ("runs-append-failed", 1, 15)]
+    # and with nothing left to record, the failed append is the job's error
+    with pytest.raises(RuntimeError, match="could not be written"):
+        record_offset_map(spark, flow, paths, runs=failed)

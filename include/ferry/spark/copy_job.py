@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
@@ -118,12 +119,17 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
 
 
 def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
-                      after: int | None = None) -> int:
+                      after: int | None = None, *, runs: Future[bool] | None = None) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
     two jobs record at the same time (a retried task beside its first attempt): each
-    append is a Delta idempotent write versioned by the highest topic offset it holds."""
+    append is a Delta idempotent write versioned by the highest topic offset it holds.
+
+    `runs`: this job's own `runs` append, running beside this one (two tables, no
+    conflict); it is waited for before the runs rows are checked. When it failed, this
+    job's runs are rebuilt from their entries like a dead job's, and its error is raised
+    only if that did not record them: a failed append loses no history."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_cursor, read_entries
     from ferry.state.reader import rows as read_rows
@@ -133,19 +139,37 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
         after = cursor.after
     topic = offset_map_topic(flow)
     found = list(read_entries(flow, after))
-    if not found:
-        return 0
-    version = max(offset for offset, _ in found)
-    rows = [offset_map_row(entry, topic, offset, cursor.topic_id) for offset, entry in found]
-    # One writer id per offset-map topic incarnation: a recreated topic starts at offset 0.
-    app = f"{flow.name}.{cursor.topic_id}"
-    if not _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
-                   once=(f"ferry.offset_map.{app}", version)):
-        return 0
-    recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
-    _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
-            RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
-    return len(rows)
+    appended = False
+    if found:
+        version = max(offset for offset, _ in found)
+        rows = [offset_map_row(entry, topic, offset, cursor.topic_id)
+                for offset, entry in found]
+        # One writer id per offset-map topic incarnation: a recreated topic starts at 0.
+        app = f"{flow.name}.{cursor.topic_id}"
+        appended = _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
+                           once=(f"ferry.offset_map.{app}", version))
+    failed = _outcome(runs)
+    if appended:
+        recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
+        _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
+                RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
+    if failed is not None:
+        if appended:
+            log.warning("the runs append failed (%s); the runs were rebuilt from their "
+                        "offset-map entries instead", failed, extra={"flow": flow.name})
+        else:
+            raise failed
+    return len(found) if appended else 0
+
+
+def _outcome(future: Future[bool] | None) -> Exception | None:
+    """Wait for `future`; its exception, or None when it succeeded (or there is none)."""
+    try:
+        if future is not None:
+            future.result()
+    except Exception as exc:  # reported by the caller, after the offset map is recorded
+        return exc
+    return None
 
 
 def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
@@ -173,8 +197,10 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
         task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
                        plan.role, plan.lanes)
         runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
-        _append(spark, runs, RUNS_DDL, paths.runs)
-    mapped = record_offset_map(spark, flow, paths)
+    # The two appends go to two tables: side by side, each cycle pays for one.
+    with ThreadPoolExecutor(1, thread_name_prefix="ferry-runs") as pool:
+        appended = pool.submit(_append, spark, runs, RUNS_DDL, paths.runs)
+        mapped = record_offset_map(spark, flow, paths, runs=appended)
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
                      if r["outcome"] == "failed"})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
