@@ -10,23 +10,38 @@ alone (records / the slowest lane's time, from the runs table) and the whole cyc
 
 Then the same backlog through a warm Spark: a local Spark Connect server (`ferry spark
 up`), warmed by one small cycle of another flow, mirrors it as a second flow (its own
-remote topic); its whole cycle and an idle cycle are printed beside the spark-submit ones.
+remote topic); its whole cycle and an idle cycle are printed beside the spark-submit ones,
+and the idle cycles of `ferry mirror --continuous` (one process, cycles back to back).
+
+Last, the peers in the same run: the bare transactional copy loop (confluent-kafka, one
+process per lane, 50k-record transactions, no bookkeeping) and MirrorMaker 2 (dedicated
+mode, JVM start included, until the last record is on the target), and the ratios the
+targets are stated in.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    bare_copy,
     consume,
     create_topic,
+    end_offsets,
     ferry_mirror,
     local_clusters,
+    mm2_dedicated,
     produce,
     rate,
     write_config,
@@ -69,13 +84,49 @@ def main() -> int:
               f"cycle / smaller limit = {limit / cycle_s:.0%}")
         idle_s, idle = ferry_mirror(config)
         print(f"  idle cycle                 {idle_s:.1f} s (idle={idle['idle']}, target < 5 s)")
-        warm_cycle(Path(tmp), clusters, n, size, args.lanes, cycle_s)
+        warm_s = warm_cycle(Path(tmp), clusters, n, size, args.lanes, cycle_s)
+        bare_s = bare_copy(clusters, "bench", "bench-bare", parts, n, processes=args.lanes)
+        print(f"  bare transactional loop    {rate(n, size, bare_s)}")
+        mm2_s = mirror_maker(Path(tmp), clusters, n, parts)
+        print(f"  MirrorMaker 2 (dedicated)  {rate(n, size, mm2_s)}")
+        print(f"  copy alone / bare loop = {bare_s / lane_s:.2f} (target >= 0.85); "
+              f"MM2 time / warm cycle = {mm2_s / warm_s:.2f}x (target >= 3x); "
+              f"MM2 time / spark-submit cycle = {mm2_s / cycle_s:.2f}x (target >= 2x)")
     return 0
 
 
+def mirror_maker(tmp: Path, clusters: dict[str, str], n: int, partitions: int) -> float:
+    """Seconds from MM2's start until all `n` records are on its remote topic."""
+    started = time.monotonic()
+    process = mm2_dedicated(tmp, clusters, "mm2src", "bench", tasks=partitions)
+    try:
+        while end_offsets(clusters["target"], "mm2src.bench", partitions) < n:
+            if process.poll() is not None:
+                raise SystemExit(f"MirrorMaker 2 exited ({process.returncode}); see its log")
+            time.sleep(0.2)
+        return time.monotonic() - started
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(60)
+
+
+def continuous_idle(config: str, flow: str, seconds: float = 15) -> list[float]:
+    """The seconds of each idle cycle of `ferry mirror --continuous` after its first (which
+    also runs the paced steps: heartbeats, config and ACL sync, checkpoints)."""
+    result = subprocess.run([str(Path(sys.executable).parent / "ferry"), "mirror", config,
+                             "--flow", flow, "--continuous", "--for", f"{seconds}s", "--json"],
+                            capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"ferry mirror --continuous failed: {result.stderr[-3000:]}")
+    cycles = [json.loads(line) for line in result.stdout.splitlines()]
+    assert all(c["idle"] for c in cycles), "the continuous idle pass found work"
+    return [float(c["seconds"]) for c in cycles[1:]]
+
+
 def warm_cycle(tmp: Path, clusters: dict[str, str], n: int, size: int, lanes: int,
-               submit_s: float) -> None:
-    """The backlog again, as another flow, through a warm local Spark Connect server."""
+               submit_s: float) -> float:
+    """The backlog again, as another flow, through a warm local Spark Connect server;
+    returns the whole cycle's seconds."""
     server = spark_server.up(tmp / "spark")
     try:
         extra = f"tasks.max = {lanes}\nferry.spark.master = {server.url}\n"
@@ -94,7 +145,12 @@ def warm_cycle(tmp: Path, clusters: dict[str, str], n: int, size: int, lanes: in
         print(f"  whole cycle (warm Spark)   {rate(n, size, cycle_s)}  "
               f"({submit_s / cycle_s:.2f}x faster than spark-submit)")
         idle_s, idle = ferry_mirror(config, "edge->target")
-        print(f"  idle cycle (warm Spark)    {idle_s:.1f} s (idle={idle['idle']})")
+        print(f"  idle cycle (warm Spark)    {idle_s:.1f} s (idle={idle['idle']}, a process "
+              "of its own)")
+        idles = sorted(continuous_idle(config, "edge->target"))
+        print(f"  idle cycle (continuous)    median {statistics.median(idles):.2f} s, max "
+              f"{idles[-1]:.2f} s over {len(idles)} cycles (target <= 1 s)")
+        return cycle_s
     finally:
         spark_server.down(tmp / "spark")
 

@@ -129,3 +129,95 @@ def ferry_mirror(config: str, flow: str = "source->target") -> tuple[float, dict
 def rate(records: int, size: int, seconds: float) -> str:
     return (f"{records / seconds:>10,.0f} records/s  {records * size / seconds / 1e6:>7.1f} MB/s"
             f"  ({seconds:.1f} s)")
+
+
+def _bare_copy_part(args: tuple[str, str, str, str, list[int], int, int]) -> int:
+    """One process of the bare loop: its partitions, read_committed from offset 0, written
+    to the same partitions of `dest` in transactions of `per_txn` records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    source, target, topic, dest, partitions, expected, per_txn = args
+    consumer = Consumer({"bootstrap.servers": source, "group.id": f"bare-{dest}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+                         "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    producer = Producer({"bootstrap.servers": target, "linger.ms": 20,
+                         "batch.size": 1_000_000, "log_level": 3,
+                         "transactional.id": f"bare-{dest}-{partitions[0]}"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    copied = in_txn = 0
+    while copied < expected:
+        for m in consumer.consume(10_000, 1.0):
+            if m.error() is not None:
+                continue
+            while True:
+                try:
+                    producer.produce(dest, m.value(), m.key(), partition=m.partition() or 0,
+                                     timestamp=m.timestamp()[1], headers=m.headers())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            copied += 1
+            in_txn += 1
+            if in_txn == per_txn:
+                producer.commit_transaction(60)
+                producer.begin_transaction()
+                in_txn = 0
+    producer.commit_transaction(60)
+    consumer.close()
+    return copied
+
+
+def bare_copy(clusters: dict[str, str], topic: str, dest: str, partitions: int, records: int,
+              processes: int = 2, per_txn: int = 50_000) -> float:
+    """The bare transactional copy loop (confluent-kafka, one process per core, no
+    bookkeeping): the ceiling a mirror's copy is measured against. Seconds it took."""
+    create_topic(clusters["target"], dest, partitions)
+    parts = [list(range(partitions))[i::processes] for i in range(processes)]
+    jobs = [(clusters["source"], clusters["target"], topic, dest, p, records // processes,
+             per_txn) for p in parts]
+    started = time.monotonic()
+    with Pool(processes) as pool:
+        pool.map(_bare_copy_part, jobs)
+    return time.monotonic() - started
+
+
+def mm2_dedicated(tmp: Path, clusters: dict[str, str], alias: str, topics: str,
+                  tasks: int = 4) -> subprocess.Popen[bytes]:
+    """MirrorMaker 2 in dedicated mode (the `connect-mirror` jars Ferry fetches from Maven
+    Central) mirroring `topics` from the source cluster, named `alias`, to the target."""
+    from ferry.spark.jars import kafka_jars, log4j_config
+
+    config = tmp / f"mm2-{alias}.properties"
+    config.write_text(
+        f"clusters = {alias}, target\n{alias}.bootstrap.servers = {clusters['source']}\n"
+        f"target.bootstrap.servers = {clusters['target']}\n{alias}->target.enabled = true\n"
+        f"{alias}->target.topics = {topics}\ntarget->{alias}.enabled = false\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
+        f"config.storage.replication.factor = 1\ntasks.max = {tasks}\n"
+        "sync.topic.acls.enabled = false\nemit.checkpoints.enabled = false\n")
+    java = ["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp",
+            f"{kafka_jars()}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(config),
+            "--clusters", "target"]
+    log = open(tmp / f"mm2-{alias}.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(java, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of the topic's end offsets (0 while it does not exist)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends",
+                         "log_level": 0})
+    try:
+        if topic not in consumer.list_topics(timeout=5).topics:
+            return 0
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                   for p in range(partitions))
+    finally:
+        consumer.close()

@@ -28,9 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.common import create_topic, local_clusters, write_config
+from bench.common import create_topic, local_clusters, mm2_dedicated, write_config
 from ferry.local import spark_server
-from ferry.spark.jars import kafka_jars, log4j_config
 
 PARTITIONS = 4
 TOPIC = "stream"
@@ -80,26 +79,6 @@ class Follower(threading.Thread):
                     now = time.time()
                     self.seen.append((int(msg.value()), now - msg.timestamp()[1] / 1000))
         self.consumer.close()
-
-
-def mm2(tmp: Path, clusters: dict[str, str]) -> subprocess.Popen[bytes]:
-    """MirrorMaker 2, dedicated mode, mirroring `stream` from the source as `mm2src`."""
-    config = tmp / "mm2-dedicated.properties"
-    config.write_text(
-        f"clusters = mm2src, target\nmm2src.bootstrap.servers = {clusters['source']}\n"
-        f"target.bootstrap.servers = {clusters['target']}\nmm2src->target.enabled = true\n"
-        f"mm2src->target.topics = {TOPIC}\ntarget->mm2src.enabled = false\n"
-        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
-        "config.storage.replication.factor = 1\ntasks.max = 4\n"
-        "sync.topic.acls.enabled = false\nemit.checkpoints.enabled = false\n")
-    java = ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp",
-            f"{kafka_jars()}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(config),
-            "--clusters", "target"]
-    log = open(tmp / "mm2.log", "wb")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen(java, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
 
 
 class Cycles(threading.Thread):
@@ -165,7 +144,7 @@ def main() -> int:
             text=True, env={**os.environ})
         cycles = Cycles(ferry, server.pid or 0)
         cycles.start()
-        mirror_maker = mm2(tmp, clusters)
+        mirror_maker = mm2_dedicated(tmp, clusters, "mm2src", TOPIC)
         followers = {n: Follower(clusters["target"], t)
                      for n, t in (("ferry", f"source.{TOPIC}"), ("mm2", f"mm2src.{TOPIC}"))}
         for follower in followers.values():
