@@ -21,6 +21,7 @@ from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, Pace, interval_of
 from ferry.steps.mirror import Prepared, new_run_id, prepare
+from ferry.steps.ports import KafkaCluster
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +66,39 @@ class CycleResult:
         return self.copy_exit_code in (None, 0)
 
 
+@dataclass(frozen=True)
+class Clusters:
+    """A flow's two clusters, shared by the steps of a cycle, and across the cycles of a
+    long-running loop: one admin client per cluster, not a few per step."""
+
+    source: KafkaCluster
+    target: KafkaCluster
+
+    @classmethod
+    def of(cls, flow: Flow) -> Clusters:
+        return cls(KafkaCluster(flow.source_admin), KafkaCluster(flow.target_admin))
+
+
 class Cycle:
     """The steps of one run of `flow` (`run_id` tags everything they record)."""
 
     def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
-                 master: str | None = None, pace: Pace | None = None) -> None:
+                 master: str | None = None, pace: Pace | None = None,
+                 clusters: Clusters | None = None) -> None:
         """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
-        where every step runs when its config says)."""
+        where every step runs when its config says). `clusters`: the flow's, made on first
+        use when not given."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
         self.pace = pace
+        self._clusters = clusters
+
+    @property
+    def clusters(self) -> Clusters:
+        if self._clusters is None:
+            self._clusters = Clusters.of(self.flow)
+        return self._clusters
 
     def _paced(self, step: str) -> bool:
         """Whether `step` runs now; marks it run when it does."""
@@ -93,7 +116,8 @@ class Cycle:
 
         if not self._paced("heartbeats"):
             return []
-        return [f"{b.source}->{b.target}" for b in emit([self.flow])]
+        target = self.clusters.target
+        return [f"{b.source}->{b.target}" for b in emit([self.flow], connect=lambda _: target)]
 
     def sync(self) -> dict[str, Any]:
         """Topics, partitions, configs and ACLs, each step when its interval is due."""
@@ -103,7 +127,8 @@ class Cycle:
         paced = {s: Pace.why_not(interval_of(self.flow, s)) for s in STEPS
                  if s in PACED and not self._paced(s)}
         report = sync_flow(self.flow, apply=True, run_id=self.run_id,
-                           steps=[s for s in STEPS if s not in paced])
+                           steps=[s for s in STEPS if s not in paced],
+                           source=self.clusters.source, target=self.clusters.target)
         return {"steps": dict(report.steps) | paced, "changes": report.lines(),
                 "warnings": list(report.warnings), "topics": len(report.mirrored)}
 
@@ -112,8 +137,9 @@ class Cycle:
         and write the plan file when there is work: ranges, gaps, or offset-map entries
         Delta does not hold yet."""
         prepared = prepare(self.flow, apply=False, run_id=self.run_id, master=self.master,
-                           sync=False)
-        lag = offset_map_lag(self.flow)
+                           sync=False, source=self.clusters.source,
+                           target=self.clusters.target)
+        lag = offset_map_lag(self.flow, self.clusters.target)
         work = needs_job(prepared, lag)
         if not work:
             log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
@@ -129,7 +155,9 @@ class Cycle:
 
         flow = self.flow
         try:
-            record_lag(flow, self.run_id)
+            if self._paced("lag"):
+                record_lag(flow, self.run_id, source=self.clusters.source,
+                           target=self.clusters.target)
         except FerryError as exc:  # brokers gone since the copy: a point of history lost
             log.warning("lag history not recorded: %s", exc, extra={"flow": flow.name})
         if idle:
@@ -159,22 +187,21 @@ class Cycle:
         if state != DUE:
             return {"ran": False, "why": state}
         report = translate(self.flow, run_id=self.run_id,
-                           reverse=reverse_of(self.config, self.flow))
+                           reverse=reverse_of(self.config, self.flow),
+                           source=self.clusters.source, target=self.clusters.target)
         return {"ran": True, "translated": len(report.translations),
                 "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
                 "active_groups_left_untouched": report.active}
 
 
-def offset_map_lag(flow: Flow) -> int:
+def offset_map_lag(flow: Flow, target: KafkaCluster | None = None) -> int:
     """Committed offset-map entries on the target not yet in the Delta offset map."""
     from ferry.core.internal import offset_map_topic
     from ferry.core.planner import TopicPartition
-    from ferry.kafka.admin import Admin
-    from ferry.kafka.mapreader import map_cursor, read_entries
 
     topic = offset_map_topic(flow)
-    target = Admin(flow.target_admin)
-    cursor = map_cursor(flow, target)
+    target = target or KafkaCluster(flow.target_admin)
+    cursor = target.map_cursor(flow)
     if not cursor.topic_id:
         return 0
     end = target.watermarks([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high
@@ -182,7 +209,7 @@ def offset_map_lag(flow: Flow) -> int:
     if end <= recorded + 2:  # at most the commit marker after the last recorded entry
         return 0
     # Markers and aborted entries also take offsets: count what is really committed.
-    return sum(1 for _ in read_entries(flow, recorded))
+    return sum(1 for _ in target.map_entries(flow, recorded))
 
 
 def needs_job(prepared: Prepared, lag: int) -> bool:
@@ -203,14 +230,14 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 
 def run(config_path: str, config: MirrorConfig, flow: Flow,
         master: str | None = None, keep_session: bool = False,
-        pace: Pace | None = None) -> CycleResult:
+        pace: Pace | None = None, clusters: Clusters | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through spark-submit (its output to stderr); when it fails, the run stops there, as the
-    DAG's record and checkpoints tasks do not run after a failed copy. `pace`: see
-    `Cycle`."""
+    DAG's record and checkpoints tasks do not run after a failed copy. `pace` and
+    `clusters`: see `Cycle`."""
     from ferry.spark.submit import run_job
 
-    cycle = Cycle(config, flow, master=master, pace=pace)
+    cycle = Cycle(config, flow, master=master, pace=pace, clusters=clusters)
     result = CycleResult(flow.name, cycle.run_id)
     result.heartbeats = cycle.heartbeat()
     result.sync = cycle.sync()
@@ -238,18 +265,19 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
     checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
     `stop()`), a started cycle always finished. `on_cycle(result, seconds)` after each.
     Stops at the first failed cycle and returns it; else returns the last one (None when
-    none ran). A Spark Connect session stays open across cycles. Heartbeats, config and ACL
-    sync and checkpoints run at their intervals (`Pace`), not at every cycle."""
+    none ran). A Spark Connect session and one admin client per cluster stay open across
+    cycles. Heartbeats, config and ACL sync, checkpoints and the lag history run at their
+    intervals (`Pace`), not at every cycle."""
     from ferry.spark.connect import close_sessions
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    pace = Pace()
+    pace, clusters = Pace(), Clusters.of(flow)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
             last = run(config_path, config, flow, master=master, keep_session=True,
-                       pace=pace)
+                       pace=pace, clusters=clusters)
             on_cycle(last, time.monotonic() - started)
             if not last.ok:
                 return last

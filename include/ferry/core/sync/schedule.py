@@ -24,6 +24,11 @@ from ferry.config import Flow, Interval
 STEPS = ("topics", "configs", "acls")
 DUE = "due"
 
+LAG_HISTORY = Interval(True, 60, explicit=True)
+"""A point of the lag history (the Ferry page's chart, a Delta commit) at most once a
+minute in a long-running loop, as a one-minute schedule gives: not one per cycle of a
+few seconds, which would fill the `lag` table with thousands of commits an hour."""
+
 
 def _interval(flow: Flow, step: str) -> tuple[Interval, str]:
     return {
@@ -32,11 +37,12 @@ def _interval(flow: Flow, step: str) -> tuple[Interval, str]:
         "acls": (flow.sync_topic_acls, "sync.topic.acls"),
         "checkpoints": (flow.emit_checkpoints, "emit.checkpoints"),
         "heartbeats": (flow.emit_heartbeats, "emit.heartbeats"),
+        "lag": (LAG_HISTORY, "the lag history"),
     }[step]
 
 
 def interval_of(flow: Flow, step: str) -> Interval:
-    """The interval of a sync step, `checkpoints` or `heartbeats` (MM2's keys)."""
+    """The interval of a sync step, `checkpoints`, `heartbeats` (MM2's keys) or `lag`."""
     return _interval(flow, step)[0]
 
 
@@ -64,12 +70,11 @@ def due_steps(flow: Flow, last: Mapping[str, datetime], now: datetime,
     return result
 
 
-PACED = ("heartbeats", "configs", "acls", "checkpoints")
+PACED = ("heartbeats", "configs", "acls", "checkpoints", "lag")
 """The steps a long-running loop runs at their interval, not at every cycle. Topics are
 not among them: a cycle lists both clusters' topics to plan anyway, so a new topic or
 partition is mirrored within a cycle, where a long-running MM2 waits up to
 `refresh.topics.interval.seconds`."""
-
 
 @dataclass
 class Pace:

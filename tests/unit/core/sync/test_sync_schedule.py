@@ -73,10 +73,13 @@ def test_topics_are_created_once_even_with_refresh_off(tmp_path: Path) -> None:
         ("acls", "sync.topic.acls.interval.seconds = 5\n", 5, True),
         ("checkpoints", "", 59, False),
         ("checkpoints", "emit.checkpoints.enabled = false\n", 1, True),
+        ("lag", "", 59, False),
+        ("lag", "", 60, True),
     ],
     ids=["first-cycle", "heartbeat-within-its-1s-default", "heartbeat-after-1s",
          "configs-within-mm2s-600s-default", "configs-after-600s", "an-interval-you-set",
-         "checkpoints-within-their-60s-default", "an-inactive-step-says-why-itself"],
+         "checkpoints-within-their-60s-default", "an-inactive-step-says-why-itself",
+         "a-lag-history-point-within-the-minute", "a-lag-history-point-a-minute-later"],
 )
 def test_a_long_running_loop_runs_each_paced_step_at_its_interval(
     tmp_path: Path, step: str, extra: str, ago: float | None, due: bool
@@ -90,4 +93,4 @@ def test_a_long_running_loop_runs_each_paced_step_at_its_interval(
 
 def test_topics_are_not_paced_so_a_new_topic_is_found_within_a_cycle() -> None:
     assert "topics" not in PACED
-    assert set(PACED) == {"heartbeats", "configs", "acls", "checkpoints"}
+    assert set(PACED) == {"heartbeats", "configs", "acls", "checkpoints", "lag"}
