@@ -95,51 +95,6 @@ def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_proces
     assert_exact(flow, clusters, topic_name, 1)
 
 
-def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_topic_at_once(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
-) -> None:
-    # given: cycles back to back (idle: no JVM), heartbeats every hour, MM2's defaults else
-    create_topic(clusters["source"], topic_name, 1)
-    config = flow_config(tmp_path, clusters, f"{topic_name}.*",
-                         "emit.heartbeats.enabled = true\n"
-                         "heartbeats.topic.replication.factor = 1\n"
-                         "emit.heartbeats.interval.seconds = 3600\n")
-    flow = config.enabled_flows[0]
-    binary = Path(sys.executable).parent / "ferry"
-    running = subprocess.Popen([str(binary), "mirror", config.path, "--flow", flow.name,
-                                "--continuous", "--for", "15s", "--pause", "0.5", "--json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert running.stdout is not None
-        first = json.loads(running.stdout.readline() or "null")
-        # when: a new topic the flow mirrors appears while it runs
-        create_topic(clusters["source"], f"{topic_name}-late", 1)
-        out, err = running.communicate(timeout=120)
-    finally:
-        running.kill()
-    assert running.returncode == 0, err[-3000:]
-    later = [json.loads(line) for line in out.splitlines()]
-
-    # then: the first cycle ran every step; the later ones only what is due
-    assert first is not None, err[-3000:]
-    assert first["steps"]["heartbeat"] == [f"{flow.source}->{flow.target}"]
-    assert first["steps"]["sync"]["steps"]["configs"] == "done"
-    assert first["steps"]["checkpoints"]["ran"] is True
-    assert len(later) >= 3
-    for cycle in later:
-        steps = cycle["steps"]
-        assert steps["heartbeat"] == []
-        assert steps["sync"]["steps"]["topics"] == "done"
-        assert steps["sync"]["steps"]["configs"].startswith("not due (every 600s")
-        assert steps["sync"]["steps"]["acls"].startswith("not due (every 600s")
-        assert steps["checkpoints"] == {"ran": False,
-                                        "why": "not due (every 60s in a long-running loop)"}
-    # the new topic's remote topic was created by a cycle soon after, not 10 minutes later
-    created = [c for cycle in later for c in cycle["steps"]["sync"]["changes"]]
-    assert f"create topic {flow.remote_topic(f'{topic_name}-late')} (1 partitions, " \
-        "replication factor 1)" in created
-
-
 @pytest.mark.spark
 def test_state_lost_after_the_kafka_commit_is_rebuilt_from_the_target(
     clusters: dict[str, str], topic_name: str, tmp_path: Path

@@ -191,3 +191,60 @@ def test_continuous_mode_stops_after_the_running_cycle_on_sigterm(
     assert "stopped by signal 15 after the running cycle" in err
     assert all(json.loads(line)["job_exit_code"] == 0 for line in out.splitlines())
     assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_topic_at_once(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: cycles back to back on the warm Spark, heartbeats every hour, MM2's defaults else
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 1)
+    config = flow_config(tmp_path, clusters, f"{topic_name}.*",
+                         f"ferry.spark.master = {url}\n"
+                         "emit.heartbeats.enabled = true\n"
+                         "heartbeats.topic.replication.factor = 1\n"
+                         "emit.heartbeats.interval.seconds = 3600\n")
+    flow = config.enabled_flows[0]
+    binary = Path(sys.executable).parent / "ferry"
+    log = tmp_path / "ferry.log"
+    late = f"{topic_name}-late"
+    created = f"create topic {flow.remote_topic(late)} (1 partitions, replication factor 1)"
+    with log.open("w") as stderr:
+        running = subprocess.Popen([str(binary), "mirror", config.path, "--flow", flow.name,
+                                    "--continuous", "--for", "3m", "--pause", "0.5", "--json"],
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        assert running.stdout is not None
+        first = json.loads(running.stdout.readline() or "null")
+        # when: a new topic the flow mirrors appears while it runs
+        create_topic(clusters["source"], late, 1)
+        later: list[dict[str, Any]] = []
+        while line := running.stdout.readline():  # until 3 cycles after the one that found it
+            later.append(json.loads(line))
+            found = [i for i, c in enumerate(later) if created in c["steps"]["sync"]["changes"]]
+            if found and len(later) - found[0] > 3:
+                running.send_signal(signal.SIGTERM)
+        later += [json.loads(line) for line in running.stdout.read().splitlines()]
+        running.wait(120)
+    finally:
+        running.kill()
+    err = log.read_text()
+    assert running.returncode == 0, err[-3000:]
+
+    # then: the first cycle ran every step; the later ones only what is due
+    assert first is not None, err[-3000:]
+    assert first["steps"]["heartbeat"] == [f"{flow.source}->{flow.target}"]
+    assert first["steps"]["sync"]["steps"]["configs"] == "done"
+    assert first["steps"]["checkpoints"]["ran"] is True
+    assert len(later) >= 3
+    for cycle in later:
+        steps = cycle["steps"]
+        assert steps["heartbeat"] == []
+        assert steps["sync"]["steps"]["topics"] == "done"
+        assert steps["sync"]["steps"]["configs"].startswith("not due (every 600s")
+        assert steps["sync"]["steps"]["acls"].startswith("not due (every 600s")
+        assert steps["checkpoints"] == {"ran": False,
+                                        "why": "not due (every 60s in a long-running loop)"}
+    # the new topic's remote topic was created by the next cycle or the one after (the
+    # next may have listed topics already), not 10 minutes later
+    assert any(created in cycle["steps"]["sync"]["changes"] for cycle in later[:2])
