@@ -44,19 +44,28 @@ def read_all(client: ClientConfig, topic: str, group: str) -> list[Record]:
             for msg in scan(client, topic, 0, 0, group, timeout=60.0)]
 
 
-def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
-    """Write (key, value, timestamp ms) records to partition 0 (idempotent, all acks).
+def producer_for(client: ClientConfig) -> Producer:
+    """The producer `append` writes with (idempotent, all acks). Keep it to append again:
+    a new one costs a connection and a producer ID, about half a second."""
+    budget_ms = max(1000, int(client.retry_seconds * 1000))
+    return Producer(client.confluent({
+        "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
+        "message.timeout.ms": budget_ms}))
+
+
+def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, int]],
+           producer: Producer | None = None) -> None:
+    """Write (key, value, timestamp ms) records to partition 0 (idempotent, all acks), with
+    `producer` (from `producer_for`; default: a new one).
 
     The producer itself waits out transient broker states, retrying each record for up
     to the client's `retry_seconds` (its message timeout); a record still not written
     then is a TransientError naming the cluster and the last error, a refused one an error
-    naming the right it needs."""
+    naming the right it needs. After an error, make a new producer."""
     if not records:
         return
     budget_ms = max(1000, int(client.retry_seconds * 1000))
-    producer = Producer(client.confluent({
-        "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3,
-        "message.timeout.ms": budget_ms}))
+    producer = producer or producer_for(client)
     failed: list[KafkaError] = []
 
     def report(err: KafkaError | None, _msg: object) -> None:
@@ -78,3 +87,22 @@ def append(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes, i
     if left:
         raise TransientError(f"cluster {client.cluster}: {action}: {left} records not "
                              f"acknowledged in {budget_ms / 1000 + 30:.0f}s")
+
+
+class Appender:
+    """`append` to one cluster with one producer, kept across appends (a new producer costs
+    a connection and a producer ID, about half a second: most of a heartbeat), and replaced
+    after an error."""
+
+    def __init__(self, client: ClientConfig) -> None:
+        self.client = client
+        self._producer: Producer | None = None
+
+    def __call__(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+        if self._producer is None:
+            self._producer = producer_for(self.client)
+        try:
+            append(self.client, topic, records, self._producer)
+        except Exception:
+            self._producer = None
+            raise

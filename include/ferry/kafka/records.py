@@ -52,7 +52,9 @@ def scan(client: ClientConfig, topic: str, partition: int, start: int, group: st
         consumer.assign([TopicPartition(topic, partition, start)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for msg in consumer.consume(5000, 0.5):
+            # consume() waits out its whole timeout unless the batch fills: keep it short,
+            # or every scan ends with that wait.
+            for msg in consumer.consume(5000, 0.05):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -28,7 +28,7 @@ from ferry.core.sync.topics import TopicActions
 if TYPE_CHECKING:
     from ferry.kafka.admin import Admin, TopicInfo
     from ferry.kafka.mapreader import MapCursor
-    from ferry.kafka.mm2topics import Record
+    from ferry.kafka.mm2topics import Appender, Record
 
 Offsets = dict[tuple[str, int], int]
 """(topic, partition) -> a group's committed offset."""
@@ -302,10 +302,15 @@ class KafkaCluster:
 
         mm2topics.ensure(self.admin, topic, replication_factor, setting)
 
-    def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
-        from ferry.kafka import mm2topics
+    @cached_property
+    def _appender(self) -> Appender:
+        from ferry.kafka.mm2topics import Appender
 
-        mm2topics.append(self.client, topic, records)
+        return Appender(self.client)
+
+    def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+        """With one producer for this cluster's life (a new one after an error)."""
+        self._appender(topic, records)
 
     def read_all(self, topic: str, group: str) -> list[Record]:
         from ferry.kafka import mm2topics
