@@ -209,8 +209,8 @@ def mm2_dedicated(tmp: Path, clusters: dict[str, str], alias: str, topics: str,
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
-    """The sum of the topic's end offsets (0 while it does not exist)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """The sum of the topic's end offsets (0 while it does not exist or is being created)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends",
                          "log_level": 0})
@@ -219,5 +219,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
             return 0
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
                    for p in range(partitions))
+    except KafkaException:  # just created: leaders not elected yet
+        return 0
     finally:
         consumer.close()
