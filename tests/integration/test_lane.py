@@ -38,9 +38,10 @@ from tests.integration.kafka_data import (
 pytestmark = pytest.mark.integration
 
 
-def run_cycle(flow: Flow, run_id: str = "run") -> int:
-    """One cycle in-process: prepare, then every lane in turn. Returns records copied."""
-    prepared = prepare(flow, run_id=run_id)
+def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
+    """One cycle in-process: prepare (`restore`: commit expired positions back from the
+    offset map), then every lane in turn. Returns records copied."""
+    prepared = prepare(flow, run_id=run_id, restore=restore)
     copied = 0
     for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items():
         copied += Lane(flow, lane, ranges, prepared.run_id, lanes=prepared.lanes).run().records
