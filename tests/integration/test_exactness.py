@@ -4,6 +4,7 @@ offset-map entries that never outgrow the broker's record limit."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -232,6 +233,10 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
 
     def backfills() -> None:
         admin = Admin(flow.target_admin)
+        # How long after its planning a backfill starts copying: from at once (the cycle
+        # it let through is still planning) to after that cycle's lane may have finished,
+        # so the interleavings stay covered however fast a cycle is.
+        delays = itertools.cycle((0.0, 0.05, 0.1, 0.3))
         n = 0
         while not stop.is_set():
             n += 1
@@ -245,7 +250,7 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
                 except FerryError:
                     copied["fenced or refused"] += 1
                     continue
-            time.sleep(0.3)  # a scheduled cycle is under way again
+            time.sleep(next(delays))  # a scheduled cycle is under way again
             try:
                 for path in run.chunk_files:
                     chunk = json.loads(Path(path).read_text())
