@@ -19,7 +19,7 @@ from typing import Any
 
 from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
-from ferry.core.sync.schedule import PACED, Pace, interval_of
+from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.steps.mirror import Prepared, new_run_id, prepare
 from ferry.steps.ports import KafkaCluster
 
@@ -121,7 +121,6 @@ class Cycle:
 
     def sync(self) -> dict[str, Any]:
         """Topics, partitions, configs and ACLs, each step when its interval is due."""
-        from ferry.core.sync.schedule import STEPS
         from ferry.steps.sync import sync_flow
 
         paced = {s: Pace.why_not(interval_of(self.flow, s)) for s in STEPS

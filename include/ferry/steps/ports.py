@@ -90,15 +90,17 @@ class PositionsTarget(ReadsGroupOffsets, Protocol):
         ...
 
 
-class GroupsSource(ListsTopics, Protocol):
-    """The source as the checkpoint step reads its consumer groups."""
-
-    def list_groups(self) -> list[str]:
-        ...
-
+class ReadsCommitted(Protocol):
     def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
                   ) -> dict[tuple[str, int], tuple[int, str]]:
         """(offset, metadata) of `group` on `tps` (default: every partition)."""
+        ...
+
+
+class GroupsSource(ListsTopics, ReadsCommitted, Protocol):
+    """The source as the checkpoint step reads its consumer groups."""
+
+    def list_groups(self) -> list[str]:
         ...
 
 
@@ -205,13 +207,8 @@ class PlanSource(SyncSource, ReadsWatermarks, HasTopicIds, Protocol):
     """The source as a cycle's plan (`ferry.steps.mirror.prepare`) reads it."""
 
 
-class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, Protocol):
+class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, ReadsCommitted, Protocol):
     """The target as a cycle's plan reads and (syncing, restoring positions) changes it."""
-
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
-        """(offset, metadata) of `group` on `tps` (default: every partition)."""
-        ...
 
 
 class BackfillSource(PlanSource, Protocol):

@@ -76,6 +76,7 @@ not among them: a cycle lists both clusters' topics to plan anyway, so a new top
 partition is mirrored within a cycle, where a long-running MM2 waits up to
 `refresh.topics.interval.seconds`."""
 
+
 @dataclass
 class Pace:
     """When a long-running loop (`ferry mirror --continuous`, the `@continuous` DAG) last
