@@ -48,12 +48,11 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}
     assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
-    assert [t.task_id for t in dag.topological_sort()] == [
-        "heartbeat", "sync_topology", "plan", "has_work", "mirror", "mirror_warm", "record",
-        "checkpoints"]
-    # has_work picks one copy task (spark-submit, or a Spark Connect server), or none
-    assert dag.get_task("has_work").downstream_task_ids == {"mirror", "mirror_warm"}
-    assert dag.get_task("mirror_warm").execution_timeout.total_seconds() == 21600
+    # one task process does a whole idle or warm run; spark-submit's copy is a task of its
+    # own, and `finish` records and translates after it
+    assert [t.task_id for t in dag.topological_sort()] == ["cycle", "mirror", "finish"]
+    assert dag.get_task("cycle").execution_timeout.total_seconds() == 21600
+    assert dag.get_task("cycle").retries == 2
     mirror = dag.get_task("mirror")
     assert mirror._conn_id == "spark_default"
     assert mirror.application.endswith("jobs/ferry_copy.py")
@@ -138,7 +137,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     first = run_dag(config.path, flow.dag_id)
 
     assert first["state"] == "success", first["log"][-4000:]
-    assert first["tasks"]["mirror"] == "success"
+    assert (first["tasks"]["mirror"], first["tasks"]["finish"]) == ("success", "success")
     assert_exact(flow, clusters, plain, 3)
     assert_exact(flow, clusters, txn, 1)
     state = StatePaths(flow.ferry.state_dir)
@@ -160,7 +159,8 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
 
     idle = run_dag(config.path, flow.dag_id)
     assert idle["state"] == "success"
-    assert idle["tasks"]["mirror"] == "skipped"  # no Spark job for an idle cycle
+    # no Spark job for an idle cycle: `cycle` recorded the lag and ran the checkpoints
+    assert idle["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
     assert "ferry copy job" not in idle["log"]
 
 
@@ -184,14 +184,16 @@ def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_sub
 
     first = run_dag(config.path, flow.dag_id, spark_conn=conn)
 
+    # one task process ran the whole cycle, copy included
     assert first["state"] == "success", first["log"][-4000:]
-    assert (first["tasks"]["mirror_warm"], first["tasks"]["mirror"]) == ("success", "skipped")
-    assert first["tasks"]["record"] == "success"
+    assert first["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
     assert "SparkSubmit" not in first["log"]
+    assert "run recorded:" in first["log"]
     assert_exact(flow, clusters, topic_name, 2)
     idle = run_dag(config.path, flow.dag_id, spark_conn=conn)
     assert idle["state"] == "success"
-    assert (idle["tasks"]["mirror_warm"], idle["tasks"]["mirror"]) == ("skipped", "skipped")
+    assert idle["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
+    assert "ferry copy job" not in idle["log"]
 
 
 @pytest.mark.integration

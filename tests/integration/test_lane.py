@@ -157,11 +157,13 @@ def written(bootstrap: str, topic: str, partitions: int) -> int:
 
 @pytest.mark.parametrize(
     ("kill_at", "how"),
-    [([0.3], "cycle"), ([0.15, 0.6], "cycle"), ([0.4], "spark-job")],
-    ids=["once", "twice", "spark-job"],
+    [([0.3], "cycle"), ([0.15, 0.6], "cycle"), ([0.4], "spark-job"),
+     ([0.3], "continuous"), ([0.15, 0.6], "continuous")],
+    ids=["once", "twice", "spark-job", "continuous-once", "continuous-twice"],
 )
 def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float], how: str
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float], how: str,
+    request: pytest.FixtureRequest
 ) -> None:
     create_topic(clusters["source"], topic_name, 4)
     total = 200_000
@@ -170,12 +172,19 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n")
     flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
-    command = ([sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name]
-               if how == "cycle" else
-               [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
-                flow.name])
+    ferry = [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
+             flow.name]
+    command = {"cycle": [sys.executable, "-m", "tests.integration.cycle_main", config.path,
+                         flow.name],
+               "spark-job": ferry,
+               # the lanes run in the warm server's workers: they outlive the killed client
+               # until the next cycle's lanes fence them
+               "continuous": [*ferry, "--continuous", "--master",
+                              request.getfixturevalue("connect_url")]
+               if how == "continuous" else []}[how]
     for fraction in kill_at:
-        # given a cycle (in-process lanes, or the spark-submit job) in its own process group
+        # given a cycle (in-process lanes, the spark-submit job, or back-to-back cycles on
+        # the warm Spark) in its own process group
         child = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL,
                                  cwd=Path(__file__).resolve().parents[2])

@@ -16,7 +16,8 @@ from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
 from tests.integration.kafka_data import create_topic, produce, read_all
 from tests.integration.test_lane import assert_exact
-from tests.scheduler.conftest import Standalone, TaskTry, processes_left, wait_for
+from tests.scheduler.conftest import Standalone
+from tests.scheduler.stack import TaskTry, processes_left, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -78,16 +79,16 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
     # then: the first attempt failed on the refusal and recorded its ranges as failed
     first = standalone.task_log(flow.dag_id, run_id, "mirror", 1)
     assert f"refused the record of {flow.topic}-" in first, first
-    planned = standalone.xcom(flow.dag_id, run_id, "plan")
+    planned = standalone.xcom(flow.dag_id, run_id, "cycle", key="plan")
     recorded = rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
                     run_id=planned["run_id"])
     assert sorted((r["partition"], r["outcome"]) for r in recorded) == [
         (0, "copied"), (0, "failed"), (1, "copied"), (1, "failed")]
-    # the run succeeded on the retry, and `record` reports that final attempt only
+    # the run succeeded on the retry, and `finish` reports that final attempt only
     tasks = standalone.tasks(flow.dag_id, run_id)
     assert state == "success", tasks
     assert tasks["mirror"] == TaskTry("success", 2)
-    summary = standalone.xcom(flow.dag_id, run_id, "record")
+    summary = standalone.xcom(flow.dag_id, run_id, "finish")["record"]
     assert summary["failed"] == [] and summary["records"] == 24, summary
     # and the remote topic holds every record once, in order, as the offset map says
     assert_exact(flow.flow, clusters, flow.topic, 2)
@@ -104,9 +105,9 @@ def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_
     # after it ran
     tasks = standalone.tasks(flow.dag_id, run_id)
     assert state == "failed", tasks
-    assert tasks["plan"] == TaskTry("success", 1)
+    assert tasks["cycle"] == TaskTry("success", 1)
     assert tasks["mirror"] == TaskTry("failed", 2)
-    assert tasks["record"].state == tasks["checkpoints"].state == "upstream_failed"
+    assert tasks["finish"].state == "upstream_failed"
     # each attempt was stopped by its timeout, and killed its spark-submit
     for attempt in (1, 2):
         log = standalone.task_log(flow.dag_id, run_id, "mirror", attempt)
@@ -115,7 +116,7 @@ def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_
     # and the copy job never went on without it: nothing copied, no runs recorded, and no
     # process of it left, neither spark-submit's JVM nor a Python driver it started (their
     # command lines name the run's plan)
-    planned = standalone.xcom(flow.dag_id, run_id, "plan")
+    planned = standalone.xcom(flow.dag_id, run_id, "cycle", key="plan")
     assert read_all(clusters["target"], flow.flow.remote_topic(flow.topic), 0) == []
     assert rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
                 run_id=planned["run_id"]) == []

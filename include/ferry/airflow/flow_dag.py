@@ -1,23 +1,22 @@
-"""One Airflow DAG per enabled flow: heartbeat -> sync_topology -> plan -> mirror -> record
--> checkpoints; its tasks are the steps of `ferry.steps.cycle`.
+"""One Airflow DAG per enabled flow: `cycle` (-> `mirror` -> `finish` when the copy needs
+spark-submit). Its steps are those of `ferry.steps.cycle`: heartbeat, sync, plan, copy,
+record, checkpoints.
 
-- `sync_topology` keeps the target's shape in step (`ferry.steps.sync`): remote topics and
-  partitions before any record of them is copied, topic configs, ACLs, each when due; it
-  also creates Ferry's offset-map topic.
-- `plan` reads watermarks and positions and writes the run's plan file; an idle plan
-  (nothing to copy, no gap, offset map up to date) skips `mirror`: no JVM starts.
-- `mirror` is the Spark provider's SparkSubmitOperator running `jobs/ferry_copy.py`
-  (`spark_default` connection, `local[*]` in the embedded setup); the job copies and
-  records gaps, runs and the offset map in Delta. When the master is a Spark Connect
-  server (a `spark_connect` connection, or `ferry.spark.master=sc://...` without one),
-  `mirror_warm` runs the same job through it from the task's process instead: no JVM
-  starts. `has_work` picks one of them, or none for an idle plan.
-- `record` reads back what the run recorded (delta-rs) and logs the summary.
+- `cycle` runs the whole cycle in one task process when it can: always for an idle plan
+  (nothing to copy, no gap, offset map up to date: no JVM starts), and when the copy runs on
+  a Spark Connect server (a `spark_connect` connection, or `ferry.spark.master=sc://...`
+  without one), from this process: a warm Spark, no JVM either. Task processes cost seconds
+  each under a real scheduler, so a run is one of them.
+- Otherwise `cycle` ends after the plan and branches to `mirror`: the Spark provider's
+  SparkSubmitOperator running `jobs/ferry_copy.py` (`spark_default` connection, `local[*]`
+  in the embedded setup) with its own retry and timeout; then `finish` records the run and
+  translates the groups. A failed copy leaves `finish` upstream_failed.
 
-With `ferry.schedule=@continuous` the DAG is one task instead, `mirror_continuously`:
-whole cycles back to back (`ferry.steps.cycle.run_continuously`, each exactly once) for
-`ferry.continuous.run.seconds`, after which Airflow's continuous schedule starts the next
-run at once (`max_active_runs=1`).
+`cycle` pushes what each step did as its `summary` XCom, and the plan as `plan` (names and
+counts only, never client settings). With `ferry.schedule=@continuous` the DAG is one task,
+`mirror_continuously`: whole cycles back to back (`ferry.steps.cycle.run_continuously`,
+each exactly once) for `ferry.continuous.run.seconds`, after which Airflow's continuous
+schedule starts the next run at once (`max_active_runs=1`).
 
 Parse time stays cheap: only the config file is read. Ferry errors become Airflow's
 fail-without-retry at the task edge when retrying cannot help.
@@ -67,13 +66,10 @@ def _run_doc(flow: Flow) -> str:
                 f"{flow.ferry.continuous_run_seconds:.0f} s (sync, plan, copy, record, "
                 "checkpoints each; heartbeats and checkpoints when due); the next run "
                 "starts as it ends.")
-    return ("Each run: **sync_topology** (remote topics, partitions, configs, ACLs) → "
-            "**plan** (exact ranges) →\n**mirror** (Spark copy job), or **mirror_warm** "
-            "(through a Spark Connect server), skipped when idle → **record** (what Delta "
-            "recorded).")
-
-def _flow(path: str, name: str) -> Flow:
-    return task_config(path).flow(name)
+    return ("Each run: **cycle** (heartbeat, sync of topics, partitions, configs and ACLs, "
+            "exact ranges planned, then, when idle or on a warm Spark Connect server, the "
+            "copy, record and checkpoints) →\n**mirror** (spark-submit copy job) → "
+            "**finish** (record, checkpoints), both skipped when `cycle` did it all.")
 
 def _cycle(path: str, name: str) -> Cycle:
     """This DAG run's cycle (`ferry.steps.cycle`): the steps `ferry mirror` runs too, with
@@ -86,11 +82,6 @@ def _cycle(path: str, name: str) -> Cycle:
     return Cycle(config, config.flow(name), file_safe(str(get_current_context()["run_id"])),
                  spark_master())
 
-def sync_topology(path: str, name: str) -> dict[str, Any]:
-    """The sync step (topics, partitions, configs, ACLs; each when due). Its XCom holds
-    names and counts only, never client settings."""
-    with task_edge():
-        return _cycle(path, name).sync()
 
 def _warm_master(flow: Flow) -> str | None:
     """The Spark Connect server the copy runs on, None for spark-submit: the `spark_default`
@@ -102,34 +93,49 @@ def _warm_master(flow: Flow) -> str | None:
         master = flow.ferry.spark_master
     return master if master is not None and is_connect(master) else None
 
-def plan(path: str, name: str) -> dict[str, Any]:
-    """The plan step; with work, the plan file, the copy task to run and what it needs (the
-    job's files for spark-submit, the server for a warm Spark)."""
-    with task_edge():
-        cycle = _cycle(path, name)
-        planned = cycle.plan()
-        result = planned.summary()
-        if planned.plan_path is not None:
-            warm = _warm_master(cycle.flow)
-            result.update(plan_path=planned.plan_path)
-            if warm is not None:
-                result.update(copy="mirror_warm", master=warm)
-            else:
-                result.update(copy="mirror", **spark_job_files(spark_master()))
-        return result
 
-def mirror_warm(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
-    """The copy job through a Spark Connect server, in this task's process."""
+def _push(key: str, value: Any) -> None:
+    from airflow.sdk import get_current_context
+
+    get_current_context()["ti"].xcom_push(key=key, value=value)
+
+
+def cycle(path: str, name: str) -> str | None:
+    """Heartbeat, sync and plan; then, for an idle plan or a warm Spark, the copy, record
+    and checkpoints too, and no task follows (None). With a copy for spark-submit, the
+    task to follow: `mirror` (the `plan` XCom then carries its plan file, jars and library
+    zip). A failed copy through Connect fails the task: its retry runs a new cycle, which
+    resumes from what was committed."""
     from ferry.errors import TransientError
-    from ferry.spark.connect import run_connect_job
 
     with task_edge():
-        code = run_connect_job(path, name, planned["plan_path"], planned["master"])
-        if code:
-            raise TransientError(f"the copy job through {planned['master']} failed (exit "
-                                 f"{code}): its lines are above; nothing past the last "
-                                 "commit was kept, so a retry resumes there")
-        return {"exit_code": code}
+        run = _cycle(path, name)  # its master is the warm one, when there is one
+        warm = _warm_master(run.flow)
+        result = run.start()
+        planned = result.planned
+        assert planned is not None
+        if planned.plan_path is not None and warm is None:
+            _push("plan", planned.summary() | {"plan_path": planned.plan_path,
+                                               **spark_job_files(spark_master())})
+            _push("summary", result.steps())
+            return "mirror"
+        if not run.copy(result, path):
+            raise TransientError(f"the copy job through {warm} failed (exit "
+                                 f"{result.copy_exit_code}): its lines are above; nothing past "
+                                 "the last commit was kept, so a retry resumes there")
+        _push("plan", planned.summary())
+        _push("summary", run.finish(result).steps())
+        return None
+
+
+def finish(path: str, name: str) -> dict[str, Any]:
+    """After `mirror`: the run as recorded (the last attempt at each range), a lag-history
+    point, and the flow's groups translated (checkpoints, and group offsets on the target
+    with sync.group.offsets.enabled) when due."""
+    with task_edge():
+        run = _cycle(path, name)
+        return {"record": run.record(idle=False), "checkpoints": run.checkpoints()}
+
 
 def mirror_continuously(path: str, name: str) -> dict[str, Any]:
     """Whole cycles back to back for `ferry.continuous.run.seconds` (one line each in the
@@ -164,32 +170,6 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
                                  "kept, so a retry resumes there")
         return totals
 
-def record(path: str, name: str, planned: dict[str, Any]) -> dict[str, Any]:
-    """The record step: the run's last attempt at each range, and a lag-history point."""
-    with task_edge():
-        return _cycle(path, name).record(bool(planned.get("idle")))
-
-def checkpoints(path: str, name: str) -> dict[str, Any]:
-    """Translate the flow's consumer groups (every run, idle or not): checkpoints, and group
-    offsets on the target with sync.group.offsets.enabled."""
-    with task_edge():
-        return _cycle(path, name).checkpoints()
-
-def heartbeat(path: str, name: str | None = None) -> list[str]:
-    """Write heartbeats: the flow's own pair, or (without `name`) every pair that emits
-    heartbeats but has no DAG of its own."""
-    from ferry.steps.heartbeats import emit, heartbeat_only_pairs
-
-    with task_edge():
-        if name:
-            return _cycle(path, name).heartbeat()
-        config = task_config(path)
-        return [f"{b.source}->{b.target}" for b in emit(heartbeat_only_pairs(config))]
-
-def has_work(planned: dict[str, Any]) -> str | None:
-    """The copy task to run (`mirror` or `mirror_warm`), None for an idle plan: both are
-    skipped, and record and checkpoints still run."""
-    return None if planned["idle"] else str(planned["copy"])
 
 def build_dag(flow: Flow, path: str) -> Any:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -209,33 +189,24 @@ def build_dag(flow: Flow, path: str) -> Any:
         doc_md=doc_md(flow, path),
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     ) as dag:
-        beat = task(task_id="heartbeat")(heartbeat)(path, flow.name)
-        topology = task(task_id="sync_topology")(sync_topology)(path, flow.name)
-        planned = task(task_id="plan")(plan)(path, flow.name)
-        # Only the copy is skipped when idle: record and checkpoints still run.
-        gate: Callable[..., Any] = task.branch(task_id="has_work")(has_work)
+        timeout = timedelta(seconds=flow.ferry.mirror_timeout_seconds)
+        # A run is one task process when it can be (see the module's docstring); each
+        # costs seconds under a scheduler.
+        whole: Callable[..., Any] = task.branch(task_id="cycle", execution_timeout=timeout)(
+            cycle)
         mirror = SparkSubmitOperator(
             task_id="mirror",
-            application_args=job_arguments(path, flow.name,
-                                           "{{ ti.xcom_pull(task_ids='plan')['plan_path'] }}"),
+            application_args=job_arguments(
+                path, flow.name, "{{ ti.xcom_pull(task_ids='cycle', key='plan')['plan_path'] }}"),
             name=f"ferry-copy {flow.name}",
             retries=1,
             # A hung copy must not hold the flow (max_active_runs=1) for ever; lanes also
             # fail on their own when a partition makes no progress for 120 s.
-            execution_timeout=timedelta(seconds=flow.ferry.mirror_timeout_seconds),
-            **copy_job_settings("plan"),
+            execution_timeout=timeout,
+            **copy_job_settings("cycle", key="plan"),
         )
-        warm = task(task_id="mirror_warm", retries=1, execution_timeout=timedelta(
-            seconds=flow.ferry.mirror_timeout_seconds))(mirror_warm)(
-            path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
-        recorded = task(task_id="record", trigger_rule="none_failed")(record)(
-            path, flow.name, planned)  # type: ignore[arg-type]  # an XComArg at parse time
-        translated = task(task_id="checkpoints", trigger_rule="none_failed")(checkpoints)(
-            path, flow.name)
-        beat >> topology >> planned
-        routed = gate(planned)
-        routed >> [mirror, warm]
-        [mirror, warm] >> recorded >> translated
+        finished = task(task_id="finish")(finish)(path, flow.name)
+        whole(path, flow.name) >> mirror >> finished
     return dag
 
 

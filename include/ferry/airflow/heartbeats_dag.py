@@ -6,10 +6,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ferry.airflow.flow_dag import heartbeat, schedule_of
+from ferry.airflow.flow_dag import schedule_of
+from ferry.airflow.tasks import task_config, task_edge
 from ferry.config import MirrorConfig
 
 HEARTBEATS_DAG = "ferry_heartbeats"
+
+
+def heartbeat(path: str) -> list[str]:
+    """Write a heartbeat for every pair that emits heartbeats but has no DAG of its own."""
+    from ferry.steps.heartbeats import emit, heartbeat_only_pairs
+
+    with task_edge():
+        config = task_config(path)
+        return [f"{b.source}->{b.target}" for b in emit(heartbeat_only_pairs(config))]
 
 
 def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:

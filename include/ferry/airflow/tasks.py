@@ -98,12 +98,12 @@ def _spark_env() -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": driver_host()}
 
 
-def copy_job_settings(plan_task: str) -> dict[str, Any]:
+def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, Any]:
     """SparkSubmitOperator settings of a copy job whose jars and library zip the task
-    `plan_task` returned (see `spark_job_files`)."""
+    `plan_task` pushed as its XCom `key` (see `spark_job_files`)."""
     from ferry.spark.submit import job_conf, job_path
 
-    pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}')"
+    pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}', key='{key}')"
     return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
             "conf": {"spark.jars": pull + "['spark_jars'] }}", **job_conf(jars=False)},
             "py_files": pull + "['py_files'] }}"}

@@ -1,8 +1,10 @@
 """One run of a flow, step by step: heartbeat -> sync -> plan -> copy -> record ->
-checkpoints. The flow DAG runs each step as a task (the copy through Airflow's
-SparkSubmitOperator); `ferry mirror` runs them all in one process through `run` (the copy
-through `spark-submit`). Both call the same `Cycle` methods, so a cron-driven `ferry mirror`
-writes heartbeats and checkpoints exactly as the DAG does, each when its interval says so.
+checkpoints, in three parts: `Cycle.start` (up to the plan), `Cycle.copy`, `Cycle.finish`.
+`ferry mirror` runs them all in one process through `run`; the flow DAG's `cycle` task does
+too, unless the copy needs spark-submit, which Airflow's SparkSubmitOperator then runs as a
+task of its own before a `finish` task. All call the same `Cycle` methods, so a cron-driven
+`ferry mirror` writes heartbeats and checkpoints exactly as the DAG does, each when its
+interval says so.
 
 An idle run (nothing to copy, no gap, offset map up to date) starts no JVM.
 """
@@ -64,6 +66,13 @@ class CycleResult:
     @property
     def ok(self) -> bool:
         return self.copy_exit_code in (None, 0)
+
+    def steps(self) -> dict[str, Any]:
+        """What each step did (names and counts: never client settings), in step order."""
+        return {"heartbeat": self.heartbeats, "sync": self.sync,
+                "plan": self.planned.summary() if self.planned else None,
+                "copy": {"exit_code": self.copy_exit_code}, "record": self.recorded,
+                "checkpoints": self.checkpoints}
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,41 @@ class Cycle:
                 "active_groups_left_untouched": report.active}
 
 
+    def start(self) -> CycleResult:
+        """The steps before the copy: heartbeat, sync, plan."""
+        result = CycleResult(self.flow.name, self.run_id)
+        result.heartbeats = self.heartbeat()
+        result.sync = self.sync()
+        result.planned = self.plan()
+        return result
+
+    def copy(self, result: CycleResult, config_path: str, keep_session: bool = False) -> bool:
+        """The copy job of the started `result`'s plan, when it has one, on this cycle's
+        master (in this process through a Spark Connect server, else through spark-submit);
+        its exit code goes into `result`. Whether the run goes on (no copy, or a copy that
+        succeeded)."""
+        from ferry.spark.submit import run_job
+
+        planned = result.planned
+        assert planned is not None, "start() first"
+        if planned.plan_path is None:
+            return True
+        plan = planned.prepared.plan
+        log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
+                 plan.span, len(plan.gaps), extra={"flow": self.flow.name})
+        result.copy_exit_code = run_job(str(Path(config_path).resolve()), self.flow.name,
+                                        planned.plan_path, self.master, keep_session,
+                                        loaded=self.flow)
+        return result.ok
+
+    def finish(self, result: CycleResult) -> CycleResult:
+        """The steps after a copy (or an idle plan): record, checkpoints."""
+        assert result.planned is not None, "start() first"
+        result.recorded = self.record(result.planned.idle)
+        result.checkpoints = self.checkpoints()
+        return result
+
+
 def offset_map_lag(flow: Flow, target: KafkaCluster | None = None) -> int:
     """Committed offset-map entries on the target not yet in the Delta offset map."""
     from ferry.core.internal import offset_map_topic
@@ -232,27 +276,13 @@ def run(config_path: str, config: MirrorConfig, flow: Flow,
         pace: Pace | None = None, clusters: Clusters | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through spark-submit (its output to stderr); when it fails, the run stops there, as the
-    DAG's record and checkpoints tasks do not run after a failed copy. `pace` and
-    `clusters`: see `Cycle`."""
-    from ferry.spark.submit import run_job
-
+    DAG's record and checkpoints do not run after a failed copy. `pace` and `clusters`: see
+    `Cycle`."""
     cycle = Cycle(config, flow, master=master, pace=pace, clusters=clusters)
-    result = CycleResult(flow.name, cycle.run_id)
-    result.heartbeats = cycle.heartbeat()
-    result.sync = cycle.sync()
-    planned = result.planned = cycle.plan()
-    if planned.plan_path is not None:
-        plan = planned.prepared.plan
-        log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
-                 plan.span, len(plan.gaps), extra={"flow": flow.name})
-        result.copy_exit_code = run_job(str(Path(config_path).resolve()), flow.name,
-                                        planned.plan_path, cycle.master, keep_session,
-                                        loaded=flow)
-        if not result.ok:
-            return result
-    result.recorded = cycle.record(planned.idle)
-    result.checkpoints = cycle.checkpoints()
-    return result
+    result = cycle.start()
+    if not cycle.copy(result, config_path, keep_session):
+        return result
+    return cycle.finish(result)
 
 
 def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,

@@ -3,7 +3,7 @@
 Remote topics and partitions (created before any record of them is copied; never shrunk,
 never deleted), topic configs and ACLs, each step when it is due (`ferry.core.sync.schedule`).
 Shared by `ferry sync` (forced, or a dry run), `ferry plan`/`ferry mirror` and the DAG's
-`sync_topology` task. The pure diffs live in `ferry.core.sync.*`; this module reads both
+`cycle` task. The pure diffs live in `ferry.core.sync.*`; this module reads both
 clusters, applies the diffs and records what it did in the `syncs` table.
 
 Capabilities: a cluster without an authorizer (ACL API disabled) skips ACL sync, with one
