@@ -1,19 +1,30 @@
-"""End-to-end latency of a steady stream: Ferry in continuous mode on a warm Spark, and
-MirrorMaker 2 (dedicated mode, from the Kafka jars Ferry fetches) in the same run.
+"""End-to-end latency of a steady stream: Ferry on a warm Spark, and MirrorMaker 2
+(dedicated mode, from the Kafka jars Ferry fetches) in the same run.
 
-    .venv/bin/python bench/latency.py [--seconds 180] [--rate 200] [--warmup 60]
+    .venv/bin/python bench/latency.py [--mode cli|continuous|schedule] [--seconds 180]
+                                      [--rate 200] [--warmup 60]
 
 A producer writes `--rate` records/s (each value its sequence number) over 4 partitions
-for `--seconds`. Ferry (`ferry mirror --continuous`, through a local Spark Connect server)
-mirrors them as flow `source->target`, MM2 as `mm2src->target`, into the same target
-cluster. A reader follows both remote topics (read_committed) and takes each record's
-latency as its arrival time minus its CreateTime (both mirrors keep it). Records produced
-during `--warmup` are left out of the percentiles; all are counted for lost and doubled.
+for `--seconds`. Ferry mirrors them as flow `source->target` through a local Spark Connect
+server, MM2 as `mm2src->target`, into the same target cluster. `--mode` says how Ferry runs:
+
+- `cli`: `ferry mirror --continuous`, one process;
+- `continuous`: the flow's DAG with `ferry.schedule = @continuous` under a real Airflow
+  scheduler (api-server, scheduler with the LocalExecutor, dag-processor, as `airflow
+  standalone` runs them; `ferry.continuous.run.seconds = 300`, so runs end and start again
+  during the measurement), its `spark_default` connection of type `spark_connect`;
+- `schedule`: the same Airflow, the DAG every minute (`ferry.schedule = * * * * *`).
+
+A reader follows both remote topics (read_committed) and takes each record's latency as its
+arrival time minus its CreateTime (both mirrors keep it). Records produced during
+`--warmup` are left out of the percentiles; all are counted for lost and doubled. Under
+Airflow, the DAG runs' durations and task processes are printed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -30,9 +41,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.common import create_topic, local_clusters, mm2_dedicated, write_config
 from ferry.local import spark_server
+from tests.scheduler.stack import Airflow, running
 
 PARTITIONS = 4
 TOPIC = "stream"
+DAG_ID = "ferry_source_to_target"
+SCHEDULES = {"continuous": "ferry.schedule = @continuous\nferry.continuous.run.seconds = 300\n",
+             "schedule": "ferry.schedule = * * * * *\n"}
+LABELS = {"cli": "ferry mirror --continuous", "continuous": "Ferry DAG, @continuous",
+          "schedule": "Ferry DAG, every minute"}
 
 
 def stream(bootstrap: str, rate: int, seconds: float, stop: threading.Event) -> int:
@@ -109,6 +126,12 @@ class Cycles(threading.Thread):
         self.rss[len(self.seconds)] = self._rss()
 
 
+def _stopped(ferry: subprocess.Popen[str]) -> None:
+    """SIGTERM: `ferry mirror --continuous` finishes its running cycle and exits."""
+    ferry.send_signal(signal.SIGTERM)
+    ferry.wait(300)
+
+
 def summary(name: str, follower: Follower, sent: int, warm_until: int) -> None:
     sequences = [s for s, _ in follower.seen]
     lost = len(set(range(sent)) - set(sequences))
@@ -122,11 +145,30 @@ def summary(name: str, follower: Follower, sent: int, warm_until: int) -> None:
           f"max {late[-1]:5.1f} s   lost {lost:,}  doubled {doubled:,}")
 
 
+def dag_runs(airflow: Airflow, dag_id: str) -> None:
+    """The DAG runs' count, durations and task processes (tasks that ran, not skipped)."""
+    from datetime import datetime
+
+    found = airflow.api("GET", f"/dags/{dag_id}/dagRuns", limit="1000")["dag_runs"]
+    done = [r for r in found if r["end_date"] and r["start_date"]]
+    if not done:
+        print("  airflow: no DAG run finished")
+        return
+    seconds = sorted((datetime.fromisoformat(r["end_date"])
+                      - datetime.fromisoformat(r["start_date"])).total_seconds() for r in done)
+    ran = [sum(1 for t in airflow.tasks(dag_id, r["dag_run_id"]).values()
+               if t.state not in ("skipped", None)) for r in done]
+    print(f"  airflow: {len(done)} DAG runs finished ({sum(r['state'] == 'success' for r in done)}"
+          f" succeeded), median {statistics.median(seconds):.1f} s, max {seconds[-1]:.1f} s; "
+          f"task processes per run: median {statistics.median(ran):.0f}, max {max(ran)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=180)
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--warmup", type=float, default=60)
+    parser.add_argument("--mode", choices=("cli", "continuous", "schedule"), default="cli")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ferry-latency-") as name, \
             local_clusters(Path(name) / "kafka") as clusters:
@@ -135,45 +177,57 @@ def main() -> int:
               f"{args.seconds:.0f} s (warm-up {args.warmup:.0f} s left out)")
         create_topic(clusters["source"], TOPIC, PARTITIONS)
         server = spark_server.up(tmp / "spark")
-        config = write_config(tmp / "mm2.properties", clusters, TOPIC, tmp / "state",
-                              f"ferry.spark.master = {server.url}\n")
-        ferry = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ferry"), "mirror", config, "--flow",
-             "source->target", "--continuous", "--json"],
-            stdout=subprocess.PIPE, stderr=open(tmp / "ferry.log", "wb"),  # noqa: SIM115
-            text=True, env={**os.environ})
-        cycles = Cycles(ferry, server.pid or 0)
-        cycles.start()
-        mirror_maker = mm2_dedicated(tmp, clusters, "mm2src", TOPIC)
-        followers = {n: Follower(clusters["target"], t)
-                     for n, t in (("ferry", f"source.{TOPIC}"), ("mm2", f"mm2src.{TOPIC}"))}
-        for follower in followers.values():
-            follower.start()
-        stop = threading.Event()
-        try:
-            sent = stream(clusters["source"], args.rate, args.seconds, stop)
-            deadline = time.monotonic() + 120  # let both catch up
-            while time.monotonic() < deadline and any(
-                    len({s for s, _ in f.seen}) < sent for f in followers.values()):
-                time.sleep(1)
-        finally:
-            ferry.send_signal(signal.SIGTERM)
-            os.killpg(mirror_maker.pid, signal.SIGTERM)
+        with contextlib.ExitStack() as stack:
+            stack.callback(spark_server.down, tmp / "spark")
+            config = write_config(tmp / "mm2.properties", clusters, TOPIC, tmp / "state",
+                                  f"ferry.spark.master = {server.url}\n"
+                                  + SCHEDULES.get(args.mode, ""))
+            cycles = None
+            if args.mode == "cli":
+                ferry = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "ferry"), "mirror", config, "--flow",
+                     "source->target", "--continuous", "--json"],
+                    stdout=subprocess.PIPE, stderr=open(tmp / "ferry.log", "wb"),  # noqa: SIM115
+                    text=True, env={**os.environ})
+                cycles = Cycles(ferry, server.pid or 0)
+                cycles.start()
+                stack.callback(cycles.join, 30)  # its last RSS, before the server stops
+                stack.callback(_stopped, ferry)
+            else:
+                host, port = server.url.removeprefix("sc://").split(":")
+                airflow, _ = stack.enter_context(running(
+                    tmp, Path(config), [DAG_ID],
+                    {"conn_type": "spark_connect", "host": host, "port": int(port)}))
+                airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
+            mirror_maker = mm2_dedicated(tmp, clusters, "mm2src", TOPIC)
+            followers = {n: Follower(clusters["target"], t)
+                         for n, t in (("ferry", f"source.{TOPIC}"), ("mm2", f"mm2src.{TOPIC}"))}
             for follower in followers.values():
-                follower.stop.set()
-                follower.join(10)
-            ferry.wait(300)
-            cycles.join(30)
-            mirror_maker.wait(60)
-            spark_server.down(tmp / "spark")
+                follower.start()
+            stop = threading.Event()
+            try:
+                sent = stream(clusters["source"], args.rate, args.seconds, stop)
+                deadline = time.monotonic() + 150  # let both catch up (a scheduled run too)
+                while time.monotonic() < deadline and any(
+                        len({s for s, _ in f.seen}) < sent for f in followers.values()):
+                    time.sleep(1)
+            finally:
+                os.killpg(mirror_maker.pid, signal.SIGTERM)
+                for follower in followers.values():
+                    follower.stop.set()
+                    follower.join(10)
+                mirror_maker.wait(60)
+            if args.mode != "cli":
+                airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
+                dag_runs(airflow, DAG_ID)
         warm_until = int(args.warmup * args.rate)
-        summary("ferry --continuous (warm Spark)", followers["ferry"], sent, warm_until)
+        summary(LABELS[args.mode], followers["ferry"], sent, warm_until)
         summary("MirrorMaker 2 (dedicated)", followers["mm2"], sent, warm_until)
-        seconds = sorted(cycles.seconds)
+        seconds = sorted(cycles.seconds) if cycles else []
         if seconds:
             print(f"  ferry cycles: {len(seconds)}, median {statistics.median(seconds):.1f} s, "
                   f"max {seconds[-1]:.1f} s")
-        if 10 in cycles.rss and len(cycles.rss) > 1:
+        if cycles and 10 in cycles.rss and len(cycles.rss) > 1:
             last = max(cycles.rss)
             print(f"  Connect server RSS: {cycles.rss[10] / 2**20:,.0f} MiB after 10 cycles, "
                   f"{cycles.rss[last] / 2**20:,.0f} MiB after {last} "
