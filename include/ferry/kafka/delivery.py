@@ -116,6 +116,7 @@ class ExactlyOnce(Delivery):
     def start(self, lane: Lane, producer: Producer) -> None:
         """Initialising the lane's transactional id fences every older producer with it (a
         zombie task, or this lane's previous producer) and aborts its open transaction."""
+        lane.learn_targets(producer)
         lane.call(lambda: producer.init_transactions(CALL_TIMEOUT_S), lane.flow.target,
                   f"initialising transactions of lane {lane.lane}")
 
@@ -137,6 +138,7 @@ class ExactlyOnce(Delivery):
             fencer = Producer(flow.producer.confluent({
                 "transactional.id": owner, "enable.idempotence": True, "acks": "all",
                 "log_level": 3}))
+            lane.learn_targets(fencer)
             lane.call(lambda f=fencer: f.init_transactions(CALL_TIMEOUT_S),  # type: ignore[misc]
                       flow.target, f"fencing the previous owner {owner}")
             fencer.flush(0)
