@@ -41,8 +41,10 @@ from ferry.config import Flow
 if TYPE_CHECKING:
     from ferry.steps.cycle import Cycle
 
+
 def schedule_of(flow: Flow) -> str | None:
     return None if flow.ferry.schedule == "none" else flow.ferry.schedule
+
 
 def doc_md(flow: Flow, path: str) -> str:
     policy = flow.policy.class_name.rsplit(".", 1)[-1]
@@ -60,6 +62,7 @@ Look up a record: `ferry offsets {path} --flow '{flow.name}' --topic T --partiti
 --source-offset N`.
 """
 
+
 def _run_doc(flow: Flow) -> str:
     if flow.ferry.schedule == "@continuous":
         return (f"Each run: **mirror_continuously**, whole cycles back to back for "
@@ -70,6 +73,7 @@ def _run_doc(flow: Flow) -> str:
             "exact ranges planned, then, when idle or on a warm Spark Connect server, the "
             "copy, record and checkpoints) →\n**mirror** (spark-submit copy job) → "
             "**finish** (record, checkpoints), both skipped when `cycle` did it all.")
+
 
 def _cycle(path: str, name: str) -> Cycle:
     """This DAG run's cycle (`ferry.steps.cycle`): the steps `ferry mirror` runs too, with

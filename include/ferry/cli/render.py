@@ -75,6 +75,8 @@ def config_json(config: MirrorConfig) -> dict[str, Any]:
         ],
         "flows": [flow_json(f) for f in config.enabled_flows],
         "heartbeat_only_pairs": [f.name for f in config.flows if not f.enabled],
+        "translated_from": config.translated_from or None,
+        "translated": [{"setting": s, "became": b} for s, b in config.translated],
         "warnings": list(config.warnings),
     }
 
@@ -121,6 +123,9 @@ def config_text(config: MirrorConfig) -> str:
     others = [f.name for f in config.flows if not f.enabled]
     if others:
         lines.append(f"heartbeat-only pairs (no records mirrored): {', '.join(others)}")
+    if config.translated:
+        lines.append(f"translated from a {config.translated_from}:")
+        lines += [f"  {setting}  ->  {became}" for setting, became in config.translated]
     if config.warnings:
         lines.append("warnings:")
         lines += [f"  - {w}" for w in config.warnings]

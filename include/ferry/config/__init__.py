@@ -1,4 +1,5 @@
-"""Ferry's configuration: MirrorMaker 2 `mm2.properties` or a Strimzi `KafkaMirrorMaker2`.
+"""Ferry's configuration: MirrorMaker 2 `mm2.properties`, a Strimzi `KafkaMirrorMaker2`, or a
+MirrorMaker 1 setup (a Strimzi `KafkaMirrorMaker`, or MM1's command line: `ferry.config.mm1`).
 
 `load_config(path)` is the one entry point: it reads the file, resolves `${file:...}`,
 `${env:...}` and `${dir:...}` variables, applies MM2's precedence and defaults, translates
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ferry.config.ferry_keys import KEYS as FERRY_KEYS
 from ferry.config.ferry_keys import FerrySettings
+from ferry.config.mm1 import Translation
 from ferry.config.mm2 import build_config
 from ferry.config.model import Cluster, Flow, Interval, MirrorConfig
 from ferry.config.properties import parse_properties
@@ -34,8 +36,8 @@ __all__ = [
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> MirrorConfig:
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`."""
-    raw = _raw_properties(path, env)
-    return build_config(raw, str(path), Path(path).resolve().parent, env)
+    raw, translation = _raw_properties(path, env)
+    return build_config(raw, str(path), Path(path).resolve().parent, env, translation)
 
 
 def cluster_aliases(path: str | Path) -> tuple[str, ...]:
@@ -44,15 +46,17 @@ def cluster_aliases(path: str | Path) -> tuple[str, ...]:
     those may not resolve yet (e.g. `${file:bootstrap.properties:...}`)."""
     from ferry.mm2.filters import split_list
 
-    aliases = tuple(split_list(_raw_properties(path, None).get("clusters", "")))
+    aliases = tuple(split_list(_raw_properties(path, None)[0].get("clusters", "")))
     if not aliases:
         raise ConfigError([Problem("clusters", "is missing", "add clusters=source, target")],
                           str(path))
     return aliases
 
 
-def _raw_properties(path: str | Path, env: Mapping[str, str] | None) -> dict[str, str]:
-    """The file's properties as written (a Strimzi resource translated to MM2's keys)."""
+def _raw_properties(path: str | Path, env: Mapping[str, str] | None
+                    ) -> tuple[dict[str, str], Translation | None]:
+    """The file's properties as written (a Strimzi resource or an MM1 command line
+    translated to MM2's keys), and for an MM1 setup what each of its settings became."""
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -67,11 +71,23 @@ def _raw_properties(path: str | Path, env: Mapping[str, str] | None) -> dict[str
     if _is_strimzi(file, text):
         from ferry.config.strimzi import strimzi_properties
 
-        raw = strimzi_properties(text, str(path), base_dir,
-                                 dict(os.environ) if env is None else env)
-    else:
-        raw = parse_properties(text)
-    return raw
+        return strimzi_properties(text, str(path), base_dir,
+                                  dict(os.environ) if env is None else env)
+    if _is_mm1_command_line(text):
+        from ferry.config.findings import Findings
+        from ferry.config.mm1 import command_line
+
+        findings = Findings()
+        raw, translation = command_line(text, str(path), base_dir, findings)
+        findings.raise_problems(str(path))
+        return raw, translation
+    return parse_properties(text), None
+
+
+def _is_mm1_command_line(text: str) -> bool:
+    """A line, not a comment, passing MM1's `--consumer.config` (properties never do)."""
+    return any("--consumer.config" in line and not line.lstrip().startswith(("#", "!"))
+               for line in text.splitlines())
 
 
 def _is_strimzi(file: Path, text: str) -> bool:

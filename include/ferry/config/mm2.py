@@ -32,6 +32,7 @@ from ferry.config.checks import (
 from ferry.config.clients import PASSTHROUGH_PREFIX, ClientConfig, translate_client
 from ferry.config.ferry_keys import resolve_ferry_settings
 from ferry.config.findings import Findings
+from ferry.config.mm1 import Translation
 from ferry.config.model import Cluster, Flow, MirrorConfig
 from ferry.config.providers import Providers
 from ferry.config.reader import Reader
@@ -57,10 +58,14 @@ log = logging.getLogger(__name__)
 
 
 def build_config(
-    raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None
+    raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
+    translation: Translation | None = None,
 ) -> MirrorConfig:
-    """Validate and resolve raw MM2 properties; raise ConfigError listing every problem."""
+    """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
+    `translation`: what the settings of an MM1 setup became (its warnings join the config's)."""
     findings = Findings()
+    for warning in translation.warnings if translation else ():
+        findings.warn(warning)
     providers = Providers.declared(raw, findings, base_dir, env)
     props: Props = {}
     for key, text in raw.items():
@@ -84,7 +89,9 @@ def build_config(
                       f"{aliases[0]}->{aliases[-1]}.enabled=true")
     check_identity_loops(flows, findings)
     findings.raise_problems(path)
-    return MirrorConfig(path, clusters, flows, findings.distinct_warnings())
+    return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
+                        tuple(translation.became) if translation else (),
+                        translation.kind if translation else "")
 
 
 def _cluster_props(props: Props, alias: str) -> Props:

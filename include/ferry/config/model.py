@@ -111,6 +111,10 @@ class MirrorConfig:
     clusters: Mapping[str, Cluster]
     flows: tuple[Flow, ...]
     warnings: tuple[str, ...] = ()
+    translated: tuple[tuple[str, str], ...] = ()
+    """For an MM1 setup: (its setting, what it became in Ferry), in the order read."""
+    translated_from: str = ""
+    """What `translated` came from ("Strimzi KafkaMirrorMaker", ...); "" for MM2."""
 
     @property
     def enabled_flows(self) -> tuple[Flow, ...]:

@@ -1,4 +1,5 @@
-"""Map a Strimzi `KafkaMirrorMaker2` resource onto MM2 properties.
+"""Map a Strimzi `KafkaMirrorMaker2` resource onto MM2 properties (and, through
+`ferry.config.mm1`, a MirrorMaker 1 `KafkaMirrorMaker` resource).
 
 Both API shapes are read: `v1beta2` (`spec.clusters[]`, mirrors with `sourceCluster` /
 `targetCluster`) and `v1` (`spec.target`, mirrors with a `source` cluster). Kubernetes
@@ -20,14 +21,17 @@ from typing import Any
 
 import yaml
 
+from ferry.config import mm1
 from ferry.config.findings import Findings
+from ferry.config.mm1 import Translation
 from ferry.config.providers import DIR_PROVIDER
 from ferry.errors import ConfigError, Problem
 
 
-def strimzi_properties(text: str, path: str, base_dir: Path,
-                       env: Mapping[str, str]) -> dict[str, str]:
-    """MM2 properties equivalent to the resource; ConfigError lists what is wrong."""
+def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, str]
+                       ) -> tuple[dict[str, str], Translation | None]:
+    """MM2 properties equivalent to the resource, and for a MirrorMaker 1 resource what each
+    of its settings became; ConfigError lists what is wrong."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -41,7 +45,7 @@ def strimzi_properties(text: str, path: str, base_dir: Path,
     if mapper.findings.problems:
         # all of them as found (raise_problems would also drop repeats)
         raise ConfigError(mapper.findings.problems, source=path)
-    return mapper.props
+    return mapper.props, mapper.translation
 
 
 class _Mapper:
@@ -54,6 +58,7 @@ class _Mapper:
             "emit.heartbeats.enabled": "false",
         }
         self.findings = Findings()
+        self.translation: Translation | None = None
 
     def need(self, node: Mapping[str, Any], key: str, where: str) -> Any:
         value = node.get(key)
@@ -62,14 +67,19 @@ class _Mapper:
         return value
 
     def resource(self, doc: Any) -> None:
-        if not isinstance(doc, dict) or doc.get("kind") != "KafkaMirrorMaker2":
-            self.findings.problem("kind", "not a KafkaMirrorMaker2 resource",
-                                  "give an mm2.properties file or a Strimzi "
-                                  "KafkaMirrorMaker2 YAML")
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind not in ("KafkaMirrorMaker2", "KafkaMirrorMaker"):
+            self.findings.problem("kind", "not a KafkaMirrorMaker2 or KafkaMirrorMaker "
+                                  "resource", "give an mm2.properties file, a Strimzi "
+                                  "KafkaMirrorMaker2 or KafkaMirrorMaker YAML, or MM1's "
+                                  "command line")
             return
         spec = doc.get("spec")
         if not isinstance(spec, dict):
             self.findings.problem("spec", "missing", "add the resource's spec")
+            return
+        if kind == "KafkaMirrorMaker":
+            self.mirror_maker_1(spec)
             return
         clusters = list(spec.get("clusters") or [])
         named = [("spec.clusters", i, c) for i, c in enumerate(clusters)]
@@ -94,6 +104,51 @@ class _Mapper:
         for i, mirror in enumerate(mirrors):
             self.mirror(mirror, f"spec.mirrors[{i}]", target_alias)
         self.props["clusters"] = ", ".join(aliases)
+
+    def mirror_maker_1(self, spec: Mapping[str, Any]) -> None:
+        """MM1's resource: `spec.consumer` is the source, `spec.producer` the target, one
+        identity flow of `spec.include` (`whitelist` in v1beta1)."""
+        done = self.translation = mm1.Translation("Strimzi KafkaMirrorMaker")
+        self.props.pop("emit.heartbeats.enabled")
+        for role, alias in (("consumer", mm1.SOURCE), ("producer", mm1.TARGET)):
+            where = f"spec.{role}"
+            side = spec.get(role)
+            if not isinstance(side, dict):
+                self.findings.problem(where, "missing", f"add {where} with bootstrapServers")
+                continue
+            self.cluster({"alias": alias, **{k: side[k] for k in
+                                             ("bootstrapServers", "tls", "authentication")
+                                             if k in side}}, where)
+            done.note(f"{where}.bootstrapServers", f"{alias}.bootstrap.servers")
+            if side.get("authentication"):
+                done.note(f"{where}.authentication",
+                          f"{alias}'s SASL or TLS client settings (secrets read from "
+                          f"{self.secrets})")
+            if side.get("tls") is not None:
+                done.note(f"{where}.tls", f"{alias}.ssl.truststore.* (PEM)")
+            mm1.client_settings(role, alias, side.get("config") or {}, self.props, done,
+                                f"{where}.config")
+            for key, why in _MM1_FIELDS[role].items():
+                if key in side:
+                    done.note(f"{where}.{key}", why)
+        consumer, producer = spec.get("consumer") or {}, spec.get("producer") or {}
+        include = spec.get("include", spec.get("whitelist"))
+        if not include:
+            self.findings.problem("spec.include", "missing: nothing to mirror",
+                                  "set spec.include (spec.whitelist in v1beta1)")
+        else:
+            done.note("spec.include" if "include" in spec else "spec.whitelist",
+                      f"{mm1.FLOW}.topics = {mm1.java_list(include)}")
+        streams = consumer.get("numStreams") if isinstance(consumer, dict) else None
+        if streams is not None:
+            done.note("spec.consumer.numStreams", f"{mm1.FLOW}.tasks.max = {streams} (lanes)")
+        if isinstance(producer, dict) and producer.get("abortOnSendFailure") is False:
+            done.warnings.append(mm1.NEVER_DROPS.format(
+                setting="spec.producer.abortOnSendFailure: false"))
+        for key in sorted(set(spec) - {"consumer", "producer", "include", "whitelist"}):
+            done.note(f"spec.{key}", "no meaning in Ferry: it configures MM1's pods; Ferry "
+                      "runs in Airflow and Spark")
+        self.props.update(mm1.flow_properties(include or "", streams))
 
     def cluster(self, cluster: Any, where: str) -> str | None:
         if not isinstance(cluster, dict):
@@ -237,6 +292,19 @@ class _Mapper:
             if value is not None:
                 self.props[f"{flow}.{key}"] = str(value)
 
+
+_MM1_FIELDS = {
+    "consumer": {
+        "groupId": "no meaning in Ferry: MM1's consumer group, where its progress is; Ferry "
+                   "keeps its own positions",
+        "offsetCommitInterval": "no meaning in Ferry: positions are committed with each "
+                                "range, in its transaction",
+    },
+    "producer": {
+        "abortOnSendFailure": "no meaning in Ferry: a record the target refuses always "
+                              "fails the run, naming it",
+    },
+}
 
 _CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "source.", "target.")
 

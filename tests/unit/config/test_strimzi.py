@@ -106,7 +106,7 @@ def test_missing_secret_file_is_an_error_naming_the_secret(load: Loader) -> None
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("kind: Kafka\nspec: {}\n", "not a KafkaMirrorMaker2 resource"),
+    [("kind: Kafka\nspec: {}\n", "not a KafkaMirrorMaker2 or KafkaMirrorMaker resource"),
      ("kind: KafkaMirrorMaker2\nspec:\n  clusters:\n    - alias: a\n  mirrors: []\n",
       "spec.clusters[0].bootstrapServers: missing"),
      ("kind: KafkaMirrorMaker2\nspec:\n  clusters:\n    - {alias: a, bootstrapServers: 'a:1',"
