@@ -65,7 +65,44 @@ def _schedule(text: str) -> str:
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
         raise ValueError("must be a 5-field cron expression (e.g. '*/5 * * * *'), "
                          f"or one of {', '.join(_PRESETS)}")
+    # Airflow parses schedules with croniter and drops a DAG whose schedule it refuses: refuse
+    # here what croniter would, naming the field. (Importing croniter itself would start a
+    # process at every config load.)
+    for field, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        if not _cron_field_ok(field, low, high, names):
+            raise ValueError(f"its {name} field {field!r} is out of range ({low}-{high}"
+                             f"{' or names' if names else ''}), which Airflow would refuse")
     return value
+
+
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day-of-month", 1, 31, {}),
+    ("month", 1, 12, {m: i + 1 for i, m in enumerate(_MONTHS)}),
+    ("day-of-week", 0, 7, {d: i for i, d in enumerate(_DAYS)}))
+
+
+def _cron_field_ok(field: str, low: int, high: int, names: dict[str, int]) -> bool:
+    """Every value of a cron field within [low, high]: lists, ranges, steps, names, and
+    the `?`, `L`, `W`, `#` forms (their numbers checked too)."""
+    for item in field.split(","):
+        base, _, step = item.partition("/")
+        if step and (not step.isdigit() or int(step) == 0):
+            return False
+        if base in ("*", "?", "L"):
+            continue
+        special = re.fullmatch(r"(\d*)[LW]|(\d+)#([1-5])", base)
+        if special:
+            number = special.group(1) or special.group(2)
+            if number and not low <= int(number) <= high:
+                return False
+            continue
+        for end in base.split("-", 1):
+            value = names.get(end.upper()) if not end.isdigit() else int(end)
+            if value is None or not low <= value <= high:
+                return False
+    return True
 
 
 def _bool(text: str) -> bool:

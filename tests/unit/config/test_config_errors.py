@@ -30,6 +30,10 @@ from tests.unit.conftest import BASE, Loader
         (BASE + "A->B.enabled = yes\n", "A->B.enabled", "must be true or false"),
         (BASE + "ferry.delivery = maybe\n", "ferry.delivery", "must be one of"),
         (BASE + "ferry.schedule = every minute\n", "ferry.schedule", "cron expression"),
+        (BASE + "ferry.schedule = 99 * * * *\n", "ferry.schedule",
+         "minute field '99' is out of range (0-59)"),
+        (BASE + "A->B.ferry.schedule = 0 0 * 13 *\n", "A->B.ferry.schedule",
+         "month field '13' is out of range"),
         (BASE + "ferry.shedule = @daily\n", "ferry.shedule", "did you mean ferry.schedule"),
         (BASE + "A.ferry.delivery = at_least_once\n", "A.ferry.delivery",
          "unknown cluster-level Ferry setting"),
@@ -43,7 +47,8 @@ from tests.unit.conftest import BASE, Loader
     ids=["no-clusters", "unknown-target", "unknown-source", "self-flow", "bad-topic-regex",
          "bad-group-regex", "no-bootstrap", "bad-bootstrap", "unknown-policy",
          "negative-ferry-duration", "negative-range-cap", "non-numeric-interval",
-         "non-boolean", "bad-delivery", "bad-schedule", "ferry-typo", "cluster-ferry-key",
+         "non-boolean", "bad-delivery", "bad-schedule", "schedule-minute-out-of-range",
+         "flow-schedule-month-out-of-range", "ferry-typo", "cluster-ferry-key",
          "zero-replication-factor", "bad-incremental-mode", "custom-filter", "bad-alias"],
 )
 def test_each_mistake_names_its_key(load: Loader, text: str, key: str, message: str) -> None:
@@ -84,3 +89,10 @@ def test_unreadable_config_file_is_a_config_error(tmp_path: object) -> None:
 def test_connect_transforms_are_refused(load: Loader, key: str) -> None:
     with pytest.raises(ConfigError, match="transforms and predicates change records"):
         load(BASE + f"{key} = mask\n")
+
+
+@pytest.mark.parametrize("schedule", [
+    "*/5 * * * *", "0 9 * * MON-FRI", "0 0 1 JAN,jul *", "0 0 L * *", "0 0 15W * *",
+    "0 0 * * 5L", "0 0 * * 1#2", "0 0 * * 7", "0-59/15 0-23 1-31 1-12 0-6", "@hourly", "none"])
+def test_a_schedule_airflow_accepts_is_accepted(load: Loader, schedule: str) -> None:
+    assert load(BASE + f"ferry.schedule = {schedule}\n").flows[0].ferry.schedule == schedule
