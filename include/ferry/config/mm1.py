@@ -92,7 +92,7 @@ def client_settings(role: str, alias: str, settings: Mapping[str, Any],
     connection ones for the whole cluster, the rest for that client; Ferry's own are left
     out, each said why. Each is noted as `<where><sep><key>`."""
     for key, value in settings.items():
-        text, setting = _text(value), f"{where}{sep}{key}"
+        text, setting = text_of(value), f"{where}{sep}{key}"
         if key in _MEANINGLESS[role]:
             done.note(setting, f"no meaning in Ferry: {_MEANINGLESS[role][key]}")
         elif key.startswith(_CONNECTION):
@@ -150,11 +150,13 @@ def command_line(text: str, path: str, base_dir: Path,
     return props, done
 
 
+COMMIT_INTERVAL = ("no meaning in Ferry: positions are committed with each range, in its "
+                   "transaction")
+ABORT_ON_SEND = "no meaning in Ferry: a record the target refuses always fails the run, naming it"
+
 _WHY_NOT = {
-    "--offset.commit.interval.ms": "no meaning in Ferry: positions are committed with each "
-                                   "range, in its transaction",
-    "--abort.on.send.failure": "no meaning in Ferry: a record the target refuses always "
-                               "fails the run, naming it",
+    "--offset.commit.interval.ms": COMMIT_INTERVAL,
+    "--abort.on.send.failure": ABORT_ON_SEND,
     "--message.handler": "no meaning in Ferry: records are copied as they are",
     "--rebalance.listener": "no meaning in Ferry: lanes are assigned, not subscribed",
 }
@@ -191,7 +193,8 @@ def _read(file: Path, option: str, findings: Findings) -> dict[str, str] | None:
         return None
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
+    """A YAML scalar as a properties value (booleans as Java writes them)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -169,7 +169,7 @@ class _Mapper:
         protocol = ("SASL_" if sasl else "") + ("SSL" if tls is not None else "PLAINTEXT")
         self.props[f"{alias}.security.protocol"] = protocol
         for key, value in (cluster.get("config") or {}).items():
-            self.props[f"{alias}.{key}"] = _text(value)
+            self.props[f"{alias}.{key}"] = mm1.text_of(value)
         return alias
 
     def secret(self, ref: Any, key_field: str, where: str) -> str | None:
@@ -272,13 +272,13 @@ class _Mapper:
             if not isinstance(connector, dict):
                 continue
             if name == "sourceConnector" and connector.get("tasksMax") is not None:
-                self.props[f"{flow}.tasks.max"] = _text(connector["tasksMax"])
+                self.props[f"{flow}.tasks.max"] = mm1.text_of(connector["tasksMax"])
             for key, value in (connector.get("config") or {}).items():
                 # Each connector's config is its own: the data clients are the source
                 # connector's, so other connectors' client settings must not leak into them.
                 if name != "sourceConnector" and key.startswith(_CLIENT_PREFIXES):
                     continue
-                self.props[f"{flow}.{key}"] = _text(value)
+                self.props[f"{flow}.{key}"] = mm1.text_of(value)
         # Strimzi puts the patterns after the connector config: they win.
         patterns = {
             "topics": mirror.get("topicsPattern"),
@@ -297,19 +297,11 @@ _MM1_FIELDS = {
     "consumer": {
         "groupId": "no meaning in Ferry: MM1's consumer group, where its progress is; Ferry "
                    "keeps its own positions",
-        "offsetCommitInterval": "no meaning in Ferry: positions are committed with each "
-                                "range, in its transaction",
+        "offsetCommitInterval": mm1.COMMIT_INTERVAL,
     },
     "producer": {
-        "abortOnSendFailure": "no meaning in Ferry: a record the target refuses always "
-                              "fails the run, naming it",
+        "abortOnSendFailure": mm1.ABORT_ON_SEND,
     },
 }
 
 _CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "source.", "target.")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
