@@ -60,6 +60,39 @@ def test_mirror_cli_copies_records_and_offsets_finds_them(
     assert again.returncode == 0 and as_json(again)["idle"] is True
 
 
+@pytest.mark.spark
+def test_later_spark_submit_jobs_start_from_the_class_data_archive_the_first_one_left(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a cache without a class-data archive (the jars the setup fetched)
+    from ferry.spark.jars import cache_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "jars").symlink_to(cache_dir() / "jars", target_is_directory=True)
+    monkeypatch.setenv("FERRY_CACHE_DIR", str(cache))
+    create_topic(clusters["source"], topic_name, 2)
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(200)])
+
+    # when: a first job, then a second whose JVMs refuse to start without their archive
+    first = ferry("mirror", config.path, "--flow", flow.name, "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    archives = sorted(p.name for p in (cache / "classdata").iterdir())
+    produce(clusters["source"], topic_name, [(None, f"w{i}".encode(), i % 2) for i in range(200)])
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xshare:on")
+    second = ferry("mirror", config.path, "--flow", flow.name, "--json")
+
+    # then: the first job's archive was adopted, and the second job's driver mapped it
+    # (-Xshare:on: "Unable to use shared archive" would have stopped it); records exact
+    assert len(archives) == 1 and archives[0].endswith(".jsa"), archives
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert as_json(second)["steps"]["record"]["records"] == 200
+    assert sorted(p.name for p in (cache / "classdata").iterdir()) == archives
+    assert_exact(flow, clusters, topic_name, 2)
+
+
 def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_process(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

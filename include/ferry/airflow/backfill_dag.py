@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ferry.airflow.tasks import (
+    adopt_class_archive,
     copy_job_settings,
     file_safe,
     spark_job_files,
@@ -81,6 +82,7 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
     from ferry.state.reader import rows
 
     with task_edge():
+        adopt_class_archive(planned)  # every chunk succeeded (trigger rule none_failed)
         flow = task_config(path).flow(str(planned["flow"]))
         # The last attempt at each range: a chunk run out of order fails, then is copied
         # on its retry.

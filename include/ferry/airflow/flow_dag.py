@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ferry.airflow.tasks import (
+    adopt_class_archive,
     copy_job_settings,
     file_safe,
     spark_job_files,
@@ -136,7 +137,10 @@ def finish(path: str, name: str) -> dict[str, Any]:
     """After `mirror`: the run as recorded (the last attempt at each range), a lag-history
     point, and the flow's groups translated (checkpoints, and group offsets on the target
     with sync.group.offsets.enabled) when due."""
+    from airflow.sdk import get_current_context
+
     with task_edge():
+        adopt_class_archive(get_current_context()["ti"].xcom_pull(task_ids="cycle", key="plan"))
         run = _cycle(path, name)
         return {"record": run.record(idle=False), "checkpoints": run.checkpoints()}
 

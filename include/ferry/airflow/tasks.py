@@ -73,19 +73,31 @@ def spark_master() -> str | None:
     return host
 
 
-def spark_job_files(master: str | None) -> dict[str, str]:
+def spark_job_files(master: str | None) -> dict[str, Any]:
     """The jars and library zip a copy job ships (XCom for the templated Spark fields);
     fails the task, naming the fix, without a `spark_default` connection."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.spark.submit import job_conf, library_zip
+    from ferry.spark.submit import driver_conf, job_conf, library_zip
 
     if master is None:
         raise AirflowFailException(
             f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
             f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
             '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
-    return {"spark_jars": job_conf()["spark.jars"], "py_files": library_zip()}
+    driver, partial = driver_conf()
+    return {"spark_jars": job_conf()["spark.jars"], "py_files": library_zip(),
+            "driver_class_path": driver["spark.driver.extraClassPath"],
+            "driver_java_options": driver["spark.driver.extraJavaOptions"],
+            "class_archive": partial}
+
+
+def adopt_class_archive(files: dict[str, Any] | None) -> None:
+    """After a copy job that `spark_job_files` prepared succeeded: its driver's class-data
+    archive becomes the one later jobs start from (`ferry.spark.classdata`)."""
+    from ferry.spark import classdata
+
+    classdata.adopt((files or {}).get("class_archive"))
 
 
 def _spark_env() -> dict[str, str]:
@@ -105,5 +117,7 @@ def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, An
 
     pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}', key='{key}')"
     return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
-            "conf": {"spark.jars": pull + "['spark_jars'] }}", **job_conf(jars=False)},
+            "conf": {**job_conf(jars=False), "spark.jars": pull + "['spark_jars'] }}",
+                     "spark.driver.extraClassPath": pull + "['driver_class_path'] }}",
+                     "spark.driver.extraJavaOptions": pull + "['driver_java_options'] }}"},
             "py_files": pull + "['py_files'] }}"}

@@ -56,26 +56,46 @@ def job_arguments(config_path: str, flow: str, plan_path: str) -> list[str]:
 
 
 def job_conf(jars: bool = True) -> dict[str, str]:
-    """Spark settings for the job, minus the master (spark-submit's --master decides).
-    Spark's own logging is cut to warnings so task logs show Ferry's progress lines."""
+    """Spark settings for the job, minus the master (spark-submit's --master decides) and
+    the driver's class path and JVM options (`driver_conf`). Spark's own logging is cut to
+    warnings so task logs show Ferry's progress lines."""
     from ferry.spark.session import spark_conf
 
-    log4j = Path(__file__).with_name("log4j2.properties")
     conf = {k: v for k, v in spark_conf("", jars=jars).items() if k != "spark.master"}
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
-    conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    conf["spark.driver.extraJavaOptions"] = _log4j_option()
+    conf["spark.executor.extraJavaOptions"] = _log4j_option()
     return conf
 
 
+def _log4j_option() -> str:
+    return f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
+
+
+def driver_conf() -> tuple[dict[str, str], str | None]:
+    """The driver's class path (Delta's jars, so its class-data archive holds them too)
+    and JVM options, and the partial class-data archive its JVM writes: the submitter
+    passes it to `classdata.adopt` once the job succeeded (see `ferry.spark.classdata`)."""
+    from ferry.spark import classdata
+    from ferry.spark.session import delta_classpath
+
+    class_path = delta_classpath()
+    options, partial = classdata.driver_java_options(class_path)
+    return {"spark.driver.extraClassPath": os.pathsep.join(class_path),
+            "spark.driver.extraJavaOptions": f"{_log4j_option()} {options}"}, partial
+
+
 def submit_command(config_path: str, flow: str, plan_path: str, master: str,
-                   spark_submit: str | None = None) -> list[str]:
+                   spark_submit: str | None = None) -> tuple[list[str], str | None]:
+    """The spark-submit command, and the partial class-data archive to adopt after it
+    succeeded (None when there is none to adopt)."""
     binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
     command = [binary, "--master", master, "--name", f"ferry-copy {flow}"]
-    for key, value in sorted(job_conf().items()):
+    driver, partial = driver_conf()
+    for key, value in sorted((job_conf() | driver).items()):
         command += ["--conf", f"{key}={value}"]
     command += ["--py-files", library_zip(), job_path(),
                 *job_arguments(config_path, flow, plan_path)]
-    return command
+    return command, partial
 
 
 def submit_env() -> dict[str, str]:
@@ -107,10 +127,15 @@ def run_job(config_path: str, flow: str, plan_path: str, master: str,
     if is_connect(master):
         return run_connect_job(config_path, flow, plan_path, master, keep_session, loaded)
 
-    command = submit_command(config_path, flow, plan_path, master)
+    from ferry.spark import classdata
+
+    command, partial = submit_command(config_path, flow, plan_path, master)
     try:
-        return subprocess.run(command, env=submit_env(), stdout=sys.stderr,
+        code = subprocess.run(command, env=submit_env(), stdout=sys.stderr,
                               check=False).returncode
     except FileNotFoundError:
         raise TerminalError(f"cannot run {command[0]}: is pyspark installed in this "
                             "environment? (scripts/setup.sh installs it)") from None
+    if code == 0:
+        classdata.adopt(partial)
+    return code
