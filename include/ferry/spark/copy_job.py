@@ -103,7 +103,7 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
         if done is not None and done >= once[1]:  # Delta would skip the write silently
             log.info("%s already recorded up to %d", once[0], done)
             return False
-    frame = spark.createDataFrame(rows, schema=ddl)
+    frame = _frame(spark, rows, ddl)
     # mergeSchema: tables written by an older Ferry take the new columns.
     writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
     if once is not None:
@@ -116,6 +116,19 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
             return False
         raise
     return True
+
+
+def _frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str) -> Any:
+    """`rows` as a DataFrame of the table's schema, handed to the JVM as Arrow: rows given
+    as Python objects would start a Python worker to unpickle them (2 s in a cold job)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import DataType, StructType
+
+    schema = DataType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    table = pa.Table.from_pylist(rows, schema=to_arrow_schema(schema, timezone="UTC"))
+    return spark.createDataFrame(table, schema=schema)
 
 
 def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
@@ -196,7 +209,8 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
         task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
                        plan.role, plan.lanes)
-        runs = [row.asDict() for row in frame.mapInArrow(task, RUNS_DDL).collect()]
+        # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
+        runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
     # The two appends go to two tables: side by side, each cycle pays for one.
     with ThreadPoolExecutor(1, thread_name_prefix="ferry-runs") as pool:
         appended = pool.submit(_append, spark, runs, RUNS_DDL, paths.runs)
