@@ -25,10 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ferry import logs
+    from ferry.errors import UsageError
     from ferry.spark.copy_job import load_flow, run_and_report
     from ferry.spark.session import build_session
 
-    logs.setup()
+    try:
+        logs.setup()
+    except UsageError as exc:
+        print(f"ferry copy job: {exc}", file=sys.stderr)
+        return 2
     flow = load_flow(args.config, args.flow)
     if flow is None:
         return 2

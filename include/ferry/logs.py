@@ -3,26 +3,77 @@
 Library code logs through `logging.getLogger(__name__)` and passes context as
 `extra={"flow": ..., "topic": ..., "partition": ...}` (or uses `context_logger`); the
 formatter shows whichever of them a record carries.
+
+- A Ferry process of its own (the CLI, the copy job, a lane) logs to stderr (`setup`): text
+  lines, or JSON lines with the context as fields when `FERRY_LOG_FORMAT=json`, for log
+  shippers.
+- Inside a host that set up logging already, an Airflow task, Ferry keeps the host's
+  handlers (`join_host`): its lines then reach the task log at their own level (a handler
+  of Ferry's would write to stderr, which Airflow's supervisor forwards as errors), with the
+  context appended to the message and secrets masked.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 from collections.abc import MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 from ferry import crash
-from ferry.secrets import RedactingFilter
+from ferry.errors import UsageError
+from ferry.secrets import REDACTOR, RedactingFilter
 
-_CONTEXT = ("flow", "lane", "topic", "partition")
+_CONTEXT = ("flow", "lane", "topic", "partition", "run_id")
+FORMAT_ENV = "FERRY_LOG_FORMAT"
+FORMATS = ("text", "json")
+
+
+def context_of(record: logging.LogRecord) -> dict[str, Any]:
+    """The context fields `record` carries, in a fixed order."""
+    return {k: getattr(record, k) for k in _CONTEXT if hasattr(record, k)}
+
+
+def _context_text(record: logging.LogRecord) -> str:
+    return " ".join(f"{k}={v}" for k, v in context_of(record).items())
 
 
 class ContextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         base = super().format(record)
-        ctx = " ".join(f"{k}={getattr(record, k)}" for k in _CONTEXT if hasattr(record, k))
+        ctx = _context_text(record)
         return f"{base} [{ctx}]" if ctx else base
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, the context
+    fields the record carries, and the exception's traceback when there is one. The whole
+    line is masked, the traceback included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(), "logger": record.name,
+            "message": record.getMessage(), **context_of(record)}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return REDACTOR.redact(json.dumps(entry, default=str))
+
+
+class ContextInMessage(logging.Filter):
+    """Appends the record's context to its message, for hosts whose formatters do not show
+    extra fields (Airflow's drops them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ctx = _context_text(record)
+        if ctx and not getattr(record, "ferry_context_added", False):
+            record.msg, record.args = f"{record.getMessage()} [{ctx}]", None
+            record.ferry_context_added = True
+        return True
 
 
 class ContextLogger(logging.LoggerAdapter[logging.Logger]):
@@ -49,12 +100,24 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+def log_format() -> str:
+    """`$FERRY_LOG_FORMAT`: text (the default) or json; anything else is a usage error."""
+    chosen = os.environ.get(FORMAT_ENV, "").strip().lower() or "text"
+    if chosen not in FORMATS:
+        raise UsageError(f"{FORMAT_ENV}={os.environ[FORMAT_ENV]!r} is not a log format: set "
+                         f"it to {' or '.join(FORMATS)}, or unset it for text")
+    return chosen
+
+
 def setup(verbose: bool = False) -> None:
-    """Log to stderr; INFO by default, DEBUG with `verbose`. Also turns on the native-crash
-    stack dump (`ferry.crash`): every Ferry process sets up logging first."""
+    """Log to stderr, in `log_format()`; INFO by default, DEBUG with `verbose`. Also turns
+    on the native-crash stack dump (`ferry.crash`): every Ferry process sets up logging
+    first. Raises UsageError for an unknown `$FERRY_LOG_FORMAT`."""
     crash.enable()
     handler = _StderrHandler()
-    handler.setFormatter(ContextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter() if log_format() == "json"
+        else ContextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -62,3 +125,21 @@ def setup(verbose: bool = False) -> None:
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def join_host() -> None:
+    """Log through the handlers the host process set up (an Airflow task's), adding the
+    context and the masking to each, and let Ferry's INFO lines through. Without any
+    handler, as `setup`."""
+    crash.enable()
+    root = logging.getLogger()
+    if not root.handlers:
+        setup()
+        return
+    for handler in root.handlers:
+        if not any(isinstance(f, ContextInMessage) for f in handler.filters):
+            handler.addFilter(ContextInMessage())
+            handler.addFilter(RedactingFilter())
+    ferry = logging.getLogger("ferry")
+    if ferry.level == logging.NOTSET:  # a level the host chose for Ferry stays
+        ferry.setLevel(logging.INFO)

@@ -66,6 +66,11 @@ class Redactor:
             with self._lock:
                 self._values.add(value)
 
+    def values(self) -> list[str]:
+        """Every secret value known so far (to hand to another masker, e.g. Airflow's)."""
+        with self._lock:
+            return sorted(self._values)
+
     def redact(self, text: str) -> str:
         with self._lock:
             values = sorted(self._values, key=len, reverse=True)

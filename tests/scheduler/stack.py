@@ -123,12 +123,18 @@ class Airflow:
         value = entry["value"]
         return json.loads(value) if isinstance(value, str) else value
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-        """One attempt's task log, a line per entry (its event, then its other fields)."""
+    def task_log_entries(self, dag_id: str, run_id: str, task_id: str,
+                         try_number: int) -> list[Any]:
+        """One attempt's task log as Airflow stores it: an entry (a dict with its event,
+        level, logger, ...) per line."""
         found = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
                                 f"/logs/{try_number}", full_content="true")
+        return list(found["content"])
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """One attempt's task log, a line per entry (its event, then its other fields)."""
         lines = []
-        for entry in found["content"]:
+        for entry in self.task_log_entries(dag_id, run_id, task_id, try_number):
             if isinstance(entry, dict):
                 rest = {k: v for k, v in entry.items() if k != "event"}
                 lines.append(f"{entry.get('event', '')} {json.dumps(rest, default=str)}")

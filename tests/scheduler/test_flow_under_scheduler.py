@@ -121,3 +121,24 @@ def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_
     assert rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
                 run_id=planned["run_id"]) == []
     assert processes_left(planned["plan_path"], timeout=30) == []
+
+
+def test_ferrys_lines_reach_the_task_log_at_their_own_level(
+    standalone: Standalone, short_timeout_run: str
+) -> None:
+    # given: the timeout test's run, whose `cycle` task succeeded (it planned the copy)
+    flow, run_id = standalone.short_timeout, short_timeout_run
+    standalone.finished(flow.dag_id, run_id, RUN_S)
+
+    # when: reading that task's log as Airflow stores it
+    entries = [e for e in standalone.task_log_entries(flow.dag_id, run_id, "cycle", 1)
+               if isinstance(e, dict)]
+
+    # then: Ferry's INFO lines are entries of their own logger at level info, with their
+    # context; nothing is at error (stderr lines would be, as Airflow forwards them so)
+    planned = [e for e in entries if str(e.get("event", "")).startswith("planned ")]
+    assert planned, entries
+    assert all((e.get("level"), e.get("logger")) == ("info", "ferry.steps.mirror")
+               for e in planned), planned
+    assert all(f"[flow={flow.flow.name}]" in str(e["event"]) for e in planned), planned
+    assert [e for e in entries if e.get("level") in ("error", "critical")] == []

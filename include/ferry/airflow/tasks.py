@@ -45,11 +45,19 @@ def file_safe(run_id: str) -> str:
 
 
 def task_config(path: str) -> MirrorConfig:
-    """The config a task reads (Ferry's logging set up first)."""
-    from ferry import logs
+    """The config a task reads. Ferry logs through the task's own log handlers first (so
+    its lines keep their levels in the task log), and every secret the config holds is
+    handed to Airflow's masker, which also masks what Airflow itself logs."""
+    from airflow.sdk.log import mask_secret
 
-    logs.setup()
-    return load_config(path)
+    from ferry import logs
+    from ferry.secrets import REDACTOR
+
+    logs.join_host()
+    config = load_config(path)
+    for value in REDACTOR.values():
+        mask_secret(value)
+    return config
 
 
 def spark_master() -> str | None:

@@ -76,7 +76,8 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
         for index in batch.column(0).to_pylist():
             lane = lane_ids[index]
             ranges = lanes[lane]
-            context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane)
+            context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane,
+                                          run_id=run_id)
             worker = Lane(flow, lane, ranges, run_id,
                           progress=Progress(context, f"lane {lane}"), role=role,
                           lanes=lane_count)
