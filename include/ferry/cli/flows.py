@@ -13,6 +13,7 @@ from ferry.cli.verbs import (
     EXIT_OK,
     Parser,
     config_and_flow,
+    config_argument,
     emit,
     enabled_flow,
     flow_verb,
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     validate = verb(subparsers, "validate",
                     "show the flows a config resolves to, or its problems", cmd_validate)
-    validate.add_argument("file", help="an mm2.properties, a Strimzi KafkaMirrorMaker2 or "
-                          "KafkaMirrorMaker YAML, or a file holding MM1's command line")
+    config_argument(validate, "an mm2.properties, a Strimzi KafkaMirrorMaker2 or "
+                    "KafkaMirrorMaker YAML, or a file holding MM1's command line")
     validate.add_argument("--flow", help="show only this flow, e.g. A->B")
 
     flow_verb(subparsers, "plan",

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from ferry import __version__, crash, logs
 from ferry.cli import backfill, flows, local, maintain, observe, offsets, spark
-from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Parser
+from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Parser, resolve_config
 from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]
@@ -57,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         logs.setup(getattr(args, "verbose", False))
+        resolve_config(args)
         func: Handler = args.func
         return func(args)
     except ConfigError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -38,7 +39,7 @@ def verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: s
          func: Handler) -> Parser:
     """A verb with the common options, run by `func`."""
     parser = subparsers.add_parser(name, parents=[_common()], help=help_text)
-    parser.set_defaults(func=func)
+    parser.set_defaults(func=func, verb_prog=parser.prog)
     return parser
 
 
@@ -46,8 +47,10 @@ def flow_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_te
               func: Handler) -> Parser:
     """A verb on one flow of a config: `file --flow A->B`."""
     parser = verb(subparsers, name, help_text, func)
-    parser.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
-    parser.add_argument("--flow", required=True, help="the flow, e.g. A->B")
+    config_argument(parser)
+    parser.add_argument("--flow", required=True,
+                        help="the flow: 'A->B' (quoted: > is a shell redirect), or its DAG id, "
+                             "ferry_A_to_B or A_to_B")
     return parser
 
 
@@ -55,8 +58,27 @@ def config_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_
                 func: Handler) -> Parser:
     """A verb on a whole config: `file`."""
     parser = verb(subparsers, name, help_text, func)
-    parser.add_argument("file", help="the config (mm2.properties or Strimzi YAML)")
+    config_argument(parser)
     return parser
+
+
+CONFIG_ENV = "FERRY_CONFIG"
+
+
+def config_argument(parser: Parser, help_text: str = "the config (mm2.properties or "
+                    "Strimzi YAML)") -> None:
+    """The config file argument; optional when $FERRY_CONFIG names it (as for the DAGs)."""
+    parser.add_argument("file", nargs="?", help=f"{help_text}; default: ${CONFIG_ENV}")
+
+
+def resolve_config(args: argparse.Namespace) -> None:
+    """Fill in `args.file` from $FERRY_CONFIG when the verb takes a config and none was
+    given; a usage error when neither is there."""
+    if "file" in vars(args) and not args.file:
+        args.file = os.environ.get(CONFIG_ENV, "").strip()
+        if not args.file:
+            raise UsageError(f"no config given: name the file ({args.verb_prog} FILE ...) "
+                             f"or set {CONFIG_ENV}")
 
 
 def config_and_flow(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -121,9 +121,21 @@ class MirrorConfig:
         return tuple(f for f in self.flows if f.enabled)
 
     def flow(self, name: str) -> Flow:
-        """The flow named `A->B`; KeyError names the flows there are."""
+        """The flow named `A->B`, or by its DAG id (`ferry_A_to_B`, or `A_to_B`), which needs
+        no quoting in a shell; KeyError names the flows there are."""
         for flow in self.flows:
             if flow.name == name:
                 return flow
+        by_id = [f for f in self.flows if name in (f.dag_id, f.dag_id.removeprefix("ferry_"))]
+        if len(by_id) == 1:
+            return by_id[0]
         known = ", ".join(f.name for f in self.enabled_flows) or "none"
-        raise KeyError(f"no flow {name!r} in {self.path} (enabled flows: {known})")
+        if len(by_id) > 1:
+            raise KeyError(f"{name!r} is the DAG id of several flows "
+                           f"({', '.join(f.name for f in by_id)}): name one as A->B, quoted")
+        hint = ""
+        if name.endswith("-"):  # `--flow a->b` unquoted: the shell redirected to a file `b`
+            hint = (f"; unquoted, a shell reads the '>' of {name}>B as a redirect (and writes a "
+                    f"file B): quote it, --flow '{name}>B', or give the DAG id's form, "
+                    f"{_ident(name[:-1])}_to_B")
+        raise KeyError(f"no flow {name!r} in {self.path} (enabled flows: {known}){hint}")

@@ -85,8 +85,8 @@ def test_problems_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate"]) == 2
-    assert "the following arguments are required: file" in capsys.readouterr().err
+    assert main(["validate", "--flow"]) == 2
+    assert "argument --flow: expected one argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.*")

@@ -1,0 +1,68 @@
+"""The CLI's conventions: a flow named the way a shell allows, the config from
+$FERRY_CONFIG as the DAGs read it, and one line with exit 2 for each mistake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ferry.cli.main import main
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+CONFIG = str(EXAMPLES / "multi-flow.properties")
+
+
+@pytest.mark.parametrize("given", ["edge1->central", "ferry_edge1_to_central",
+                                   "edge1_to_central"])
+def test_a_flow_is_found_by_its_name_or_its_dag_id(
+        given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", CONFIG, "--flow", given, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flow"]["name"] == "edge1->central"
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    # `--flow edge1->central` unquoted: the shell passed 'edge1-' and wrote a file 'central'
+    ("edge1-", "no flow 'edge1-' in {config} (enabled flows: edge1->central, edge2->central, "
+               "central->dr, dr->central); unquoted, a shell reads the '>' of edge1->B as a "
+               "redirect (and writes a file B): quote it, --flow 'edge1->B', or give the DAG "
+               "id's form, edge1_to_B"),
+    ("edge3->central", "no flow 'edge3->central' in {config} (enabled flows: "),
+    ("ferry_edge3_to_central", "no flow 'ferry_edge3_to_central' in {config}"),
+])
+def test_an_unknown_flow_is_one_line_naming_the_flows_and_the_fix(
+        given: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", CONFIG, "--flow", given])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and says.format(config=CONFIG) in err, err
+
+
+def test_the_config_comes_from_ferry_config_when_no_file_is_given(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FERRY_CONFIG", CONFIG)
+    assert main(["validate", "--flow", "dr_to_central", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flow"]["name"] == "dr->central"
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["plan", "--flow", "a->b"],
+                                  ["positions", "reset", "--flow", "a->b", "--topic", "t",
+                                   "--to", "earliest"]])
+def test_no_file_and_no_ferry_config_is_a_usage_error(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("FERRY_CONFIG", raising=False)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no config given: name the file (ferry " in err and "or set FERRY_CONFIG" in err
+
+
+def test_an_unknown_log_format_is_a_usage_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FERRY_LOG_FORMAT", "xml")
+    code = main(["validate", CONFIG])
+    err = capsys.readouterr().err
+    assert code == 2 and "FERRY_LOG_FORMAT='xml' is not a log format" in err
+    assert "Traceback" not in err
