@@ -63,6 +63,29 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert dag.timetable.expression == "*/5 * * * *"
 
 
+def test_retries_pool_and_queue_of_every_task_come_from_the_flows_settings(
+        tmp_path: Path) -> None:
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "A->B.ferry.task.retries = 5\nA->B.ferry.mirror.retries = 0\n"
+                    "A->B.ferry.task.retry.delay.seconds = 90\nA->B.ferry.task.pool = mirrors\n"
+                    "A->B.ferry.task.queue = dr_workers\nA->B.ferry.mirror.timeout.seconds = 600\n")
+    dags = build_dags(path=str(path))
+
+    # the flow with settings: every task in its pool and queue, with its retries and timeout
+    tasks = {t.task_id: t for t in dags["ferry_A_to_B"].tasks}
+    assert {(t.pool, t.queue) for t in tasks.values()} == {("mirrors", "dr_workers")}
+    assert {k: t.retries for k, t in tasks.items()} == {"cycle": 5, "mirror": 0, "finish": 5}
+    assert {t.retry_delay.total_seconds() for t in tasks.values()} == {90}
+    assert {t.execution_timeout.total_seconds() for t in tasks.values()} == {600}
+    # the other flow: Airflow's default pool and queue, 2 retries (the mirror 1), 30 s apart
+    defaults = {t.task_id: t for t in dags["ferry_C_to_B"].tasks}
+    assert {t.pool for t in defaults.values()} == {"default_pool"}
+    assert {k: t.retries for k, t in defaults.items()} == {"cycle": 2, "mirror": 1, "finish": 2}
+    assert {t.retry_delay.total_seconds() for t in defaults.values()} == {30}
+
+
 def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags
     from ferry.errors import ConfigError

@@ -195,7 +195,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         max_active_runs=1,
         tags=["ferry", f"source:{flow.source}", f"target:{flow.target}"],
         doc_md=doc_md(flow, path),
-        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+        default_args=task_defaults(flow),
     ) as dag:
         timeout = timedelta(seconds=flow.ferry.mirror_timeout_seconds)
         # A run is one task process when it can be (see the module's docstring); each
@@ -207,15 +207,28 @@ def build_dag(flow: Flow, path: str) -> Any:
             application_args=job_arguments(
                 path, flow.name, "{{ ti.xcom_pull(task_ids='cycle', key='plan')['plan_path'] }}"),
             name=f"ferry-copy {flow.name}",
-            retries=1,
+            retries=flow.ferry.mirror_retries,
             # A hung copy must not hold the flow (max_active_runs=1) for ever; lanes also
             # fail on their own when a partition makes no progress for 120 s.
             execution_timeout=timeout,
             **copy_job_settings("cycle", key="plan"),
         )
-        finished = task(task_id="finish")(finish)(path, flow.name)
+        finished = task(task_id="finish", execution_timeout=timeout)(finish)(path, flow.name)
         whole(path, flow.name) >> mirror >> finished
     return dag
+
+
+def task_defaults(flow: Flow) -> dict[str, Any]:
+    """Every task's retries, retry delay, pool and queue, from the flow's `ferry.task.*`
+    settings (Airflow's own defaults where a pool or queue is not set)."""
+    defaults: dict[str, Any] = {
+        "retries": flow.ferry.task_retries,
+        "retry_delay": timedelta(seconds=flow.ferry.task_retry_delay_seconds)}
+    if flow.ferry.task_pool:
+        defaults["pool"] = flow.ferry.task_pool
+    if flow.ferry.task_queue:
+        defaults["queue"] = flow.ferry.task_queue
+    return defaults
 
 
 def _continuous_dag(flow: Flow, path: str) -> Any:
@@ -231,7 +244,7 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         max_active_runs=1,  # Airflow's rule for @continuous, and one writer per flow
         tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous"],
         doc_md=doc_md(flow, path),
-        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+        default_args=task_defaults(flow),
     ) as dag:
         task(task_id="mirror_continuously", execution_timeout=timedelta(
             seconds=flow.ferry.continuous_run_seconds + flow.ferry.mirror_timeout_seconds))(

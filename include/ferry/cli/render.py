@@ -54,6 +54,12 @@ def flow_json(flow: Flow) -> dict[str, Any]:
             "identity.loops.accepted": flow.ferry.identity_loops_accepted,
             "kafka.retry.seconds": flow.ferry.kafka_retry_seconds,
             "mirror.timeout.seconds": flow.ferry.mirror_timeout_seconds,
+            "continuous.run.seconds": flow.ferry.continuous_run_seconds,
+            "task.retries": flow.ferry.task_retries,
+            "mirror.retries": flow.ferry.mirror_retries,
+            "task.retry.delay.seconds": flow.ferry.task_retry_delay_seconds,
+            "task.pool": flow.ferry.task_pool or "(default_pool)",
+            "task.queue": flow.ferry.task_queue or "(default queue)",
         },
         "clients": {
             "source_consumer": flow.consumer.shown(),

@@ -119,6 +119,25 @@ def _text(text: str) -> str:
     return value
 
 
+def _retries(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 100:
+        raise ValueError("must be a whole number from 0 to 100")
+    return value
+
+
+def _optional_name(text: str) -> str:
+    """An Airflow pool or queue name, or empty for Airflow's default."""
+    value = text.strip()
+    if value and not re.fullmatch(r"[A-Za-z0-9_.\-]+", value):
+        raise ValueError("must be a name of letters, digits, '_', '.' or '-' (or empty for "
+                         "Airflow's default)")
+    return value
+
+
 KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.state.dir", "ferry-state",
              "Where the Delta state tables (offset map, runs, gaps, ...) live: a local path "
@@ -173,6 +192,23 @@ KEYS: tuple[FerryKey, ...] = (
              "it as hung (its execution_timeout): the flow's next run can start and resumes "
              "from what was committed. Size it above your largest backlog's copy time.",
              _positive_seconds, "3600"),
+    FerryKey("ferry.task.retries", "2",
+             "How often Airflow retries a failed task of the flow's DAG (cycle, finish, "
+             "mirror_continuously); a retry resumes from what was committed.", _retries, "3"),
+    FerryKey("ferry.mirror.retries", "1",
+             "How often Airflow retries a failed mirror task (the spark-submit copy); it "
+             "copies the same ranges again, which the transactions make safe.", _retries, "2"),
+    FerryKey("ferry.task.retry.delay.seconds", "30",
+             "How long Airflow waits before retrying a task of the flow's DAG.",
+             _positive_seconds, "60"),
+    FerryKey("ferry.task.pool", "",
+             "The Airflow pool every task of the flow's DAG runs in (create it under Admin > "
+             "Pools first; Airflow leaves tasks of a missing pool unscheduled). Empty: "
+             "Airflow's default_pool.", _optional_name, "kafka_mirrors"),
+    FerryKey("ferry.task.queue", "",
+             "The executor queue every task of the flow's DAG goes to (CeleryExecutor: the "
+             "workers that can reach both clusters). Empty: the executor's default queue.",
+             _optional_name, "dr_workers"),
     FerryKey("ferry.continuous.run.seconds", "600",
              "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "
              "cycle in one task, before it ends and Airflow's continuous schedule starts the "
@@ -203,6 +239,13 @@ class FerrySettings:
     """`ferry.mirror.timeout.seconds`: the mirror task's execution_timeout."""
     continuous_run_seconds: float = 600.0
     """`ferry.continuous.run.seconds`: one @continuous DAG run's span of cycles."""
+    task_retries: int = 2
+    mirror_retries: int = 1
+    task_retry_delay_seconds: float = 30.0
+    task_pool: str = ""
+    """`ferry.task.pool`; "" is Airflow's default_pool."""
+    task_queue: str = ""
+    """`ferry.task.queue`; "" is the executor's default queue."""
 
 
 def resolve_ferry_settings(
@@ -236,6 +279,11 @@ def resolve_ferry_settings(
         kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
         mirror_timeout_seconds=parsed["ferry.mirror.timeout.seconds"],
         continuous_run_seconds=parsed["ferry.continuous.run.seconds"],
+        task_retries=parsed["ferry.task.retries"],
+        mirror_retries=parsed["ferry.mirror.retries"],
+        task_retry_delay_seconds=parsed["ferry.task.retry.delay.seconds"],
+        task_pool=parsed["ferry.task.pool"],
+        task_queue=parsed["ferry.task.queue"],
     )
 
 

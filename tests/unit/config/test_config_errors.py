@@ -43,13 +43,19 @@ from tests.unit.conftest import BASE, Loader
         (BASE + "A->B.topic.filter.class = com.acme.Filter\n", "A->B.topic.filter.class",
          "custom filter classes are Java-only"),
         ("clusters = A, A.b\nA.bootstrap.servers=a:1\n", "clusters", "may use only letters"),
+        (BASE + "ferry.task.retries = -1\n", "ferry.task.retries", "from 0 to 100"),
+        (BASE + "A->B.ferry.mirror.retries = twice\n", "A->B.ferry.mirror.retries",
+         "from 0 to 100"),
+        (BASE + "ferry.task.pool = kafka mirrors\n", "ferry.task.pool",
+         "must be a name of letters"),
     ],
     ids=["no-clusters", "unknown-target", "unknown-source", "self-flow", "bad-topic-regex",
          "bad-group-regex", "no-bootstrap", "bad-bootstrap", "unknown-policy",
          "negative-ferry-duration", "negative-range-cap", "non-numeric-interval",
          "non-boolean", "bad-delivery", "bad-schedule", "schedule-minute-out-of-range",
          "flow-schedule-month-out-of-range", "ferry-typo", "cluster-ferry-key",
-         "zero-replication-factor", "bad-incremental-mode", "custom-filter", "bad-alias"],
+         "zero-replication-factor", "bad-incremental-mode", "custom-filter", "bad-alias",
+         "negative-retries", "words-for-retries", "pool-with-a-space"],
 )
 def test_each_mistake_names_its_key(load: Loader, text: str, key: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
