@@ -146,7 +146,7 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     only if that did not record them: a failed append loses no history."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_cursor, read_entries
-    from ferry.state.reader import rows as read_rows
+    from ferry.state.reader import recorded_run_ids
 
     cursor = map_cursor(flow, Admin(flow.target_admin))
     if after is None:
@@ -164,7 +164,7 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
                            once=(f"ferry.offset_map.{app}", version))
     failed = _outcome(runs)
     if appended:
-        recorded = {r["run_id"] for r in read_rows(paths.runs, flow.name)}
+        recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
         _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
                 RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
     if failed is not None:

@@ -38,6 +38,20 @@ def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     return result
 
 
+def recorded_run_ids(path: str, flow: str, run_ids: set[str]) -> set[str]:
+    """Which of `run_ids` have rows in the `runs` table: only the run_id column of the
+    files whose statistics may hold them is read, so the cost follows the runs asked
+    about, not the table's history."""
+    import pyarrow.dataset as ds
+
+    table = _table(path)
+    if table is None or not run_ids:
+        return set()
+    condition = (ds.field("flow") == flow) & ds.field("run_id").isin(sorted(run_ids))
+    found = table.to_pyarrow_dataset().to_table(columns=["run_id"], filter=condition)
+    return set(found.column("run_id").to_pylist())
+
+
 def transaction_version(path: str, app_id: str) -> int | None:
     """The version of the last idempotent write of `app_id` to the table (Delta's
     SetTransaction), None when it never wrote there."""
