@@ -71,7 +71,7 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
         "gauge", "The source partition's last stable offset (read_committed end)."),
     "ferry_position_offset": (
         "gauge", "The next source offset the flow copies (absent before the first copy)."),
-    "ferry_gap_records": (
+    "ferry_gap_records_total": (
         "counter", "Source records deleted by retention before they were mirrored (the gaps "
                    "table)."),
     "ferry_verify_mismatched_records": (
@@ -223,7 +223,7 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
             registry.add("ferry_source_end_offset", at, p.source_end)
             registry.add("ferry_position_offset", at, p.position)
     for (topic, partition), lost in gap_records(snap.gaps).items():
-        registry.add("ferry_gap_records", where(topic, partition), lost)
+        registry.add("ferry_gap_records_total", where(topic, partition), lost)
     for (topic, partition), row in latest_verify(snap.verify).items():
         registry.add("ferry_verify_mismatched_records", where(topic, partition), mismatched(row))
         registry.add("ferry_verify_checked_records", where(topic, partition),
