@@ -234,7 +234,9 @@ def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
 
     assert run["state"] == "success", run["log"][-4000:]
     assert run["tasks"]["mirror_continuously"] == "success"
-    cycles = [line for line in run["log"].splitlines() if "ferry.continuous: cycle" in line]
+    # Ferry's lines go through Airflow's task logging: its logger's name in brackets
+    cycles = [line for line in run["log"].splitlines()
+              if "[ferry.continuous]" in line and "] cycle " in line]
     assert len(cycles) >= 2, run["log"][-4000:]  # one copy, then idle cycles until 20 s
     assert "200 offsets copied" in cycles[0]
     assert_exact(flow, clusters, topic_name, 2)

@@ -18,7 +18,7 @@ from tests.integration.test_mirror_cli import ferry
 pytestmark = pytest.mark.integration
 
 
-def test_a_dry_run_shows_the_chunks_and_writes_nothing(
+def test_without_execute_a_backfill_shows_the_chunks_and_writes_nothing(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(clusters["source"], topic_name, 2)
@@ -27,8 +27,7 @@ def test_a_dry_run_shows_the_chunks_and_writes_nothing(
     flow = config.enabled_flows[0]
 
     result = ferry("backfill", config.path, "--flow", flow.name, "--from", "4",
-                   "--target-topic", "inv.{topic}", "--chunk-records", "6", "--dry-run",
-                   "--json")
+                   "--target-topic", "inv.{topic}", "--chunk-records", "6", "--json")
 
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -67,7 +66,8 @@ def test_a_backfill_copies_its_window_chunk_after_chunk(
     flow = config.enabled_flows[0]
 
     result = ferry("backfill", config.path, "--flow", flow.name, "--from", "5", "--to", "25",
-                   "--target-topic", "inv.{topic}", "--chunk-records", "12", "--json")
+                   "--target-topic", "inv.{topic}", "--chunk-records", "12", "--execute",
+                   "--json")
 
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["job_exit_code"] == 0

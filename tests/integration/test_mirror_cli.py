@@ -220,7 +220,7 @@ def test_a_recreated_source_topic_is_an_error_not_a_guess(
                         topic_name, "--to", "earliest", "--dry-run", "--json"))
     assert dry["positions"] == [{"topic": topic_name, "partition": 0, "before": 20, "after": 0}]
     done = ferry("positions", "reset", config, "--flow", flow.name, "--topic", topic_name,
-                 "--to", "earliest")
+                 "--to", "earliest", "--execute")
     assert done.returncode == 0 and done.stdout.strip() == f"reset {topic_name}-0: 20 -> 0"
     run_cycle(flow, "after-reset")
     remote = flow.remote_topic(topic_name)

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     validate = verb(subparsers, "validate",
-                    "show the flows a config resolves to, or its problems", cmd_validate)
+                    "show the flows a config resolves to, or its problems", cmd_validate,
+                    ("mm2.properties", "mm2.properties --flow 'A->B' --json",
+                     "kafka-mirror-maker.yaml   # a Strimzi KafkaMirrorMaker2 or KafkaMirrorMaker"))
     config_argument(validate, "an mm2.properties, a Strimzi KafkaMirrorMaker2 or "
                     "KafkaMirrorMaker YAML, or a file holding MM1's command line")
     validate.add_argument("--flow", help="show only this flow, e.g. A->B")
@@ -42,7 +44,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                       help="list what would be created, set, deleted; change nothing")
 
     mirror = flow_verb(subparsers, "mirror",
-                       "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror)
+                       "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror,
+                       ("mm2.properties --flow 'A->B' --json",
+                        "mm2.properties --flow A_to_B --master sc://127.0.0.1:15002 "
+                        "--continuous --for 10m"))
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
     mirror.add_argument("--continuous", action="store_true",
                         help="run cycles back to back (each exactly once) until --for is up "

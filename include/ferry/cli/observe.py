@@ -16,7 +16,8 @@ log = logging.getLogger("ferry.cli")
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     config_verb(subparsers, "status",
-                "per flow and partition: lag, last run, heartbeats, checkpoints", cmd_status)
+                "per flow and partition: lag, last run, heartbeats, checkpoints", cmd_status,
+                ("mm2.properties", "--json   # the config from $FERRY_CONFIG"))
     metrics = config_verb(subparsers, "metrics", "Prometheus metrics (MM2 names + lag per "
                           "partition): print them once, or --serve them", cmd_metrics)
     metrics.add_argument("--serve", metavar="HOST:PORT",

@@ -8,19 +8,22 @@ from __future__ import annotations
 import argparse
 
 from ferry.cli.verbs import (
+    DRY_RUN_NOTE,
     EXIT_FAILED,
     EXIT_OK,
     Parser,
     config_and_flow,
     emit,
     enabled_flow,
+    execute_options,
     flow_verb,
 )
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     translate = flow_verb(subparsers, "translate", "where a source consumer group resumes on "
-                          "the target (exact, through the offset map)", cmd_translate)
+                          "the target (exact, through the offset map)", cmd_translate,
+                          ("mm2.properties --flow 'A->B' --group payments-app --json",))
     translate.add_argument("--group", required=True, help="the consumer group id")
     verify = flow_verb(subparsers, "verify", "compare source and target record by record "
                        "through the offset map (exit 1 on a mismatch)", cmd_verify)
@@ -29,7 +32,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
               "offsets when sync.group.offsets.enabled=true", cmd_checkpoints)
 
     offsets = flow_verb(subparsers, "offsets",
-                        "where a mirrored source record went (the offset map)", cmd_offsets)
+                        "where a mirrored source record went (the offset map)", cmd_offsets,
+                        ("mm2.properties --flow 'A->B' --topic orders --partition 1 "
+                         "--source-offset 42",))
     offsets.add_argument("--topic", required=True, help="the source topic")
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
@@ -38,10 +43,12 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                                       help="a flow's positions (where copying goes on)")
     psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=Parser)
     reset = flow_verb(psub, "reset", "set where a flow continues copying a topic",
-                      cmd_positions_reset)
+                      cmd_positions_reset,
+                      ("mm2.properties --flow 'A->B' --topic orders --to earliest   # show",
+                       "mm2.properties --flow 'A->B' --topic orders --to earliest --execute"))
     reset.add_argument("--topic", required=True, help="the source topic")
     reset.add_argument("--to", required=True, help="earliest, latest, or a source offset")
-    reset.add_argument("--dry-run", action="store_true", help="show, change nothing")
+    execute_options(reset, "set the positions")
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -102,9 +109,11 @@ def cmd_positions_reset(args: argparse.Namespace) -> int:
     from ferry.steps.positions import reset
 
     flow = enabled_flow(args)
-    resets = reset(flow, args.topic, args.to, dry_run=args.dry_run)
-    verb = "would reset" if args.dry_run else "reset"
-    emit(args, {"flow": flow.name, "dry_run": args.dry_run,
+    dry_run = not args.execute
+    resets = reset(flow, args.topic, args.to, dry_run=dry_run)
+    verb = "would reset" if dry_run else "reset"
+    lines = [f"{verb} {r.topic}-{r.partition}: {r.before} -> {r.after}" for r in resets]
+    emit(args, {"flow": flow.name, "dry_run": dry_run,
                 "positions": [r.__dict__ for r in resets]},
-         "\n".join(f"{verb} {r.topic}-{r.partition}: {r.before} -> {r.after}" for r in resets))
+         "\n".join(lines + ([DRY_RUN_NOTE] if dry_run else [])))
     return EXIT_OK

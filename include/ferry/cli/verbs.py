@@ -35,18 +35,28 @@ def _common() -> Parser:
     return common
 
 
+EXIT_CODES = ("exit codes: 0 done, 1 the operation failed (one line says why), 2 a usage or "
+              "config error")
+
+
 def verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-         func: Handler) -> Parser:
-    """A verb with the common options, run by `func`."""
-    parser = subparsers.add_parser(name, parents=[_common()], help=help_text)
+         func: Handler, examples: tuple[str, ...] = ()) -> Parser:
+    """A verb with the common options, run by `func`; its --help shows `help_text`, the
+    `examples` and the exit codes."""
+    parser = subparsers.add_parser(name, parents=[_common()], help=help_text,
+                                   description=help_text[:1].upper() + help_text[1:] + ".",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    shown = ["examples:", *(f"  {parser.prog} {e}" for e in examples), ""] if examples else []
+    parser.epilog = "\n".join([*shown, EXIT_CODES])
     parser.set_defaults(func=func, verb_prog=parser.prog)
     return parser
 
 
 def flow_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-              func: Handler) -> Parser:
+              func: Handler, examples: tuple[str, ...] = ()) -> Parser:
     """A verb on one flow of a config: `file --flow A->B`."""
-    parser = verb(subparsers, name, help_text, func)
+    parser = verb(subparsers, name, help_text, func,
+                  examples or ("mm2.properties --flow 'A->B'",))
     config_argument(parser)
     parser.add_argument("--flow", required=True,
                         help="the flow: 'A->B' (quoted: > is a shell redirect), or its DAG id, "
@@ -55,11 +65,25 @@ def flow_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_te
 
 
 def config_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-                func: Handler) -> Parser:
+                func: Handler, examples: tuple[str, ...] = ()) -> Parser:
     """A verb on a whole config: `file`."""
-    parser = verb(subparsers, name, help_text, func)
+    parser = verb(subparsers, name, help_text, func, examples or ("mm2.properties",))
     config_argument(parser)
     return parser
+
+
+def execute_options(parser: Parser, what: str) -> None:
+    """`--execute` to act; without it a verb that changes state only shows what it would do
+    (as `kafka-consumer-groups --reset-offsets` needs `--execute`). `--dry-run` says so
+    explicitly."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--execute", action="store_true", help=f"{what} (without it: only "
+                       "show what would change)")
+    group.add_argument("--dry-run", action="store_true",
+                       help="only show what would change (the default)")
+
+
+DRY_RUN_NOTE = "dry run: nothing changed; add --execute to apply"
 
 
 CONFIG_ENV = "FERRY_CONFIG"

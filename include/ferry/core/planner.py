@@ -128,7 +128,7 @@ class PositionAheadError(TerminalError):
             f"Nothing was copied. To mirror the new topic from its start, either delete the "
             f"remote topic on the target (the flow's positions on it go with it), or keep it "
             f"and run `ferry positions reset CONFIG --flow FLOW --topic {tp.topic} --to "
-            f"earliest`; then run again.")
+            f"earliest --execute`; then run again.")
 
 
 def plan(

@@ -163,8 +163,8 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         f"of {', '.join(str(tp) for tp in changed[:5])} count offsets of the old topic. "
         "Nothing was copied. To mirror the new topic from its start, either delete the remote "
         f"topic {flow.remote_topic(first.topic)} on {flow.target}, or keep it and run `ferry "
-        f"positions reset CONFIG --flow '{flow.name}' --topic {first.topic} --to earliest`; "
-        "then run again.")
+        f"positions reset CONFIG --flow '{flow.name}' --topic {first.topic} --to earliest "
+        "--execute`; then run again.")
 
 
 def _recover(flow: Flow, source: PlanSource, target: PlanTarget,

@@ -3,6 +3,7 @@ $FERRY_CONFIG as the DAGs read it, and one line with exit 2 for each mistake."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -66,3 +67,42 @@ def test_an_unknown_log_format_is_a_usage_error(
     err = capsys.readouterr().err
     assert code == 2 and "FERRY_LOG_FORMAT='xml' is not a log format" in err
     assert "Traceback" not in err
+
+
+def verb_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every verb's parser, by its command line (`ferry positions reset`, ...)."""
+    from ferry.cli.main import build_parser
+
+    found: dict[str, argparse.ArgumentParser] = {}
+    pending = [build_parser()]
+    while pending:
+        parser = pending.pop()
+        for action in parser._actions:  # argparse keeps subcommands only here
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+        if parser.get_default("func") is not None:
+            found[parser.prog] = parser
+    return found
+
+
+def test_every_verbs_help_says_what_it_does_and_its_exit_codes() -> None:
+    verbs = verb_parsers()
+    assert {"ferry mirror", "ferry positions reset", "ferry backfill", "ferry validate"} <= set(
+        verbs)
+    for prog, parser in verbs.items():
+        text = parser.format_help()
+        assert parser.description and parser.description[0].isupper(), prog
+        assert "exit codes: 0 done, 1 the operation failed" in text, prog
+
+
+@pytest.mark.parametrize("prog", ["ferry positions reset", "ferry backfill"])
+def test_verbs_that_change_state_act_only_with_execute(prog: str) -> None:
+    parser = verb_parsers()[prog]
+    shown = parser.format_help()
+    assert "--execute" in shown and "examples:" in shown
+    required = {"ferry positions reset": ["--topic", "t", "--to", "earliest"],
+                "ferry backfill": []}[prog]
+    args = parser.parse_args(["mm2.properties", "--flow", "a->b", *required])
+    assert args.execute is False
+    assert parser.parse_args(["mm2.properties", "--flow", "a->b", *required,
+                              "--execute"]).execute is True
