@@ -11,9 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ferry.config import MirrorConfig, load_config
-
-CONFIG_ENV = "FERRY_CONFIG"
+from ferry.config import CONFIG_ENV, MirrorConfig, load_config
 
 SPARK_CONN = "spark_default"
 
@@ -86,7 +84,7 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
     fails the task, naming the fix, without a `spark_default` connection."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.spark.submit import driver_conf, job_conf, library_zip
+    from ferry.spark.submit import driver_conf, library_zip
 
     if master is None:
         raise AirflowFailException(
@@ -94,7 +92,7 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
             f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
             '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
     driver, partial = driver_conf()
-    return {"spark_jars": job_conf()["spark.jars"], "py_files": library_zip(),
+    return {"spark_jars": driver["spark.jars"], "py_files": library_zip(),
             "driver_class_path": driver["spark.driver.extraClassPath"],
             "driver_java_options": driver["spark.driver.extraJavaOptions"],
             "class_archive": partial}
@@ -125,7 +123,7 @@ def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, An
 
     pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}', key='{key}')"
     return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
-            "conf": {**job_conf(jars=False), "spark.jars": pull + "['spark_jars'] }}",
+            "conf": {**job_conf(), "spark.jars": pull + "['spark_jars'] }}",
                      "spark.driver.extraClassPath": pull + "['driver_class_path'] }}",
                      "spark.driver.extraJavaOptions": pull + "['driver_java_options'] }}"},
             "py_files": pull + "['py_files'] }}"}

@@ -86,18 +86,19 @@ def execute_options(parser: Parser, what: str) -> None:
 DRY_RUN_NOTE = "dry run: nothing changed; add --execute to apply"
 
 
-CONFIG_ENV = "FERRY_CONFIG"
-
-
 def config_argument(parser: Parser, help_text: str = "the config (mm2.properties or "
                     "Strimzi YAML)") -> None:
     """The config file argument; optional when $FERRY_CONFIG names it (as for the DAGs)."""
+    from ferry.config import CONFIG_ENV
+
     parser.add_argument("file", nargs="?", help=f"{help_text}; default: ${CONFIG_ENV}")
 
 
 def resolve_config(args: argparse.Namespace) -> None:
     """Fill in `args.file` from $FERRY_CONFIG when the verb takes a config and none was
     given; a usage error when neither is there."""
+    from ferry.config import CONFIG_ENV
+
     if "file" in vars(args) and not args.file:
         args.file = os.environ.get(CONFIG_ENV, "").strip()
         if not args.file:

@@ -21,7 +21,11 @@ from ferry.config.model import Cluster, Flow, Interval, MirrorConfig
 from ferry.config.properties import parse_properties
 from ferry.errors import ConfigError, Problem
 
+CONFIG_ENV = "FERRY_CONFIG"
+"""The environment variable naming the config, for the DAGs, the Ferry page and the CLI."""
+
 __all__ = [
+    "CONFIG_ENV",
     "FERRY_KEYS",
     "Cluster",
     "ConfigError",

@@ -22,6 +22,7 @@ and partial archives older than a day.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -111,6 +112,8 @@ def _prune(keep: Path) -> None:
     for path in keep.parent.iterdir():
         if path == keep:
             continue
-        stale = path.name.endswith(PARTIAL) and now - path.stat().st_mtime > STALE_SECONDS
-        if path.name.endswith(SUFFIX) or stale:
-            path.unlink(missing_ok=True)
+        # Another job may adopt or prune the same files meanwhile: gone is fine.
+        with contextlib.suppress(FileNotFoundError):
+            stale = path.name.endswith(PARTIAL) and now - path.stat().st_mtime > STALE_SECONDS
+            if path.name.endswith(SUFFIX) or stale:
+                path.unlink()

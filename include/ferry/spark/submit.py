@@ -55,14 +55,13 @@ def job_arguments(config_path: str, flow: str, plan_path: str) -> list[str]:
     return ["--config", config_path, "--flow", flow, "--plan", plan_path]
 
 
-def job_conf(jars: bool = True) -> dict[str, str]:
-    """Spark settings for the job, minus the master (spark-submit's --master decides) and
-    the driver's class path and JVM options (`driver_conf`). Spark's own logging is cut to
-    warnings so task logs show Ferry's progress lines."""
+def job_conf() -> dict[str, str]:
+    """Spark settings for the job, minus the master (spark-submit's --master decides), the
+    jars and the driver's class path and JVM options (`driver_conf`). Spark's own logging is
+    cut to warnings so task logs show Ferry's progress lines."""
     from ferry.spark.session import spark_conf
 
-    conf = {k: v for k, v in spark_conf("", jars=jars).items() if k != "spark.master"}
-    conf["spark.driver.extraJavaOptions"] = _log4j_option()
+    conf = {k: v for k, v in spark_conf("", jars=False).items() if k != "spark.master"}
     conf["spark.executor.extraJavaOptions"] = _log4j_option()
     return conf
 
@@ -72,15 +71,17 @@ def _log4j_option() -> str:
 
 
 def driver_conf() -> tuple[dict[str, str], str | None]:
-    """The driver's class path (Delta's jars, so its class-data archive holds them too)
-    and JVM options, and the partial class-data archive its JVM writes: the submitter
-    passes it to `classdata.adopt` once the job succeeded (see `ferry.spark.classdata`)."""
+    """The jars the job ships (`spark.jars`), the driver's class path (the same jars, so
+    its class-data archive holds them too) and JVM options, and the partial class-data
+    archive its JVM writes: the submitter passes it to `classdata.adopt` once the job
+    succeeded (see `ferry.spark.classdata`)."""
     from ferry.spark import classdata
     from ferry.spark.session import delta_classpath
 
     class_path = delta_classpath()
     options, partial = classdata.driver_java_options(class_path)
-    return {"spark.driver.extraClassPath": os.pathsep.join(class_path),
+    return {"spark.jars": ",".join(class_path),
+            "spark.driver.extraClassPath": os.pathsep.join(class_path),
             "spark.driver.extraJavaOptions": f"{_log4j_option()} {options}"}, partial
 
 

@@ -108,6 +108,7 @@ def test_the_driver_gets_deltas_jars_on_its_class_path_and_the_archive_options()
     jars = conf["spark.driver.extraClassPath"].split(os.pathsep)
     assert jars and all(j.endswith(".jar") for j in jars)
     assert any("delta-spark" in j for j in jars)
+    assert conf["spark.jars"].split(",") == jars  # shipped to executors: the same jars
 
 
 def test_without_java_the_driver_gets_no_archive(monkeypatch: pytest.MonkeyPatch) -> None:
