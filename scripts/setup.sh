@@ -4,7 +4,9 @@
 #   2. the Kafka broker jars (Maven Central) for the local clusters;
 #   3. the Delta Lake jars (Maven Central) for Spark;
 #   4. Debian's chromium at /usr/bin/chromium for the browser test of the Ferry page
-#      (installed with apt-get when missing: as root, or through passwordless sudo).
+#      (installed with apt-get when missing: as root, or through passwordless sudo);
+#   5. promtool from Debian's prometheus package, unpacked into .venv/bin (not installed: no
+#      Prometheus service), for the tests of the shipped alert rules.
 # Needs: python3 >= 3.11, java >= 17, mvn. Re-running skips what is already in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +58,26 @@ if [ ! -x /usr/bin/chromium ]; then
     die "installing chromium with apt-get failed (log above, in full: $apt_log); install the Debian package chromium as root"
   fi
   rm -f "$apt_log"
+fi
+
+# promtool checks and unit-tests deploy/prometheus/ferry-rules.yml. Only the binary is needed,
+# so the package is downloaded and unpacked, never installed.
+if [ ! -x "$venv/bin/promtool" ]; then
+  echo "setup: fetching promtool (Debian's prometheus package, unpacked into .venv/bin)"
+  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null \
+    || die "promtool is missing and there is no apt-get/dpkg-deb: put promtool (Prometheus >= 2.42) at $venv/bin/promtool"
+  deb_dir=$(mktemp -d)
+  if ! (cd "$deb_dir" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    # A fresh machine may have no package lists yet.
+    as_root=()
+    [ "$(id -u)" -eq 0 ] || as_root=(sudo -n)
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 || true
+    (cd "$deb_dir" && apt-get download -qq prometheus >/dev/null 2>&1) \
+      || die "could not download Debian's prometheus package (apt-get download prometheus); put promtool at $venv/bin/promtool"
+  fi
+  dpkg-deb -x "$deb_dir"/prometheus_*.deb "$deb_dir/x"
+  install -m 0755 "$deb_dir/x/usr/bin/promtool" "$venv/bin/promtool"
+  rm -rf "$deb_dir"
 fi
 
 echo "setup: fetching jars (Kafka brokers, Delta Lake) from Maven Central"

@@ -1,23 +1,52 @@
 """The Prometheus alert rules and the Grafana dashboard Ferry ships (deploy/) ask only for
-metrics Ferry exports, by labels they carry, and read as their tools expect."""
+metrics Ferry's exposition carries, by labels they carry, and read as their tools expect.
+promtool's own checks (it is a program) are in tests/integration/test_prometheus_rules.py."""
 
 from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from ferry.observe.metrics import DEFINITIONS
+from ferry.observe.metrics import DEFINITIONS, families, render
+from ferry.observe.snapshot import FlowSnapshot
+from ferry.observe.status import FlowStatus, PartitionStatus
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
-RULES = yaml.safe_load((DEPLOY / "prometheus" / "ferry-alerts.yml").read_text())
-DASHBOARD = json.loads((DEPLOY / "grafana" / "ferry-dashboard.json").read_text())
+PROMETHEUS = DEPLOY / "prometheus"
+RULES = yaml.safe_load((PROMETHEUS / "ferry-rules.yml").read_text())
+DASHBOARD = json.loads((DEPLOY / "grafana" / "ferry.json").read_text())
 LABELS = {"source", "target", "topic", "partition", "group"}
 METRIC = re.compile(r"\b(?:ferry|kafka_connect_mirror)_[a-z_]+\b")
+NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
+
+
+def exposition() -> str:
+    """The text a scrape returns for a flow that has every kind of history: copied ranges,
+    translated groups, a gap, a verify, and live lag and heartbeats."""
+    status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
+                                                           "a.orders")],
+                        heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
+    run = {"flow": "a->b", "run_id": "r1", "lane": 0, "topic": "orders", "partition": 0,
+           "range_start": 0, "range_end": 100, "records": 100, "bytes": 1000, "seconds": 0.5,
+           "max_record_age_ms": 900, "outcome": "copied", "error": None,
+           "delivery": "exactly_once", "duplicates": 0, "finished_at": NOW}
+    snap = FlowSnapshot("a->b", "a", "b", status=status, remote_topics={"orders": "a.orders"})
+    snap.runs = [run]
+    snap.checkpoints = [{"group_id": "billing", "source_topic": "orders", "source_partition": 0,
+                         "translated_at": NOW - timedelta(seconds=30)}]
+    snap.gaps = [{"topic": "orders", "partition": 0, "records": 5, "detected_at": NOW}]
+    snap.verify = [{"topic": "orders", "partition": 0, "checked": 100, "altered": 1,
+                    "missing": 0, "extra": 0, "verified_at": NOW}]
+    return render(families([snap], NOW.timestamp()))
+
+
+EXPOSED = set(re.findall(r"^# TYPE (\S+) ", exposition(), re.MULTILINE))
 
 
 def alert_rules() -> list[dict[str, Any]]:
@@ -48,7 +77,7 @@ EXPRS = [pytest.param(r["expr"], id=r["alert"]) for r in alert_rules()] + [
 @pytest.mark.parametrize("expr", EXPRS)
 def test_each_query_asks_for_exported_metrics_by_their_labels(expr: str) -> None:
     names = set(METRIC.findall(expr))
-    assert names and names <= set(DEFINITIONS), names - set(DEFINITIONS)
+    assert names and names <= EXPOSED, names - EXPOSED
     for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
         assert {label.strip() for label in clause.split(",")} <= LABELS, clause
     assert balanced(expr), expr
@@ -80,3 +109,16 @@ def test_the_dashboard_is_importable_and_filters_every_panel_by_flow() -> None:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         for target in panel["targets"]:
             assert 'source=~"$source", target=~"$target"' in target["expr"], panel["title"]
+
+
+def test_the_exposition_carries_every_defined_metric() -> None:
+    assert set(DEFINITIONS) == EXPOSED
+
+
+def test_the_rules_unit_tests_cover_every_alert_firing_and_quiet() -> None:
+    cases = yaml.safe_load((PROMETHEUS / "ferry-rules.test.yml").read_text())["tests"]
+    checks = [c for case in cases for c in case["alert_rule_test"]]
+    for rule in alert_rules():
+        mine = [c for c in checks if c["alertname"] == rule["alert"]]
+        assert any(c.get("exp_alerts") for c in mine), f"{rule['alert']} never seen firing"
+        assert any(not c.get("exp_alerts") for c in mine), f"{rule['alert']} never seen quiet"
