@@ -18,15 +18,16 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ferry import __version__, crash, logs
-from ferry.cli import backfill, flows, local, maintain, observe, offsets, spark
+from ferry.cli import backfill, completion, flows, local, maintain, observe, offsets, spark
 from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Parser, resolve_config
 from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]
 
-GROUPS = (flows, offsets, backfill, observe, maintain, local, spark)
+GROUPS = (flows, offsets, backfill, observe, maintain, local, spark, completion)
 """The verb groups, in the order `ferry --help` lists them: the verbs of a flow's runs first,
-then offsets and failover, backfills, watching, housekeeping, the local clusters and Spark."""
+then offsets and failover, backfills, watching, housekeeping, the local clusters and Spark,
+and shell completion."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace | None = None
     wants_json = "--json" in (sys.argv[1:] if argv is None else list(argv))
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        completion.offer(parser)
+        args = parser.parse_args(argv)
         logs.setup(getattr(args, "verbose", False))
         resolve_config(args)
         func: Handler = args.func
