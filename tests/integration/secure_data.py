@@ -91,7 +91,7 @@ ferry.state.dir = {tmp / 'state'}
 
 def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
                         target: bool = True) -> None:
-    """What an operator grants the mirror principal (README: "Rights Ferry needs").
+    """What an operator grants the mirror principal (docs/sync.md: "Rights Ferry needs").
 
     Source: read and describe (configs too) the mirrored topics; describe the cluster's
     ACLs and Ferry's reader groups. Target: everything on the remote topics but no more,

@@ -2,7 +2,7 @@
 
 They may be set at the top level (`ferry.schedule=...`) and overridden per flow
 (`A->B.ferry.schedule=...`). `ferry validate` prints them resolved for every flow and the
-README's table is this module's `KEYS`. Unknown `ferry.` keys are errors (typos would
+keys table in docs/configure.md is this module's `KEYS`. Unknown `ferry.` keys are errors (typos would
 otherwise be ignored silently).
 """
 
