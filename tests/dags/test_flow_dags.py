@@ -116,13 +116,17 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
 
 
 def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
-            spark_conn: dict[str, Any] | None = None) -> dict[str, Any]:
+            spark_conn: dict[str, Any] | None = None, airflow_home: str | None = None,
+            dags_folder: str | None = None) -> dict[str, Any]:
     """Run the DAG once with dag.test() (and the run conf: trigger-form params) in a fresh
     process; its run state, task states and mapped task instances. `spark_conn`: the
-    `spark_default` connection (default: spark, local[*]; {}: none)."""
+    `spark_default` connection (default: spark, local[*]; {}: none). `airflow_home` and
+    `dags_folder`: other than the session's and the repo's."""
     from ferry.airflow.testing import airflow_env
 
-    env = airflow_env(os.environ["AIRFLOW_HOME"], config)
+    env = airflow_env(airflow_home or os.environ["AIRFLOW_HOME"], config)
+    if dags_folder:
+        env["AIRFLOW__CORE__DAGS_FOLDER"] = dags_folder
     if spark_conn == {}:  # no connection at all
         env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
     elif spark_conn is not None:
@@ -163,6 +167,10 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert (first["tasks"]["mirror"], first["tasks"]["finish"]) == ("success", "success")
     assert_exact(flow, clusters, plain, 3)
     assert_exact(flow, clusters, txn, 1)
+    # `finish`, once the run is recorded, told Airflow which remote topics got records
+    assert sorted((e["uri"].rsplit("/", 1)[1], e["extra"]["records"])
+                  for e in first["asset_events"]) == [
+        (flow.remote_topic(plain), 900), (flow.remote_topic(txn), 25)]
     state = StatePaths(flow.ferry.state_dir)
     copied = rows(state.runs, flow.name)
     assert sum(r["records"] for r in copied) == 900 + 25
@@ -185,6 +193,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     # no Spark job for an idle cycle: `cycle` recorded the lag and ran the checkpoints
     assert idle["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
     assert "ferry copy job" not in idle["log"]
+    assert idle["asset_events"] == []  # nothing mirrored, nothing for downstream DAGs
 
 
 def two_partitions_of(clusters: dict[str, str], topic: str, records: int) -> None:
@@ -240,6 +249,10 @@ def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
     assert len(cycles) >= 2, run["log"][-4000:]  # one copy, then idle cycles until 20 s
     assert "200 offsets copied" in cycles[0]
     assert_exact(flow, clusters, topic_name, 2)
+    # one event per remote topic for the whole run, its cycles' ranges merged
+    assert [(e["uri"].rsplit("/", 1)[1], e["extra"]["records"], e["extra"]["partitions"])
+            for e in run["asset_events"]] == [
+        (flow.remote_topic(topic_name), 200, {"0": [0, 100], "1": [0, 100]})]
 
 
 @pytest.mark.integration

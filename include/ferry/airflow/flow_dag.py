@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ferry.airflow.assets import outlets
 from ferry.airflow.tasks import (
     adopt_class_archive,
     copy_job_settings,
@@ -130,6 +131,7 @@ def cycle(path: str, name: str) -> str | None:
                                  "the last commit was kept, so a retry resumes there")
         _push("plan", planned.summary())
         _push("summary", run.finish(result).steps())
+        _mirrored(run, result.recorded)
         return None
 
 
@@ -142,7 +144,17 @@ def finish(path: str, name: str) -> dict[str, Any]:
     with task_edge():
         adopt_class_archive(get_current_context()["ti"].xcom_pull(task_ids="cycle", key="plan"))
         run = _cycle(path, name)
-        return {"record": run.record(idle=False), "checkpoints": run.checkpoints()}
+        recorded = run.record(idle=False)
+        _mirrored(run, recorded)
+        return {"record": recorded, "checkpoints": run.checkpoints()}
+
+
+def _mirrored(run: Cycle, recorded: dict[str, Any]) -> None:
+    """The flow's Asset events: one per remote topic that received records in this run,
+    now that the run is recorded (nothing for an idle run)."""
+    from ferry.airflow.assets import emit
+
+    emit(run.config, run.flow, run.run_id, recorded.get("topics", {}))
 
 
 def mirror_continuously(path: str, name: str) -> dict[str, Any]:
@@ -150,6 +162,10 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
     task's log); the first failed cycle fails the task (Airflow retries it)."""
     import logging
 
+    from airflow.sdk import get_current_context
+
+    from ferry.airflow.assets import emit
+    from ferry.core.tables import merge_copied
     from ferry.errors import TransientError
     from ferry.steps.cycle import CycleResult, run_continuously
 
@@ -158,6 +174,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
         config = task_config(path)
         flow = config.flow(name)
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
+        topics: dict[str, dict[str, Any]] = {}
 
         def report(result: CycleResult, seconds: float) -> None:
             planned = result.planned
@@ -165,6 +182,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
             totals["cycles"] += 1
             totals["copies"] += int(copied)
             totals["offsets"] += planned.prepared.plan.span if planned and copied else 0
+            merge_copied(topics, result.recorded.get("topics", {}))
             log.info("cycle %s: %s in %.1fs", result.run_id,
                      f"{planned.prepared.plan.span:,} offsets copied" if planned and copied
                      else "idle", seconds, extra={"flow": flow.name})
@@ -176,6 +194,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "
                                  "kept, so a retry resumes there")
+        emit(config, flow, file_safe(str(get_current_context()["run_id"])), topics)
         return totals
 
 
@@ -200,8 +219,8 @@ def build_dag(flow: Flow, path: str) -> Any:
         timeout = timedelta(seconds=flow.ferry.mirror_timeout_seconds)
         # A run is one task process when it can be (see the module's docstring); each
         # costs seconds under a scheduler.
-        whole: Callable[..., Any] = task.branch(task_id="cycle", execution_timeout=timeout)(
-            cycle)
+        whole: Callable[..., Any] = task.branch(task_id="cycle", execution_timeout=timeout,
+                                                outlets=outlets(flow))(cycle)
         mirror = SparkSubmitOperator(
             task_id="mirror",
             application_args=job_arguments(
@@ -213,7 +232,8 @@ def build_dag(flow: Flow, path: str) -> Any:
             execution_timeout=timeout,
             **copy_job_settings("cycle", key="plan"),
         )
-        finished = task(task_id="finish", execution_timeout=timeout)(finish)(path, flow.name)
+        finished = task(task_id="finish", execution_timeout=timeout, outlets=outlets(flow))(
+            finish)(path, flow.name)
         whole(path, flow.name) >> mirror >> finished
     return dag
 
@@ -246,7 +266,7 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
-        task(task_id="mirror_continuously", execution_timeout=timedelta(
+        task(task_id="mirror_continuously", outlets=outlets(flow), execution_timeout=timedelta(
             seconds=flow.ferry.continuous_run_seconds + flow.ferry.mirror_timeout_seconds))(
             mirror_continuously)(path, flow.name)
     return dag

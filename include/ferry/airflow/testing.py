@@ -2,9 +2,10 @@
 
 Airflow must see its environment before it is imported, so callers run this module as
 a process: `python -m ferry.airflow.testing CONFIG DAG_ID [CONF_JSON]` with `AIRFLOW_HOME`
-set. It migrates the metadata DB when needed, runs the DAG (with the run conf: the trigger
-form's params) and prints one JSON line with the run's state, each task's state and each
-mapped task instance's state and label.
+set. It migrates the metadata DB when needed, runs the DAG (one of Ferry's, or another DAG
+of the DAG folder: a downstream DAG) with the run conf (the trigger form's params) and
+prints one JSON line with the run's state, each task's state, each mapped task instance's
+state and label, the XComs, the Asset events the run emitted and the DAGs they queued.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def airflow_env(airflow_home: str, config: str) -> dict[str, str]:
@@ -42,7 +44,7 @@ def main(config: str, dag_id: str, conf: str = "") -> int:
 
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
                        check=True, stdout=subprocess.DEVNULL)
-    dag = build_dags(path=config)[dag_id]
+    dag = build_dags(path=config).get(dag_id) or _from_dag_folder(dag_id)
     run = dag.test(run_conf=json.loads(conf) if conf else None)
     instances = run.get_task_instances()
     states = {ti.task_id: str(ti.state) for ti in instances if ti.map_index < 0}
@@ -54,11 +56,37 @@ def main(config: str, dag_id: str, conf: str = "") -> int:
                 {"map_index": ti.map_index, "state": str(ti.state),
                  "label": ti.rendered_map_index})
     xcoms, rendered = _stored(dag_id, run.run_id)
+    events, queued = _asset_events(dag_id, run.run_id)
     print("FERRY_DAG_RUN " + json.dumps({"state": str(run.state), "tasks": states,
                                          "run_id": run.run_id, "mapped": mapped,
-                                         "xcoms": xcoms,
-                                         "rendered": rendered}))
+                                         "xcoms": xcoms, "rendered": rendered,
+                                         "asset_events": events, "queued_dags": queued}))
     return 0 if str(run.state) == "success" else 1
+
+
+def _from_dag_folder(dag_id: str) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag().get_dag(dag_id)  # $AIRFLOW__CORE__DAGS_FOLDER
+    if dag is None:
+        raise SystemExit(f"no DAG {dag_id!r} among Ferry's or in the DAG folder")
+    return dag
+
+
+def _asset_events(dag_id: str, run_id: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Asset events the run emitted (URI and extra), and the DAGs they queued for the
+    scheduler (asset-triggered runs waiting to start)."""
+    from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        events = [{"uri": uri, "extra": extra} for uri, extra in session.query(
+            AssetModel.uri, AssetEvent.extra).join(
+                AssetEvent, AssetEvent.asset_id == AssetModel.id).filter(
+                    AssetEvent.source_dag_id == dag_id,
+                    AssetEvent.source_run_id == run_id).order_by(AssetEvent.id)]
+        queued = sorted({q.target_dag_id for q in session.query(AssetDagRunQueue)})
+    return events, queued
 
 
 def _stored(dag_id: str, run_id: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -1,9 +1,9 @@
 """Ferry's own settings: `ferry.*` keys, each documented once here with its default.
 
 They may be set at the top level (`ferry.schedule=...`) and overridden per flow
-(`A->B.ferry.schedule=...`). `ferry validate` prints them resolved for every flow and the
-keys table in docs/configure.md is this module's `KEYS`. Unknown `ferry.` keys are errors (typos would
-otherwise be ignored silently).
+(`A->B.ferry.schedule=...`). `ferry validate` prints them resolved for every flow, and the
+keys table in docs/configure.md is this module's `KEYS`. Unknown `ferry.` keys are errors
+(typos would otherwise be ignored silently).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ schema (pure: no Spark, no delta-rs). A row builder returns exactly its table's 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -137,6 +138,31 @@ def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key not in latest or row["finished_at"] >= latest[key]["finished_at"]:
             latest[key] = row
     return list(latest.values())
+
+
+def copied_topics(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per source topic with records copied by these (final) range rows: the records and,
+    per partition, the source range `[start, end)` they span. Ranges that failed, or held
+    only transaction markers and aborted records, do not count."""
+    topics: dict[str, dict[str, Any]] = {}
+    for row in runs:
+        if row["outcome"] == "copied" and row["records"]:
+            merge_copied(topics, {row["topic"]: {
+                "records": row["records"],
+                "partitions": {str(row["partition"]): [row["range_start"], row["range_end"]]}}})
+    return dict(sorted(topics.items()))
+
+
+def merge_copied(into: dict[str, dict[str, Any]],
+                 more: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add `copied_topics` of a later run to `into` (several cycles of one task): records
+    summed, each partition's range widened."""
+    for topic, copied in more.items():
+        mine = into.setdefault(topic, {"records": 0, "partitions": {}})
+        mine["records"] += copied["records"]
+        for partition, (start, end) in copied["partitions"].items():
+            span = mine["partitions"].setdefault(partition, [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
 
 
 def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],

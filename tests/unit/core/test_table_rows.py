@@ -81,3 +81,37 @@ def test_a_verify_row_keeps_the_first_hundred_mismatches_and_names_its_outcome()
     row = tables.verify_row("A->B", "r", "t", 0, 0, 150, 150, 150, 0, 0, 0, many, False, NOW)
 
     assert row["outcome"] == "mismatch" and row["mismatches"].count("source_offset") == 100
+
+
+def _range(topic: str, partition: int, start: int, end: int, records: int,
+           outcome: str = "copied") -> dict[str, object]:
+    return {"topic": topic, "partition": partition, "range_start": start, "range_end": end,
+            "records": records, "outcome": outcome}
+
+
+@pytest.mark.parametrize(("ranges", "topics"), [
+    ([], {}),
+    ([_range("orders", 0, 0, 50, 50), _range("orders", 0, 50, 80, 30),
+      _range("orders", 1, 10, 20, 10)],
+     {"orders": {"records": 90, "partitions": {"0": [0, 80], "1": [10, 20]}}}),
+    ([_range("orders", 0, 0, 50, 50, "failed"), _range("audit", 0, 5, 9, 4)],
+     {"audit": {"records": 4, "partitions": {"0": [5, 9]}}}),
+    ([_range("payments", 0, 0, 12, 0)], {}),  # markers and aborted records only
+], ids=["nothing", "ranges-of-a-topic-widen-per-partition", "failed-ranges-do-not-count",
+        "no-records-no-topic"])
+def test_copied_topics_are_the_topics_that_received_records_and_their_source_ranges(
+        ranges: list[dict[str, object]], topics: dict[str, object]) -> None:
+    from ferry.core.tables import copied_topics
+
+    assert copied_topics(ranges) == topics
+
+
+def test_cycles_of_one_task_merge_their_copied_topics() -> None:
+    from ferry.core.tables import merge_copied
+
+    seen: dict[str, dict[str, object]] = {}
+    merge_copied(seen, {"orders": {"records": 5, "partitions": {"0": [0, 5]}}})
+    merge_copied(seen, {"orders": {"records": 3, "partitions": {"0": [5, 8], "1": [0, 1]}},
+                        "audit": {"records": 1, "partitions": {"2": [7, 8]}}})
+    assert seen == {"orders": {"records": 8, "partitions": {"0": [0, 8], "1": [0, 1]}},
+                    "audit": {"records": 1, "partitions": {"2": [7, 8]}}}
