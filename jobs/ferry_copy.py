@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return 2
-    flow = load_flow(args.config, args.flow)
+    flow = load_flow(args.config, args.flow, args.plan)
     if flow is None:
         return 2
     spark = build_session(master=None, app_name=f"ferry-copy {args.flow}")

@@ -84,3 +84,62 @@ def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leake
         assert run["xcoms"] and run["rendered"]
         for user, password in sc.passwords.items():
             assert password not in seen, f"{user}'s password leaked"
+
+
+def test_cluster_credentials_can_come_from_airflow_connections_and_stay_masked(
+    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path, connect_url: str,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both clusters' client settings from Airflow connections given in the environment:
+    the source's in the Kafka provider's JSON form, the target's in the URI form. The copy
+    runs on the warm Connect server, which never saw those variables: its lanes read them
+    from the snapshot the task left beside the plan, which is gone after the run."""
+    import json
+    from urllib.parse import quote
+
+    from ferry.config import load_config
+    from ferry.config.connections import SNAPSHOT_SUFFIX
+    from ferry.steps.cycle import plans_dir
+
+    sc = secure_clusters
+    conns = {"source": sc.client(SOURCE), "target": sc.client(TARGET)}
+    create_topic(conns["source"], topic_name, 2, {"retention.ms": "86400000"})
+    produce(conns["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(300)])
+    suffix = topic_name.rsplit("-", 1)[-1]
+    source, target = f"s{suffix}", f"t{suffix}"
+    password = sc.passwords["ferry"]
+    monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_SRC_{suffix.upper()}", json.dumps({
+        "conn_type": "kafka", "extra": {
+            "bootstrap.servers": sc.bootstrap[SOURCE], "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry",
+            "sasl.password": password, "ssl.ca.location": str(sc.ca)}}))
+    monkeypatch.setenv(f"AIRFLOW_CONN_KAFKA_TGT_{suffix.upper()}", (
+        f"kafka://ferry:{quote(password, safe='')}@{sc.bootstrap[TARGET]}/"
+        f"?security.protocol=SASL_SSL&sasl.mechanism=PLAIN&ssl.ca.location={sc.ca}"))
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"""
+clusters = {source}, {target}
+{source}.ferry.connection = kafka_src_{suffix}
+{target}.ferry.connection = kafka_tgt_{suffix}
+{source}->{target}.enabled = true
+{source}->{target}.topics = {topic_name}
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+emit.heartbeats.enabled = false
+ferry.state.dir = {tmp_path / 'state'}
+""")
+    config = load_config(path)
+    flow = config.enabled_flows[0]
+    assert set(config.connections) == {f"kafka_src_{suffix}", f"kafka_tgt_{suffix}"}
+    grant_mirror_rights(sc, flow, topic_name)
+    host, port = connect_url.removeprefix("sc://").split(":")
+
+    run = run_dag(str(path), flow.dag_id,
+                  spark_conn={"conn_type": "spark_connect", "host": host, "port": int(port)})
+
+    assert run["state"] == "success", problems(run["log"])
+    assert run["tasks"]["cycle"] == "success"
+    assert_exact(flow, conns, topic_name, 2)
+    assert not list(plans_dir(flow).glob("*" + SNAPSHOT_SUFFIX))
+    seen = run["log"] + str(run["xcoms"]) + str(run["rendered"])
+    assert password not in seen and quote(password, safe="") not in seen

@@ -71,10 +71,10 @@ def remote_topic_asset(flow_name: str, source_topic: str, path: str | None = Non
     `path` (default: $FERRY_CONFIG), for a downstream DAG's `schedule`."""
     from airflow.sdk import Asset
 
+    from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
-    from ferry.config import load_config
 
-    config = load_config(path or config_path())
+    config = load(path or config_path())
     return Asset(uri=remote_topic_uri(config, config.flow(flow_name), source_topic),
                  group=GROUP)
 
@@ -83,7 +83,7 @@ def flow_alias(flow_name: str, path: str | None = None) -> Any:
     """The AssetAlias of flow `flow_name` (any of its topics mirrored)."""
     from airflow.sdk import AssetAlias
 
+    from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
-    from ferry.config import load_config
 
-    return AssetAlias(alias_name(load_config(path or config_path()).flow(flow_name)))
+    return AssetAlias(alias_name(load(path or config_path()).flow(flow_name)))

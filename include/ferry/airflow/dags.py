@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferry.airflow.connections import load
 from ferry.airflow.flow_dag import build_dag
 from ferry.airflow.heartbeats_dag import HEARTBEATS_DAG, build_heartbeats_dag
 from ferry.airflow.tasks import config_path
 from ferry.airflow.verify_dag import VERIFY_DAG, build_verify_dag
-from ferry.config import MirrorConfig, load_config
+from ferry.config import MirrorConfig
 
 
 def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
-    config = config or load_config(path)
+    config = config or load(path)
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
         from ferry.airflow.backfill_dag import BACKFILL_DAG, build_backfill_dag

@@ -82,11 +82,11 @@ async def airflow_user(request: Request) -> Any:
 
 def _config() -> tuple[str, Any]:
     """(config path, loaded config); raises ConfigError."""
+    from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
-    from ferry.config import load_config
 
     path = config_path()
-    return path, load_config(path)
+    return path, load(path)
 
 
 def _snapshots() -> tuple[str, list[FlowSnapshot]]:

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ferry.config import CONFIG_ENV, MirrorConfig, load_config
+from ferry.airflow.connections import load
+from ferry.config import CONFIG_ENV, MirrorConfig
 
 SPARK_CONN = "spark_default"
 
@@ -52,7 +53,7 @@ def task_config(path: str) -> MirrorConfig:
     from ferry.secrets import REDACTOR
 
     logs.join_host()
-    config = load_config(path)
+    config = load(path)
     for value in REDACTOR.values():
         mask_secret(value)
     return config
@@ -116,6 +117,17 @@ def _spark_env() -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": driver_host()}
 
 
+def hand_connections_to_job(context: Any) -> None:
+    """Before a copy job's spark-submit: the Airflow connections of its config, looked up
+    here (where Airflow is), into a snapshot beside its plan for its lanes; the job removes
+    it when it ends. Nothing of them goes into the task's rendered fields or XComs."""
+    from ferry.config.connections import write_snapshot
+
+    args = list(context["task"].application_args or [])
+    config = task_config(args[args.index("--config") + 1])
+    write_snapshot(args[args.index("--plan") + 1], config.connections)
+
+
 def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, Any]:
     """SparkSubmitOperator settings of a copy job whose jars and library zip the task
     `plan_task` pushed as its XCom `key` (see `spark_job_files`)."""
@@ -123,6 +135,7 @@ def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, An
 
     pull = f"{{{{ ti.xcom_pull(task_ids='{plan_task}', key='{key}')"
     return {"application": job_path(), "conn_id": SPARK_CONN, "env_vars": _spark_env(),
+            "pre_execute": hand_connections_to_job,
             "conf": {**job_conf(), "spark.jars": pull + "['spark_jars'] }}",
                      "spark.driver.extraClassPath": pull + "['driver_class_path'] }}",
                      "spark.driver.extraJavaOptions": pull + "['driver_java_options'] }}"},

@@ -10,8 +10,8 @@ from ferry.cli.verbs import (
     EXIT_FAILED,
     EXIT_OK,
     Parser,
+    config_and_flow,
     emit,
-    enabled_flow,
     execute_options,
     flow_verb,
 )
@@ -46,7 +46,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from ferry.steps.backfill import BackfillRequest, copy_chunks, prepare_backfill
     from ferry.steps.mirror import new_run_id
 
-    flow = enabled_flow(args)
+    config, flow = config_and_flow(args)
     master = args.master or flow.ferry.spark_master
     request = BackfillRequest(topics=args.topics, start=args.start, end=args.end,
                               target_topic=args.target_topic, chunk_records=args.chunk_records,
@@ -56,7 +56,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                            apply=not dry_run)
     code = EXIT_OK
     if not dry_run and run.chunk_files:
-        code = copy_chunks(str(Path(args.file).resolve()), flow, run, master)
+        code = copy_chunks(str(Path(args.file).resolve()), flow, run, master,
+                           config.connections)
     data = run.summary() | {"dry_run": dry_run, "job_exit_code": code}
     verdict = DRY_RUN_NOTE if dry_run else \
         ("copied" if code == EXIT_OK else f"FAILED (exit {code})")

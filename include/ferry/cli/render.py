@@ -76,7 +76,7 @@ def config_json(config: MirrorConfig) -> dict[str, Any]:
         "path": config.path,
         "clusters": [
             {"alias": c.alias, "bootstrap_servers": c.bootstrap_servers,
-             "client": c.admin.shown()}
+             "client": c.admin.shown(), "airflow_connection": c.connection or None}
             for c in config.clusters.values()
         ],
         "flows": [flow_json(f) for f in config.enabled_flows],
@@ -106,7 +106,9 @@ def config_text(config: MirrorConfig) -> str:
     lines = [f"config: {config.path}  ({len(config.clusters)} clusters, "
              f"{len(config.enabled_flows)} enabled flows)", "clusters:"]
     for cluster in config.clusters.values():
-        lines.append(f"  {cluster.alias}: {cluster.bootstrap_servers}")
+        lines.append(f"  {cluster.alias}: {cluster.bootstrap_servers}" + (
+            f"  (client settings from Airflow connection {cluster.connection!r})"
+            if cluster.connection else ""))
     for flow in config.enabled_flows:
         data = flow_json(flow)
         policy = data["replication_policy"]

@@ -207,6 +207,11 @@ class _Translation:
         return f"{self.cluster}.{key}"
 
 
+def is_translated(key: str) -> bool:
+    """Whether Ferry reads `key` as a Java client setting (MM2's name) and translates it."""
+    return key in _RENAMED or key in _SECURITY_HANDLED or key in _HARMLESS
+
+
 def translate_client(
     cluster: str, role: str, java: Props, passthrough: Props, findings: Findings
 ) -> ClientConfig:

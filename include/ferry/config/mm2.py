@@ -16,6 +16,7 @@ Clients then take the cluster's client keys, `consumer.*`, and `source.consumer.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -30,6 +31,8 @@ from ferry.config.checks import (
     cluster_aliases,
 )
 from ferry.config.clients import PASSTHROUGH_PREFIX, ClientConfig, translate_client
+from ferry.config.connections import CONNECTION_KEY
+from ferry.config.connections import expand as expand_connections
 from ferry.config.ferry_keys import resolve_ferry_settings
 from ferry.config.findings import Findings
 from ferry.config.mm1 import Translation
@@ -75,6 +78,8 @@ def build_config(
         props[key] = Value.of(key, resolved, from_provider)
 
     aliases = cluster_aliases(props, findings)
+    connections = expand_connections(props, aliases, findings,
+                                     os.environ if env is None else env)
     check_flow_keys(props, aliases, findings)
     check_keys(props, aliases, findings)
     clusters = {a: _cluster(props, a, findings) for a in aliases}
@@ -91,7 +96,7 @@ def build_config(
     findings.raise_problems(path)
     return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
                         tuple(translation.became) if translation else (),
-                        translation.kind if translation else "")
+                        translation.kind if translation else "", connections)
 
 
 def _cluster_props(props: Props, alias: str) -> Props:
@@ -120,7 +125,9 @@ def _cluster(props: Props, alias: str, findings: Findings) -> Cluster:
     java = {k: v for k, v in cprops.items() if names.is_client_key(k)}
     java.update(_strip(cprops, "admin."))
     admin = translate_client(alias, "admin", java, _passthrough(cprops), findings)
-    return Cluster(alias, bootstrap.text.strip() if bootstrap else "", admin)
+    connection = cprops.get(CONNECTION_KEY)
+    return Cluster(alias, bootstrap.text.strip() if bootstrap else "", admin,
+                   connection.text.strip() if connection else "")
 
 
 def _strip(props: Props, prefix: str) -> Props:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ferry.config.clients import ClientConfig
+from ferry.config.connections import Connection
 from ferry.config.ferry_keys import FerrySettings
 from ferry.mm2.filters import ConfigPropertyFilter, NameFilter
 from ferry.mm2.policy import ReplicationPolicy
@@ -45,6 +46,8 @@ class Cluster:
     alias: str
     bootstrap_servers: str
     admin: ClientConfig
+    connection: str = ""
+    """The Airflow connection its client settings come from (`<alias>.ferry.connection`)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class MirrorConfig:
     """For an MM1 setup: (its setting, what it became in Ferry), in the order read."""
     translated_from: str = ""
     """What `translated` came from ("Strimzi KafkaMirrorMaker", ...); "" for MM2."""
+    connections: Mapping[str, Connection] = field(default_factory=dict, repr=False)
+    """The Airflow connections its clusters' settings came from, by id: the copy job's
+    lanes, which read the config again where Airflow is not, get them from a snapshot."""
 
     @property
     def enabled_flows(self) -> tuple[Flow, ...]:

@@ -120,7 +120,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     the flow as this process already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
-    flow = loaded or load_flow(config_path, flow_name)
+    flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
         return 2
     spark = _kept.pop(url, None) or remote_session(url)

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ferry.config import Flow, load_config
+from ferry.config.connections import remove_snapshot, use_snapshot
 from ferry.core import plan_file
 from ferry.core.internal import offset_map_topic
 from ferry.core.planner import Gap, Range
@@ -56,7 +57,7 @@ class JobResult:
     gaps: tuple[Gap, ...]
 
 
-def lane_task(config_path: str, flow_name: str, run_id: str,
+def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
               lanes: dict[int, list[Range]], lane_ids: list[int], role: str,
               lane_count: int, batches: Iterator[pa.RecordBatch]
               ) -> Iterator[pa.RecordBatch]:
@@ -71,6 +72,7 @@ def lane_task(config_path: str, flow_name: str, run_id: str,
 
     logs.setup()
     logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
+    use_snapshot(plan_path)
     flow = load_config(config_path).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
@@ -208,8 +210,8 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
         lane_ids = sorted(by_lane)
         lanes = {lane: list(rs) for lane, rs in by_lane.items()}
         frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
-        task = partial(lane_task, config_path, flow.name, run_id, lanes, lane_ids,
-                       plan.role, plan.lanes)
+        task = partial(lane_task, config_path, plan_path, flow.name, run_id, lanes,
+                       lane_ids, plan.role, plan.lanes)
         # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
         runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
     # The two appends go to two tables: side by side, each cycle pays for one.
@@ -222,10 +224,13 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                      tuple(gaps))
 
 
-def load_flow(config_path: str, flow_name: str) -> Flow | None:
-    """The job's flow, or None after printing why the config cannot give it (exit 2)."""
+def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) -> Flow | None:
+    """The job's flow, or None after printing why the config cannot give it (exit 2). With
+    the job's `plan_path`, Airflow connections come from its snapshot when it has one."""
     from ferry.errors import ConfigError
 
+    if plan_path is not None:
+        use_snapshot(plan_path)
     try:
         return load_config(config_path).flow(flow_name)
     except (ConfigError, KeyError) as exc:
@@ -246,6 +251,8 @@ def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path:
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return 1
+    finally:  # the lanes are done with the connections
+        remove_snapshot(plan_path)
     print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
           f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
           f"{len(result.gaps)} gaps", file=out or sys.stdout)

@@ -14,7 +14,10 @@ import ferry
 from ferry.spark.jars import cache_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ferry.config import Flow
+    from ferry.config.connections import Connection
 
 JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
 # would shadow the standard library's `copy` module
@@ -114,12 +117,26 @@ def submit_env() -> dict[str, str]:
 
 
 def run_job(config_path: str, flow: str, plan_path: str, master: str,
-            keep_session: bool = False, loaded: Flow | None = None) -> int:
+            keep_session: bool = False, loaded: Flow | None = None,
+            connections: Mapping[str, Connection] | None = None) -> int:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
     stderr. Returns the job's exit code. `keep_session`: a Connect session stays open for
-    this process's next job; `loaded` spares it reading the config again."""
+    this process's next job; `loaded` spares it reading the config again. `connections`:
+    the Airflow connections of the config (`MirrorConfig.connections`), handed to the job
+    in a snapshot beside its plan for as long as it runs."""
+    from ferry.config.connections import remove_snapshot, write_snapshot
+
+    write_snapshot(plan_path, connections or {})
+    try:
+        return _run_job(config_path, flow, plan_path, master, keep_session, loaded)
+    finally:
+        remove_snapshot(plan_path)
+
+
+def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_session: bool,
+             loaded: Flow | None) -> int:
     import subprocess
 
     from ferry.errors import TerminalError

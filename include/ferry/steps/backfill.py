@@ -35,6 +35,7 @@ from ferry.core.planner import Range, TopicPartition, Watermarks
 from ferry.errors import TerminalError, UsageError
 
 if TYPE_CHECKING:
+    from ferry.config.connections import Connection
     from ferry.steps.ports import BackfillSource, BackfillTarget, SyncSource
 
 log = logging.getLogger(__name__)
@@ -290,16 +291,19 @@ def _write_chunks(flow: Flow, run_id: str, plan: BackfillPlan, lanes: int,
         for index, chunk in enumerate(plan.chunks, start=1))
 
 
-def copy_chunks(config_path: str, flow: Flow, run: BackfillRun, master: str) -> int:
+def copy_chunks(config_path: str, flow: Flow, run: BackfillRun, master: str,
+                connections: Mapping[str, Connection] | None = None) -> int:
     """Outside Airflow (`ferry backfill`): spark-submit the chunks one after the other, as
     the DAG's mapped tasks do; stops at the first that fails. Returns its exit code (0:
-    every chunk copied). Job output goes to stderr."""
+    every chunk copied). Job output goes to stderr. `connections`: the config's Airflow
+    connections, for the jobs."""
     from ferry.spark.submit import run_job
 
     for index, path in enumerate(run.chunk_files, start=1):
         log.info("backfill %s: chunk %d/%d", run.run_id, index, len(run.chunk_files),
                  extra={"flow": flow.name})
-        code = run_job(config_path, flow.name, path, master, loaded=flow)
+        code = run_job(config_path, flow.name, path, master, loaded=flow,
+                       connections=connections)
         if code != 0:
             log.error("backfill %s: chunk %d/%d failed (exit %d); run the same backfill "
                       "again to resume from what was committed", run.run_id, index,

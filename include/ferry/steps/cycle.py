@@ -227,7 +227,7 @@ class Cycle:
                  plan.span, len(plan.gaps), extra={"flow": self.flow.name})
         result.copy_exit_code = run_job(str(Path(config_path).resolve()), self.flow.name,
                                         planned.plan_path, self.master, keep_session,
-                                        loaded=self.flow)
+                                        loaded=self.flow, connections=self.config.connections)
         return result.ok
 
     def finish(self, result: CycleResult) -> CycleResult:

@@ -1,0 +1,34 @@
+"""Airflow connections for `<alias>.ferry.connection`: looked up through Airflow's own
+order (environment variables, secrets backends such as Vault or AWS/GCP Secrets Manager,
+the metadata DB), so a cluster's credentials can live where the team keeps its others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferry.config import MirrorConfig, load_config
+from ferry.config.connections import Connection, use
+
+
+def lookup(conn_id: str) -> Connection | None:
+    """The Airflow connection `conn_id`, None when Airflow has none by that id."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        found = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    try:
+        extra = found.extra_dejson
+    except Exception:  # Airflow logs the bad extra itself; never its text here
+        raise ValueError(f"connection {conn_id!r}: its extra is not a JSON object") from None
+    return Connection(conn_id, str(found.conn_type or ""), str(found.host or ""),
+                      int(found.port) if found.port else None, str(found.login or ""),
+                      str(found.password or ""), extra if isinstance(extra, dict) else {})
+
+
+def load(path: str | Path) -> MirrorConfig:
+    """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow."""
+    use(lookup)
+    return load_config(path)

@@ -1,0 +1,194 @@
+"""A cluster's client settings from an Airflow connection (`<alias>.ferry.connection`):
+Airflow's two forms in the environment, how the settings join the config, masking, and
+the snapshot the copy job's lanes read them from."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from ferry.config import connections
+from ferry.config.connections import (
+    Connection,
+    client_settings,
+    from_environment,
+    placed,
+    remove_snapshot,
+    snapshot_path,
+    use,
+    use_snapshot,
+    write_snapshot,
+)
+from ferry.errors import ConfigError
+from ferry.secrets import Secret
+from tests.unit.conftest import Loader
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+KAFKA_JSON = json.dumps({"conn_type": "kafka", "extra": {
+    "bootstrap.servers": "b1:9093,b2:9093", "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN", "sasl.username": "mirror", "sasl.password": "pw-from-conn",
+    "ssl.ca.location": "/etc/ca.pem", "group.id": "airflow-consumers"}})
+CONFIG = """
+clusters = A, B
+A.bootstrap.servers = a1:9092
+B.ferry.connection = kafka_b
+A->B.enabled = true
+"""
+
+
+@pytest.fixture(autouse=True)
+def environment_only() -> None:
+    use(None)  # no Airflow lookup left installed by another test
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ('{"conn_type": "kafka", "extra": {"bootstrap.servers": "b:9092"}}',
+     Connection("c", "kafka", extra={"bootstrap.servers": "b:9092"})),
+    ('{"conn_type": "kafka", "extra": "{\\"bootstrap.servers\\": \\"b:9092\\"}"}',
+     Connection("c", "kafka", extra={"bootstrap.servers": "b:9092"})),
+    ('{"conn_type": "generic", "host": "b", "port": 9092, "login": "u", "password": "p"}',
+     Connection("c", "generic", "b", 9092, "u", "p")),
+    ("kafka://u:p%40ss@b:9093/?security.protocol=SASL_SSL",
+     Connection("c", "kafka", "b", 9093, "u", "p@ss", {"security.protocol": "SASL_SSL"})),
+    ('kafka://b:9093/?__extra__={"sasl.mechanism": "PLAIN"}',
+     Connection("c", "kafka", "b", 9093, extra={"sasl.mechanism": "PLAIN"})),
+], ids=["json", "json-extra-as-text", "json-fields", "uri", "uri-extra-json"])
+def test_a_connection_is_read_from_airflows_environment_variable_in_either_form(
+        value: str, expected: Connection) -> None:
+    assert from_environment("c", {"AIRFLOW_CONN_C": value}) == expected
+    assert from_environment("c", {}) is None
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('{"conn_type": "kafka", "password": "s3cret"', "AIRFLOW_CONN_C is not valid JSON"),
+    ('["s3cret"]', "AIRFLOW_CONN_C is neither Airflow's JSON form"),
+    ('{"extra": "s3cret"}', "AIRFLOW_CONN_C: its extra is not a JSON object"),
+    ('{"extra": ["s3cret"]}', "its extra must be a JSON object of client settings"),
+    ("kafka://u:s3cret@b:port/", "AIRFLOW_CONN_C: its port is not a number"),
+], ids=["broken-json", "not-an-object", "extra-not-json", "extra-not-an-object", "bad-port"])
+def test_a_broken_connection_is_named_and_its_secret_never_shown(value: str,
+                                                                  message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        from_environment("c", {"AIRFLOW_CONN_C": value})
+    assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("conn", "settings", "skipped"), [
+    (Connection("c", "kafka", extra={"bootstrap.servers": "b:9092", "enable.idempotence": True,
+                                     "linger.ms": 5, "group.id": "g"}),
+     {"bootstrap.servers": "b:9092", "enable.idempotence": "true", "linger.ms": "5"},
+     ["group.id (Ferry names its own consumer groups)"]),
+    (Connection("c", "generic", "b1,b2:9094", 9093, "u", "p"),
+     {"bootstrap.servers": "b1:9093,b2:9094", "sasl.username": "u", "sasl.password": "p"}, []),
+    (Connection("c", "kafka", "ignored", 1, "u", "p",
+                {"bootstrap.servers": "b:9092", "sasl.username": "x", "sasl.password": "y"}),
+     {"bootstrap.servers": "b:9092", "sasl.username": "x", "sasl.password": "y"}, []),
+], ids=["kafka-provider-extra", "host-port-login-password", "extra-wins-over-fields"])
+def test_a_connection_gives_client_settings(conn: Connection, settings: dict[str, str],
+                                            skipped: list[str]) -> None:
+    assert client_settings(conn) == (settings, skipped)
+
+
+def test_a_nested_extra_value_is_refused() -> None:
+    with pytest.raises(ValueError, match="extra 'sasl' must be a single value"):
+        client_settings(Connection("c", "kafka", extra={"sasl": {"password": "x"}}))
+
+
+@pytest.mark.parametrize(("settings", "mechanism", "keys"), [
+    ({"bootstrap.servers": "b:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+      "sasl.username": "u", "sasl.password": "p"}, "",
+     {"bootstrap.servers": "b:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+      "sasl.jaas.config": f'{PLAIN} required username="u" password="p";'}),
+    ({"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": 'p"\\q'}, "",
+     {"sasl.mechanism": "SCRAM-SHA-512",
+      "sasl.jaas.config": f'{SCRAM} required username="u" password="p\\"\\\\q";'}),
+    ({"sasl.username": "u", "sasl.password": "p"}, "scram-sha-256",
+     {"sasl.jaas.config": f'{SCRAM} required username="u" password="p";'}),
+    ({"ssl.ca.location": "/ca.pem", "queue.buffering.max.ms": "5", "linger.ms": "5",
+      "ssl.truststore.location": "/t.pem"}, "",
+     {"ferry.librdkafka.ssl.ca.location": "/ca.pem",
+      "ferry.librdkafka.queue.buffering.max.ms": "5", "linger.ms": "5",
+      "ssl.truststore.location": "/t.pem"}),
+    ({"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}, "SCRAM-SHA-512",
+     {"sasl.mechanism": "PLAIN",
+      "sasl.jaas.config": f'{SCRAM} required username="u" password="p";'}),
+], ids=["plain-as-jaas", "scram-escaped-librdkafka-name", "mechanism-from-the-config",
+        "librdkafka-only-keys-pass-through", "the-configs-mechanism-wins"])
+def test_settings_join_the_config_under_the_names_mm2_reads(
+        settings: dict[str, str], mechanism: str, keys: dict[str, str]) -> None:
+    assert placed(settings, mechanism) == keys
+
+
+def test_a_clusters_settings_come_from_its_connection_masked_and_the_config_wins(
+        load: Loader) -> None:
+    config = load(CONFIG.replace("B.ferry", "B.sasl.mechanism = SCRAM-SHA-512\nB.ferry"),
+                  env={"AIRFLOW_CONN_KAFKA_B": KAFKA_JSON})
+    producer = config.flow("A->B").producer.settings
+    assert config.clusters["B"].bootstrap_servers == "b1:9093,b2:9093"
+    assert config.clusters["B"].connection == "kafka_b"
+    # the config's own B.sasl.mechanism wins over the connection's PLAIN
+    assert (producer["security.protocol"], producer["sasl.mechanism"],
+            producer["sasl.username"]) == ("SASL_SSL", "SCRAM-SHA-512", "mirror")
+    assert isinstance(producer["sasl.password"], Secret)
+    assert producer["sasl.password"].reveal() == "pw-from-conn"
+    assert producer["ssl.ca.location"] == "/etc/ca.pem"
+    assert "pw-from-conn" not in repr(config) + str(config.flow("A->B").producer.shown())
+    assert list(config.connections) == ["kafka_b"]
+    assert any("group.id" in w and "not used" in w for w in config.warnings)
+
+
+def test_a_missing_connection_is_one_problem_naming_the_key_and_where_it_was_looked_for(
+        load: Loader) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load(CONFIG)
+    lines = [p.line() for p in raised.value.problems]
+    assert lines[0] == ("B.ferry.connection = 'kafka_b': no Airflow connection 'kafka_b' "
+                        "(looked in AIRFLOW_CONN_KAFKA_B); create the connection, or write "
+                        "the cluster's client settings in the config")
+
+
+def test_an_installed_lookup_comes_first_then_the_environment(load: Loader) -> None:
+    asked: list[str] = []
+
+    def airflow(conn_id: str) -> Connection | None:
+        asked.append(conn_id)
+        return None
+
+    use(airflow)
+    config = load(CONFIG, env={"AIRFLOW_CONN_KAFKA_B": KAFKA_JSON})
+    assert asked == ["kafka_b"] and config.clusters["B"].bootstrap_servers == "b1:9093,b2:9093"
+    with pytest.raises(ConfigError, match="looked in AIRFLOW_CONN_KAFKA_B, or Airflow's"):
+        load(CONFIG)
+
+
+def test_the_copy_jobs_snapshot_is_private_read_back_and_removed(tmp_path: Path) -> None:
+    plan = str(tmp_path / "run-1.json")
+    conn = from_environment("kafka_b", {"AIRFLOW_CONN_KAFKA_B": KAFKA_JSON})
+    assert conn is not None
+    assert write_snapshot(plan, {}) is None and not snapshot_path(plan).exists()
+    written = write_snapshot(plan, {"kafka_b": conn})
+    assert written == snapshot_path(plan)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    use_snapshot(plan)
+    assert connections._installed is not None
+    assert connections._installed("kafka_b") == conn
+    assert connections._installed("other") is None
+    remove_snapshot(plan)
+    remove_snapshot(plan)  # gone already: fine
+    assert not written.exists()
+
+
+def test_snapshots_left_over_a_day_are_removed_with_the_next(tmp_path: Path) -> None:
+    import os
+
+    conn = Connection("c", "kafka", extra={"bootstrap.servers": "b:9092"})
+    old = write_snapshot(str(tmp_path / "old.json"), {"c": conn})
+    recent = write_snapshot(str(tmp_path / "recent.json"), {"c": conn})
+    assert old is not None and recent is not None
+    os.utime(old, (0, 0))
+    write_snapshot(str(tmp_path / "new.json"), {"c": conn})
+    assert not old.exists() and recent.exists()
