@@ -55,7 +55,7 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert dag.get_task("cycle").retries == 2
     mirror = dag.get_task("mirror")
     assert mirror._conn_id == "spark_default"
-    assert mirror.application.endswith("jobs/ferry_copy.py")
+    assert mirror.application.endswith("ferry/jobs/ferry_copy.py")
     assert mirror.conf["spark.speculation"] == "false"
     # a hung copy is stopped (the flow's next run then resumes from what was committed)
     assert mirror.execution_timeout.total_seconds() == 21600

@@ -319,12 +319,13 @@ def test_the_image_installs_the_lock_and_nothing_that_moves_it() -> None:
 
 
 def test_the_image_finds_the_jobs_jars_and_library_zip_where_ferry_looks() -> None:
-    from ferry.spark.submit import JOB
+    from ferry.spark.submit import JOB, jobs_dir
 
     build, runtime = dockerfile_env(0), dockerfile_env(1)
     assert build["FERRY_CACHE_DIR"] == runtime["FERRY_CACHE_DIR"]  # jars + zip built there
-    copies = {i.split()[-1]: i.split()[-2] for i in dockerfile_instructions()
-              if i.startswith("COPY ") and "--from" not in i}
-    assert copies[runtime["FERRY_JOBS_DIR"]] == "jobs" and (ROOT / "jobs" / JOB).is_file()
-    assert copies["/opt/airflow/dags"] == "dags" and runtime["AIRFLOW_HOME"] == "/opt/airflow"
+    # the job comes with the installed package; the DAG file is written from it
+    assert "FERRY_JOBS_DIR" not in runtime and (jobs_dir() / JOB).is_file()
+    assert "pip install --no-deps ." in " ".join(dockerfile_instructions())
+    assert "RUN ferry dag-file --write /opt/airflow/dags" in dockerfile_instructions()
+    assert runtime["AIRFLOW_HOME"] == "/opt/airflow"
     assert runtime["PYSPARK_PYTHON"].startswith(runtime["PATH"].split(":")[0])

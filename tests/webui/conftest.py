@@ -1,9 +1,10 @@
 """A real Airflow api-server with the Ferry plugin, for the browser and auth tests.
 
 One api-server per test module: its own AIRFLOW_HOME (SQLite, `airflow db migrate`),
-SimpleAuthManager with one user whose password the test sets, the plugins folder of this
-repo, and FERRY_CONFIG pointing at a flow over the session's real clusters with a topic
-that has records not mirrored yet. Stopped at teardown, also when a test fails.
+SimpleAuthManager with one user whose password the test sets, the Ferry plugin from the
+package's entry point, and FERRY_CONFIG pointing at a flow over the session's real
+clusters with a topic that has records not mirrored yet. Stopped at teardown, also when a
+test fails.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def _environment(home: Path, port: int, config_path: str, scrape_token: str) -> 
         "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        # the plugin comes from the package's entry point, as in any Airflow it is installed in
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__AUTH_MANAGER":
             "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",

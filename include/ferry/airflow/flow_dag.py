@@ -8,7 +8,7 @@ record, checkpoints.
   without one), from this process: a warm Spark, no JVM either. Task processes cost seconds
   each under a real scheduler, so a run is one of them.
 - Otherwise `cycle` ends after the plan and branches to `mirror`: the Spark provider's
-  SparkSubmitOperator running `jobs/ferry_copy.py` (`spark_default` connection, `local[*]`
+  SparkSubmitOperator running `ferry/jobs/ferry_copy.py` (`spark_default` connection, `local[*]`
   in the embedded setup) with its own retry and timeout; then `finish` records the run and
   translates the groups. A failed copy leaves `finish` upstream_failed.
 

@@ -18,9 +18,19 @@ SPARK_CONN = "spark_default"
 
 
 def config_path() -> str:
-    """`$FERRY_CONFIG`, else `config/mm2.properties` in the checkout."""
+    """`$FERRY_CONFIG`, else `config/mm2.properties` when Ferry runs from its checkout. An
+    installed Ferry has no default: a ConfigError says to set the variable."""
+    from ferry.errors import ConfigError, Problem
+
+    given = os.environ.get(CONFIG_ENV, "").strip()
+    if given:
+        return given
     default = Path(__file__).resolve().parents[3] / "config" / "mm2.properties"
-    return os.environ.get(CONFIG_ENV) or str(default)
+    if default.is_file():
+        return str(default)
+    raise ConfigError([Problem(CONFIG_ENV, "is not set, so Ferry has no config",
+                               f"set {CONFIG_ENV}=/path/to/mm2.properties in Airflow's "
+                               "environment")], "Ferry")
 
 
 @contextmanager

@@ -18,16 +18,26 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ferry import __version__, crash, logs
-from ferry.cli import backfill, completion, flows, local, maintain, observe, offsets, spark
+from ferry.cli import (
+    backfill,
+    completion,
+    deploy,
+    flows,
+    local,
+    maintain,
+    observe,
+    offsets,
+    spark,
+)
 from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Handler, Parser, resolve_config
 from ferry.errors import ConfigError, FerryError, TerminalError, UsageError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "run"]
 
-GROUPS = (flows, offsets, backfill, observe, maintain, local, spark, completion)
+GROUPS = (flows, offsets, backfill, observe, maintain, local, spark, deploy, completion)
 """The verb groups, in the order `ferry --help` lists them: the verbs of a flow's runs first,
 then offsets and failover, backfills, watching, housekeeping, the local clusters and Spark,
-and shell completion."""
+the DAG file for an Airflow, and shell completion."""
 
 
 def build_parser() -> argparse.ArgumentParser:

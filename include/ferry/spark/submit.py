@@ -24,10 +24,11 @@ JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
 
 
 def jobs_dir() -> Path:
-    """`jobs/` of the checkout Ferry runs from (`$FERRY_JOBS_DIR` to override)."""
+    """The package's `jobs/` (`ferry/jobs`, installed with it; `$FERRY_JOBS_DIR` to
+    override)."""
     if os.environ.get("FERRY_JOBS_DIR"):
         return Path(os.environ["FERRY_JOBS_DIR"])
-    return Path(ferry.__file__).resolve().parents[2] / "jobs"
+    return Path(ferry.__file__).resolve().parent / "jobs"
 
 
 def job_path() -> str:

@@ -1,6 +1,7 @@
 """spark-submit entry point of the copy job.
 
-    spark-submit [options] jobs/ferry_copy.py --config mm2.properties --flow A->B --plan p.json
+    spark-submit [options] .../ferry/jobs/ferry_copy.py --config mm2.properties --flow A->B \
+        --plan p.json
 
 Parses the arguments, builds the session, runs `ferry.spark.copy_job.run_and_report` and
 exits 0 on success, 1 when a lane failed or the plan found a gap that fails the run
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     from ferry import crash
 
     crash.enable()  # a native crash in the driver prints its Python stack
-    parser = argparse.ArgumentParser(prog="jobs/ferry_copy.py")
+    parser = argparse.ArgumentParser(prog="ferry_copy.py")
     parser.add_argument("--config", required=True)
     parser.add_argument("--flow", required=True)
     parser.add_argument("--plan", required=True)

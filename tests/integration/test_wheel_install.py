@@ -1,0 +1,135 @@
+"""Ferry installs into an Airflow like any provider: the wheel, built from this repo, goes
+into a clean virtualenv with Airflow (`ferry[airflow]`, the lock as constraints), and from
+a folder outside the checkout, with nothing of it on the path:
+
+- `ferry` runs, and finds the copy job inside the installed package;
+- `ferry dag-file` gives the DAG folder its file, and `airflow dags list` shows the flow's
+  DAG (and an unset FERRY_CONFIG is one import error saying so);
+- `airflow plugins` shows the Ferry plugin, and `airflow providers` the provider with its
+  connection type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = """
+clusters = A, B
+A.bootstrap.servers = a.example.com:9092
+B.bootstrap.servers = b.example.com:9092
+A->B.enabled = true
+A->B.topics = orders.*
+ferry.state.dir = {state}
+"""
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Installed:
+    venv: Path
+    home: Path
+    work: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(self.venv / "bin" / args[0]), *args[1:]], cwd=self.work,
+                              env=self.env | env, capture_output=True, text=True, timeout=600,
+                              check=False)
+        if check:
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+
+
+def json_out(done: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON document of an airflow command's output (warnings may come before it)."""
+    return json.loads(next(line for line in reversed(done.stdout.splitlines())
+                           if line.startswith(("[", "{"))))
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    root = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools leaves ferry.egg-info beside the sources, which in the
+    # checkout would sit on the dev install's path as a second copy of Ferry's metadata.
+    source = root / "source"
+    shutil.copytree(REPO / "include", source / "include",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(REPO / "pyproject.toml", source)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(source)],
+                   check=True, cwd=root, timeout=600)
+    (wheel,) = (root / "dist").glob("ferry-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", "-c", str(REPO / "requirements.txt"),
+                    f"ferry[airflow] @ {wheel.as_uri()}"], check=True, cwd=root, timeout=1200)
+    home, work = root / "airflow", root / "work"
+    (home / "dags").mkdir(parents=True)
+    work.mkdir()
+    (work / "mm2.properties").write_text(CONFIG.format(state=root / "state"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW", "FERRY_", "PYTHON", "SPARK_", "VIRTUAL_ENV"))}
+    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin", "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "FERRY_CONFIG": str(work / "mm2.properties")}
+    yield Installed(venv, home, work, env)
+
+
+def test_the_installed_cli_runs_from_the_package_not_the_checkout(installed: Installed) -> None:
+    where = installed.run("python", "-c", "import ferry, ferry.spark.submit as s; "
+                          "print(ferry.__file__); print(s.job_path())").stdout.split()
+    site = str(installed.venv / "lib")
+    assert all(path.startswith(site) for path in where), where
+    assert Path(where[1]).is_file() and where[1].endswith("ferry/jobs/ferry_copy.py")
+    validated = json.loads(installed.run("ferry", "validate", "--json").stdout)
+    assert [f["name"] for f in validated["flows"]] == ["A->B"]
+
+
+def test_airflow_lists_the_flows_dag_the_plugin_and_the_provider(installed: Installed) -> None:
+    written = json.loads(installed.run("ferry", "dag-file", "--write",
+                                       str(installed.home / "dags"), "--json").stdout)
+    assert written["written"] == str(installed.home / "dags" / "ferry_flows.py")
+    assert written["source"].startswith(str(installed.venv / "lib"))
+    installed.run("airflow", "db", "migrate")
+    installed.run("airflow", "dags", "reserialize")
+
+    dags = {d["dag_id"] for d in json_out(installed.run("airflow", "dags", "list", "-o",
+                                                        "json"))}
+    assert {"ferry_A_to_B", "ferry_backfill", "ferry_verify", "ferry_maintenance"} <= dags
+
+    plugins = json_out(installed.run("airflow", "plugins", "-o", "json"))
+    (ferry,) = [p for p in plugins if p["name"] == "ferry"]
+    assert "airflow.plugins" in ferry["source"]  # from the entry point: no plugins folder
+    assert [a["url_prefix"] for a in ferry["fastapi_apps"]] == ["/ferry"]
+
+    providers = json_out(installed.run("airflow", "providers", "list", "-o", "json"))
+    assert "ferry" in {p["package_name"] for p in providers}
+    hooks = json_out(installed.run("airflow", "providers", "hooks", "-o", "json"))
+    assert any(h.get("connection_type") == "ferry_kafka" for h in
+               (hooks.values() if isinstance(hooks, dict) else hooks))
+
+
+def test_without_ferry_config_the_dag_file_is_one_import_error_naming_it(
+        installed: Installed) -> None:
+    env = {k: v for k, v in installed.env.items() if k != "FERRY_CONFIG"}
+    done = subprocess.run([str(installed.venv / "bin" / "airflow"), "dags",
+                           "list-import-errors", "-l", "-o", "json"], cwd=installed.work,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    errors = json_out(done)
+    assert [e["filepath"].rsplit("/", 1)[-1] for e in errors] == ["ferry_flows.py"]
+    assert "FERRY_CONFIG: is not set, so Ferry has no config; set FERRY_CONFIG=" in \
+        errors[0]["error"]
