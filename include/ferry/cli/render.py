@@ -83,6 +83,7 @@ def config_json(config: MirrorConfig) -> dict[str, Any]:
         "heartbeat_only_pairs": [f.name for f in config.flows if not f.enabled],
         "translated_from": config.translated_from or None,
         "translated": [{"setting": s, "became": b} for s, b in config.translated],
+        "profiles": list(config.profiles),
         "warnings": list(config.warnings),
     }
 
@@ -131,6 +132,9 @@ def config_text(config: MirrorConfig) -> str:
     others = [f.name for f in config.flows if not f.enabled]
     if others:
         lines.append(f"heartbeat-only pairs (no records mirrored): {', '.join(others)}")
+    if config.profiles:
+        lines.append("profiles:")
+        lines += [f"  {line}" for line in config.profiles]
     if config.translated:
         lines.append(f"translated from a {config.translated_from}:")
         lines += [f"  {setting}  ->  {became}" for setting, became in config.translated]

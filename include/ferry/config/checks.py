@@ -17,6 +17,7 @@ from typing import Final, Literal
 from ferry.config import names
 from ferry.config.clients import PASSTHROUGH_PREFIX
 from ferry.config.connections import CONNECTION_KEY
+from ferry.config.eventhubs import TIER_KEY
 from ferry.config.ferry_keys import BY_NAME, suggest_ferry_key
 from ferry.config.findings import Findings
 from ferry.config.model import Flow
@@ -134,7 +135,7 @@ def _unknown_ferry_key(key: Key) -> bool:
 def _cluster_ferry_key(key: Key) -> bool:
     """A cluster's Ferry settings: `<alias>.ferry.librdkafka.*` and `<alias>.ferry.connection`
     (an Airflow connection holding its client settings)."""
-    return (key.setting.startswith("ferry.") and key.setting != CONNECTION_KEY
+    return (key.setting.startswith("ferry.") and key.setting not in (CONNECTION_KEY, TIER_KEY)
             and not key.setting.startswith(PASSTHROUGH_PREFIX))
 
 
@@ -155,8 +156,9 @@ KEY_RULES: Final[tuple[KeyRule, ...]] = (
     KeyRule(("flow", "top"), _unknown_ferry_key, "problem", "unknown Ferry setting",
             suggest_ferry_key),
     KeyRule(("cluster",), _cluster_ferry_key, "problem", "unknown cluster-level Ferry setting",
-            f"only {{cluster}}.{PASSTHROUGH_PREFIX}<property> and {{cluster}}.{CONNECTION_KEY} "
-            "are cluster-level; flow settings go to ferry.* or S->T.ferry.*"),
+            f"only {{cluster}}.{PASSTHROUGH_PREFIX}<property>, {{cluster}}.{CONNECTION_KEY} and "
+            f"{{cluster}}.{TIER_KEY} are cluster-level; flow settings go to ferry.* or "
+            "S->T.ferry.*"),
     KeyRule(("cluster",), lambda k: k.setting in names.CONNECTOR_KEYS, "warning",
             "{key} has no effect: MM2 reads {setting} at the top level or per flow "
             "({setting} or <source>-><target>.{setting}), not per cluster"),

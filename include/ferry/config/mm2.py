@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from ferry.config import names
+from ferry.config import eventhubs, names
 from ferry.config.checks import (
     check_bootstrap,
     check_flow_keys,
@@ -80,6 +80,7 @@ def build_config(
     aliases = cluster_aliases(props, findings)
     connections = expand_connections(props, aliases, findings,
                                      os.environ if env is None else env)
+    profiles = eventhubs.apply(props, aliases, findings)
     check_flow_keys(props, aliases, findings)
     check_keys(props, aliases, findings)
     clusters = {a: _cluster(props, a, findings) for a in aliases}
@@ -96,7 +97,7 @@ def build_config(
     findings.raise_problems(path)
     return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
                         tuple(translation.became) if translation else (),
-                        translation.kind if translation else "", connections)
+                        translation.kind if translation else "", connections, profiles)
 
 
 def _cluster_props(props: Props, alias: str) -> Props:
@@ -219,8 +220,10 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
         ferry=ferry,
         settings={k: v.shown() for k, v in sorted(conn.props.items())
                   if k in names.CONNECTOR_KEYS or k.startswith("replication.policy")},
+        target_partition_limit=eventhubs.partition_limit(props, target),
     )
-    if flow.enabled and flow.ferry.delivery == "exactly_once" and _is_event_hubs(flow.producer):
+    if flow.enabled and flow.ferry.delivery == "exactly_once" and _is_event_hubs(flow.producer) \
+            and flow.target_partition_limit is None:  # the profile shows its own line
         findings.warn(f"{flow.name}: the target looks like Azure Event Hubs; Event Hubs "
                       "Standard has no transactions: set "
                       f"{flow.name}.ferry.delivery=at_least_once")

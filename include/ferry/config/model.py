@@ -88,6 +88,8 @@ class Flow:
     heartbeats_replication_factor: int = 3
     """`heartbeats.topic.replication.factor`: for `heartbeats` on the target."""
     settings: Mapping[str, str] = field(default_factory=dict)
+    target_partition_limit: int | None = None
+    """Partitions per topic the target takes (an Event Hubs namespace's tier), or None."""
     """The flow's resolved MM2 connector settings (secrets masked), for display."""
 
     @property
@@ -119,6 +121,8 @@ class MirrorConfig:
     translated_from: str = ""
     """What `translated` came from ("Strimzi KafkaMirrorMaker", ...); "" for MM2."""
     connections: Mapping[str, Connection] = field(default_factory=dict, repr=False)
+    profiles: tuple[str, ...] = ()
+    """What a service profile (Azure Event Hubs) set, or left as the config said."""
     """The Airflow connections its clusters' settings came from, by id: the copy job's
     lanes, which read the config again where Airflow is not, get them from a snapshot."""
 

@@ -31,7 +31,12 @@ from ferry.core.sync.configs import (
     first_api,
 )
 from ferry.core.sync.schedule import DUE, STEPS, due_steps
-from ferry.core.sync.topics import TopicActions, diff_topics, mirrored_topics
+from ferry.core.sync.topics import (
+    TopicActions,
+    diff_topics,
+    mirrored_topics,
+    over_partition_limit,
+)
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
@@ -147,6 +152,9 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     source_topics = {t.name: t.partitions for t in source.topics().values()}
     target_topics = {t.name: t.partitions for t in target.topics().values()}
     mirrored = mirrored_topics(flow, source_topics)
+    refused = over_partition_limit(flow, mirrored)
+    if refused:
+        raise TerminalError(refused)
     warnings: list[str] = []
     done = "done" if apply else "dry run"
     topics, api = TopicActions(), first_api(flow.use_incremental_alter_configs)

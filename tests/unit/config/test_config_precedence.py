@@ -163,10 +163,16 @@ def test_unknown_top_level_key_warns(load: Loader) -> None:
     assert not any("offset.storage" in w for w in config.warnings)
 
 
-def test_event_hubs_target_with_exactly_once_warns(load: Loader) -> None:
-    text = BASE.replace("b1:9092", "ns.servicebus.windows.net:9093")
-    config = load(text)
-    assert any("Event Hubs" in w for w in config.warnings)
+def test_event_hubs_behind_another_host_name_with_exactly_once_warns(load: Loader) -> None:
+    # A namespace by its own host name gets the Event Hubs profile (at-least-once, no
+    # warning: test_eventhubs.py); one behind a private DNS name is known by its login.
+    namespace = load(BASE.replace("b1:9092", "ns.servicebus.windows.net:9093"))
+    assert namespace.flow("A->B").ferry.delivery == "at_least_once"
+    assert not any("Event Hubs" in w for w in namespace.warnings)
+    private = load(BASE + "B.security.protocol = SASL_SSL\nB.sasl.mechanism = PLAIN\n"
+                   "B.sasl.jaas.config = org.apache.kafka.common.security.plain."
+                   'PlainLoginModule required username="$ConnectionString" password="x";\n')
+    assert any("Event Hubs" in w for w in private.warnings)
 
 
 def test_use_defaults_from_is_a_flow_setting_only(load: Loader) -> None:

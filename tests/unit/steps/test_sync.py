@@ -139,3 +139,29 @@ def test_acl_sync_is_skipped_where_a_cluster_has_no_authorizer(
     assert report.steps["acls"].startswith("skipped:")
     assert any("no authorizer" in w for w in report.warnings) is warned
     assert target.created == ["A.orders", MAP_TOPIC]  # the other steps ran
+
+
+@pytest.mark.parametrize(("tier", "refused"), [
+    ("", ["orders (40 partitions)"]),
+    ("B.ferry.eventhubs.tier = premium\n", []),
+], ids=["standard-caps-at-32", "premium-takes-100"])
+def test_an_event_hubs_target_refuses_topics_over_its_tiers_partitions_before_any_change(
+        load: Loader, state_dir: Path, tier: str, refused: list[str]) -> None:
+    config = load(f"""
+clusters = A, B
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = ns.servicebus.windows.net:9093
+A->B.enabled = true
+ferry.state.dir = {state_dir}
+""" + tier)
+    source = FakeCluster("A").topic("orders", *([0] * 40)).topic("payments", 1, 1)
+    target = FakeCluster("B")
+    if not refused:
+        sync_flow(config.flow("A->B"), apply=True, source=source, target=target)
+        assert "A.orders" in target.created
+        return
+    with pytest.raises(TerminalError) as raised:
+        sync_flow(config.flow("A->B"), apply=True, source=source, target=target)
+    assert f"takes at most 32 partitions per topic, and {refused[0]} would need more; " \
+        "nothing was copied. Set B.ferry.eventhubs.tier" in str(raised.value)
+    assert target.created == []

@@ -43,6 +43,21 @@ class TopicActions:
         return not self.create and not self.grow
 
 
+def over_partition_limit(flow: Flow, mirrored: Mapping[str, int]) -> str | None:
+    """Why the target cannot take some mirrored topics (more partitions than its Event Hubs
+    tier allows per topic), naming each with the fix; None when it can."""
+    limit = flow.target_partition_limit
+    over = {t: n for t, n in mirrored.items() if limit is not None and n > limit}
+    if not over:
+        return None
+    listed = ", ".join(f"{t} ({n} partitions)" for t, n in over.items())
+    return (f"flow {flow.name}: the target, an Azure Event Hubs namespace, takes at most "
+            f"{limit} partitions per topic, and {listed} would need more; nothing was "
+            f"copied. Set {flow.target}.ferry.eventhubs.tier to the namespace's tier "
+            f"(premium: 100, dedicated: 1024), or leave these topics out with "
+            f"{flow.name}.topics.exclude")
+
+
 def mirrored_topics(flow: Flow, source_topics: Mapping[str, int]) -> dict[str, int]:
     """The source topics the flow mirrors, with their partition counts."""
     return {

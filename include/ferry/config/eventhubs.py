@@ -1,0 +1,138 @@
+"""Azure Event Hubs, by profile: a cluster whose bootstrap host is an Event Hubs namespace
+(`*.servicebus.windows.net`, or a sovereign cloud's `servicebus` domain) gets the service's
+known limits, unless the config says otherwise, and `ferry validate` shows each.
+
+- Clients: `connections.max.idle.ms` and `metadata.max.age.ms` at 180000 (the service drops
+  idle connections after 240 s), `request.timeout.ms` at 60000.
+- Refused: a producer compression other than gzip (the only one the service takes), and
+  `max.request.size` above 1,046,528 bytes.
+- A flow into it: no ACL or config sync (the service has neither API), and at-least-once
+  delivery unless the flow opts into transactions (`ferry.delivery=exactly_once`, Premium
+  or Dedicated).
+- Partitions per event hub are capped by the tier, `<alias>.ferry.eventhubs.tier`
+  (`standard` 32 by default, `basic` 32, `premium` 100, `dedicated` 1024): a source topic
+  with more partitions stops the run before anything is copied.
+
+Pure: properties in, properties out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ferry.config.findings import Findings
+from ferry.config.names import is_client_key
+from ferry.config.values import Props, Value
+
+TIER_KEY = "ferry.eventhubs.tier"
+"""The cluster key (`<alias>.ferry.eventhubs.tier`) naming the namespace's tier."""
+PARTITION_LIMITS = {"basic": 32, "standard": 32, "premium": 100, "dedicated": 1024}
+MAX_REQUEST_SIZE = 1_046_528
+_NAMESPACE = re.compile(r"\.servicebus\.(windows\.net|chinacloudapi\.cn|usgovcloudapi\.net)$",
+                        re.IGNORECASE)
+CLIENT_DEFAULTS = {"connections.max.idle.ms": ("180000", ("consumer", "producer", "admin")),
+                   "metadata.max.age.ms": ("180000", ("consumer", "producer", "admin")),
+                   "request.timeout.ms": ("60000", ("producer",))}
+FLOW_DEFAULTS = {"sync.topic.acls.enabled": ("false", "Event Hubs has no Kafka ACL API"),
+                 "sync.topic.configs.enabled": ("false", "Event Hubs has no topic config API"),
+                 "ferry.delivery": ("at_least_once", "Event Hubs Standard has no transactions; "
+                                    "set ferry.delivery=exactly_once on Premium or Dedicated")}
+COMPRESSIONS = ("none", "gzip")
+
+
+def is_namespace(bootstrap_servers: str) -> bool:
+    """Whether any server of a bootstrap list is an Event Hubs namespace."""
+    for server in bootstrap_servers.split(","):
+        host = re.sub(r"^[A-Za-z_]+://", "", server.strip()).rsplit(":", 1)[0]
+        if _NAMESPACE.search(host):
+            return True
+    return False
+
+
+def apply(props: Props, aliases: Iterable[str], findings: Findings) -> tuple[str, ...]:
+    """Apply the profile to every Event Hubs cluster of `props` (in place); what it set or
+    left as the config said, one line each, for `ferry validate`."""
+    shown: list[str] = []
+    hubs = [a for a in aliases if (v := props.get(f"{a}.bootstrap.servers")) is not None
+            and is_namespace(v.text)]
+    for alias in hubs:
+        shown += _clients(props, alias, findings)
+        tier = _tier(props, alias, findings)
+        shown.append(f"{alias}: Azure Event Hubs ({tier} tier: at most "
+                     f"{PARTITION_LIMITS[tier]} partitions per topic; {alias}.{TIER_KEY})")
+        for source in aliases:
+            if source != alias:
+                shown += _flow(props, f"{source}->{alias}")
+    return tuple(shown)
+
+
+_ROLES = ("consumer", "producer", "admin")
+
+
+def _names_for(props: Props, alias: str, key: str,
+               roles: tuple[str, ...] = _ROLES) -> list[str]:
+    """The keys of `props` that set client `key` of `roles` for `alias`, in the forms MM2
+    applies: `<role>.key`, `<alias>.<role>.key`, a flow's `S-><alias>.<role>.key`, and
+    `<alias>.key` for connection keys."""
+    role = "|".join(roles)
+    form = re.compile(rf"^(?:(?:{re.escape(alias)}|[^.]+->{re.escape(alias)})\.)?"
+                      rf"(?:{role})\.{re.escape(key)}$")
+    return [name for name in props if form.match(name)
+            or (name == f"{alias}.{key}" and is_client_key(key))]
+
+
+def _clients(props: Props, alias: str, findings: Findings) -> list[str]:
+    shown = []
+    for key, (value, roles) in CLIENT_DEFAULTS.items():
+        if _names_for(props, alias, key, roles):
+            shown.append(f"{alias}: {key} as the config sets it (profile: {value})")
+            continue
+        for role in roles:
+            props[f"{alias}.{role}.{key}"] = Value(value, f"{alias}.{role}.{key}")
+        shown.append(f"{alias}: {key}={value} for its {', '.join(roles)} "
+                     "(Event Hubs profile)")
+    for name in _names_for(props, alias, "compression.type", ("producer",)):
+        compression = props[name]
+        if compression.text.strip().lower() not in COMPRESSIONS:
+            findings.problem(name, "Event Hubs takes gzip as its only compression",
+                             f"set {name}=gzip (or none)", compression.shown())
+    for name in _names_for(props, alias, "max.request.size", ("producer",)):
+        size = props[name]
+        if size.text.strip().isdigit() and int(size.text) > MAX_REQUEST_SIZE:
+            findings.problem(name, f"Event Hubs takes requests of at most {MAX_REQUEST_SIZE:,} "
+                             "bytes", f"set {name}={MAX_REQUEST_SIZE}", size.shown())
+    return shown
+
+
+def _tier(props: Props, alias: str, findings: Findings) -> str:
+    value = props.get(f"{alias}.{TIER_KEY}")
+    tier = value.text.strip().lower() if value else "standard"
+    if tier not in PARTITION_LIMITS:
+        findings.problem(f"{alias}.{TIER_KEY}", f"must be one of {', '.join(PARTITION_LIMITS)}",
+                         f"set {alias}.{TIER_KEY}=premium (the namespace's tier)",
+                         value.text if value else None)
+        return "standard"
+    return tier
+
+
+def partition_limit(props: Props, alias: str) -> int | None:
+    """The partitions per topic the cluster takes: its tier's limit for an Event Hubs
+    namespace, None for anything else."""
+    servers = props.get(f"{alias}.bootstrap.servers")
+    if servers is None or not is_namespace(servers.text):
+        return None
+    value = props.get(f"{alias}.{TIER_KEY}")
+    return PARTITION_LIMITS.get(value.text.strip().lower() if value else "standard", 32)
+
+
+def _flow(props: Props, flow: str) -> list[str]:
+    shown = []
+    for key, (value, why) in FLOW_DEFAULTS.items():
+        given = props.get(f"{flow}.{key}") or props.get(key)
+        if given is not None:
+            shown.append(f"{flow}: {key}={given.text} as the config sets it ({why})")
+        else:
+            props[f"{flow}.{key}"] = Value(value, f"{flow}.{key}")
+            shown.append(f"{flow}: {key}={value} (Event Hubs profile: {why})")
+    return shown
