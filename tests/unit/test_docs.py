@@ -71,7 +71,7 @@ def test_docs_cli_verbs_exist() -> None:
                   "ferry plan", "ferry mirror", "ferry offsets", "ferry positions reset",
                   "ferry sync", "ferry local up --secure", "ferry translate",
                   "ferry checkpoints", "ferry topology", "ferry verify",
-                  "ferry status"):
+                  "ferry status", "ferry failover", "ferry dag-file", "ferry completion"):
         assert usage in ALL_DOCS, usage
     for verb in ("plan", "mirror", "offsets", "sync", "translate", "checkpoints", "topology"):
         assert verb in help_text

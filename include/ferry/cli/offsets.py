@@ -39,6 +39,25 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     offsets.add_argument("--partition", required=True, type=int)
     offsets.add_argument("--source-offset", required=True, type=int)
 
+    failover = flow_verb(
+        subparsers, "failover", "move consumer groups to the target in one operation: "
+        "planned (catch up, then translate and commit every group) or unplanned (the source "
+        "is gone: commit the last translations, report the data at risk)", cmd_failover,
+        ("mm2.properties --flow 'A->B' --mode planned --groups 'billing|audit'   # show",
+         "mm2.properties --flow 'A->B' --mode planned --execute --deadline 300",
+         "mm2.properties --flow 'A->B' --mode unplanned --execute"))
+    failover.add_argument("--mode", required=True, choices=("planned", "unplanned"),
+                          help="planned: the source is up and its producers stopped; "
+                               "unplanned: the source is gone (it is never contacted)")
+    failover.add_argument("--groups", metavar="REGEX",
+                          help="only groups whose whole id matches (within the flow's "
+                               "groups filter)")
+    failover.add_argument("--deadline", type=float, default=600.0, metavar="SECONDS",
+                          help="planned: how long cycles may take to catch up (default 600)")
+    failover.add_argument("--master", help="planned: the copy's Spark master (default: the "
+                                           "flow's ferry.spark.master)")
+    execute_options(failover, "catch up and commit the groups on the target")
+
     positions = subparsers.add_parser("positions",
                                       help="a flow's positions (where copying goes on)")
     psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=Parser)
@@ -49,6 +68,30 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     reset.add_argument("--topic", required=True, help="the source topic")
     reset.add_argument("--to", required=True, help="earliest, latest, or a source offset")
     execute_options(reset, "set the positions")
+
+
+def cmd_failover(args: argparse.Namespace) -> int:
+    import re
+    from pathlib import Path
+
+    from ferry.errors import UsageError
+    from ferry.steps import failover
+
+    if args.groups is not None:
+        try:
+            re.compile(args.groups)
+        except re.error as exc:
+            raise UsageError(f"--groups {args.groups!r} is not a regular expression: {exc}") \
+                from None
+    config, flow = config_and_flow(args)
+    if args.mode == failover.PLANNED:
+        report = failover.planned(str(Path(args.file).resolve()), config, flow,
+                                  groups=args.groups, deadline_s=args.deadline,
+                                  master=args.master, execute=args.execute)
+    else:
+        report = failover.unplanned(config, flow, groups=args.groups, execute=args.execute)
+    emit(args, report.to_json(), report.text())
+    return EXIT_OK
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
