@@ -19,13 +19,19 @@ def lookup(conn_id: str) -> Connection | None:
         found = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return None
+    import json
+
+    # Not extra_dejson: it logs a broken extra and gives {}, which would drop the settings.
     try:
-        extra = found.extra_dejson
-    except Exception:  # Airflow logs the bad extra itself; never its text here
-        raise ValueError(f"connection {conn_id!r}: its extra is not a JSON object") from None
+        extra = json.loads(found.extra) if found.extra else {}
+    except json.JSONDecodeError:
+        raise ValueError(f"connection {conn_id!r}: its extra is not JSON") from None
+    if not isinstance(extra, dict):
+        raise ValueError(f"connection {conn_id!r}: its extra must be a JSON object of client "
+                         "settings")
     return Connection(conn_id, str(found.conn_type or ""), str(found.host or ""),
                       int(found.port) if found.port else None, str(found.login or ""),
-                      str(found.password or ""), extra if isinstance(extra, dict) else {})
+                      str(found.password or ""), extra)
 
 
 def load(path: str | Path) -> MirrorConfig:

@@ -1,6 +1,6 @@
 """The Airflow 3 plugin: the "Ferry" page, its JSON API and the Prometheus endpoint
-(adapter). Airflow's plugins folder holds only `plugins/ferry_plugin.py`, which imports
-`FerryPlugin` from here.
+(adapter). Airflow finds `FerryPlugin` through the package's `airflow.plugins` entry point
+(and the provider's `plugins`): no file in Airflow's plugins folder.
 
 Airflow serves a plugin's FastAPI app without any login, so every route here checks the
 caller itself, the way Airflow's own API does: the JWT in `Authorization: Bearer <jwt>` or,

@@ -133,9 +133,10 @@ def hand_connections_to_job(context: Any) -> None:
     it when it ends. Nothing of them goes into the task's rendered fields or XComs."""
     from ferry.config.connections import write_snapshot
 
-    args = list(context["task"].application_args or [])
-    config = task_config(args[args.index("--config") + 1])
-    write_snapshot(args[args.index("--plan") + 1], config.connections)
+    with task_edge():
+        args = list(context["task"].application_args or [])
+        config = task_config(args[args.index("--config") + 1])
+        write_snapshot(args[args.index("--plan") + 1], config.connections)
 
 
 def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, Any]:

@@ -212,6 +212,11 @@ def is_translated(key: str) -> bool:
     return key in _RENAMED or key in _SECURITY_HANDLED or key in _HARMLESS
 
 
+def refusal(key: str) -> str | None:
+    """Why Ferry refuses client setting `key` (and the fix), or None."""
+    return _REFUSED.get(key)
+
+
 def translate_client(
     cluster: str, role: str, java: Props, passthrough: Props, findings: Findings
 ) -> ClientConfig:

@@ -12,9 +12,9 @@ The settings join the config as the cluster's: a key MM2's config also knows
 that key, so it is checked and translated like one written in the config; a SASL username
 and password, for PLAIN or SCRAM, as the `sasl.jaas.config` MM2 would need; any other key as
 a librdkafka setting (`<alias>.ferry.librdkafka.<key>`). A setting written in the config
-wins over the connection's. Every value from a connection is a provider value: secret
-unless its key is one that never holds one (bootstrap.servers, security.protocol, ...), so
-it is masked in `ferry validate` and in every log.
+wins over the connection's (a top-level client key too, as MM2 reads it). A value is
+secret by its key (`sasl.password`, `sasl.jaas.config`, `ssl.key.password`, tokens, ...),
+as if written in the config, so it is masked in `ferry validate` and in every log.
 
 Where connections come from is the caller's: the Airflow adapter installs a lookup through
 Airflow's own (environment, secrets backends, metadata DB) with `use`; without one, only
@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,8 +36,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ferry.config.clients import PASSTHROUGH_PREFIX, is_translated
+from ferry.config.clients import PASSTHROUGH_PREFIX, is_translated, refusal
 from ferry.config.findings import Findings
+from ferry.config.names import is_client_key
 from ferry.config.values import Props, Value
 
 CONNECTION_KEY = "ferry.connection"
@@ -56,8 +58,8 @@ class Connection:
     host: str = ""
     port: int | None = None
     login: str = ""
-    password: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    password: str = field(default="", repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 Lookup = Callable[[str], Connection | None]
@@ -165,8 +167,10 @@ _LOGIN_MODULES = {
 
 
 def placed(settings: Mapping[str, str], mechanism: str = "") -> dict[str, str]:
-    """librdkafka-style `settings` as a cluster's config keys (module docstring);
-    `mechanism`: the SASL mechanism the config itself sets, if any (it wins)."""
+    """librdkafka-style `settings` as a cluster's config keys (module docstring): MM2's
+    cluster client keys that Ferry translates as themselves, anything else as librdkafka
+    pass-through; `mechanism`: the SASL mechanism the config itself sets, if any (it
+    wins)."""
     rest = dict(settings)
     if "sasl.mechanisms" in rest:  # librdkafka's older name
         rest.setdefault("sasl.mechanism", rest.pop("sasl.mechanisms"))
@@ -181,7 +185,8 @@ def placed(settings: Mapping[str, str], mechanism: str = "") -> dict[str, str]:
                                       f"{quoted(rest.pop('sasl.username'))} password="
                                       f"{quoted(rest.pop('sasl.password'))};")
     for key, text in rest.items():
-        result[key if is_translated(key) else PASSTHROUGH_PREFIX + key] = text
+        cluster_level = is_client_key(key) and is_translated(key)
+        result[key if cluster_level else PASSTHROUGH_PREFIX + key] = text
     return result
 
 
@@ -207,17 +212,32 @@ def expand(props: Props, aliases: list[str], findings: Findings,
                                  "settings in the config", conn_id)
                 continue
             settings, skipped = client_settings(conn)
-            used[conn_id] = conn
         except ValueError as exc:
             findings.problem(key, str(exc), "fix the connection", conn_id)
             continue
+        except Exception as exc:  # a secrets backend's own error: its kind, never its text
+            findings.problem(key, f"looking up Airflow connection {conn_id!r} failed "
+                             f"({type(exc).__name__})", "check Airflow's secrets backend",
+                             conn_id)
+            continue
+        used[conn_id] = conn
         for name in skipped:
             findings.warn(f"{key}: connection {conn_id!r} sets {name}: not used")
-        mechanism = props.get(f"{alias}.sasl.mechanism")
-        for name, text in placed(settings, mechanism.text if mechanism else "").items():
+        for name in settings:
+            why = refusal(name)
+            if why:
+                findings.problem(key, f"connection {conn_id!r} sets {name}: {why}",
+                                 f"remove {name} from the connection's extra", conn_id)
+        # The config wins: over the cluster's key, and over a top-level client key, which
+        # MM2 takes for every cluster that does not set its own.
+        mechanism = props.get(f"{alias}.sasl.mechanism") or props.get("sasl.mechanism")
+        for name, text in placed({k: v for k, v in settings.items() if not refusal(k)},
+                                 mechanism.text if mechanism else "").items():
             where = f"{alias}.{name}"
-            if where not in props:
-                props[where] = Value.of(where, text, from_provider=True)
+            if where not in props and not (is_client_key(name) and name in props):
+                # Secret by its key (passwords, JAAS lines, keys, tokens), as if written
+                # in the config: a login or a linger.ms is not one.
+                props[where] = Value.of(where, text)
     return used
 
 
@@ -234,21 +254,22 @@ def write_snapshot(plan_path: str, connections: Mapping[str, Connection]) -> Pat
     """Write `connections` for the copy job of `plan_path`, readable by this user only
     (created 0600, then renamed into place); None when there are none. The job's lanes read
     the config again in Spark's workers, where Airflow's connections are out of reach, and
-    secrets never travel in Spark closures. Snapshots left over a day old by jobs that never
-    started are removed."""
+    secrets never travel in Spark closures. Snapshots over a day old anywhere under the
+    plans folder (left by jobs that never started, or were killed) are removed."""
     if not connections:
         return None
     path = snapshot_path(plan_path)
     now = time.time()
-    for old in path.parent.glob("*" + SNAPSHOT_SUFFIX):
+    plans = next((p for p in path.parents if p.name == "plans"), path.parent)
+    for old in plans.rglob("*" + SNAPSHOT_SUFFIX):
         with contextlib.suppress(FileNotFoundError):
             if now - old.stat().st_mtime > _SNAPSHOT_MAX_AGE_S:
                 old.unlink()
     data = {conn_id: {"conn_type": c.conn_type, "host": c.host, "port": c.port,
                       "login": c.login, "password": c.password, "extra": dict(c.extra)}
             for conn_id, c in connections.items()}
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # mkstemp: a new file of this user's only (0600, O_EXCL), never one planted in advance
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as out:
         json.dump(data, out)
     os.replace(partial, path)
@@ -268,6 +289,7 @@ def use_snapshot(plan_path: str) -> None:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
+        use(None)  # not an earlier job's lookup, in a reused worker
         return
     use(lambda conn_id: from_environment(conn_id, {env_var(conn_id): json.dumps(data[conn_id])})
         if conn_id in data else None)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ferry.config.clients import ClientConfig
 from ferry.config.findings import Findings
-from ferry.config.names import is_client_key
 from ferry.config.values import Props, Value
 
 TIER_KEY = "ferry.eventhubs.tier"
@@ -50,14 +50,21 @@ def is_namespace(bootstrap_servers: str) -> bool:
     return False
 
 
+def is_hub(props: Props, alias: str) -> bool:
+    """Whether `alias` is an Event Hubs namespace: by its bootstrap host, or because the
+    config names its tier (a namespace behind a private endpoint's own DNS name)."""
+    servers = props.get(f"{alias}.bootstrap.servers")
+    return f"{alias}.{TIER_KEY}" in props or (servers is not None
+                                               and is_namespace(servers.text))
+
+
 def apply(props: Props, aliases: Iterable[str], findings: Findings) -> tuple[str, ...]:
-    """Apply the profile to every Event Hubs cluster of `props` (in place); what it set or
-    left as the config said, one line each, for `ferry validate`."""
+    """The flow-level part of the profile, for every flow into an Event Hubs cluster of
+    `props` (in place), and each hub's tier; one line each for `ferry validate`. The client
+    part is `profile_client`, on the clients as resolved."""
     shown: list[str] = []
-    hubs = [a for a in aliases if (v := props.get(f"{a}.bootstrap.servers")) is not None
-            and is_namespace(v.text)]
-    for alias in hubs:
-        shown += _clients(props, alias, findings)
+    aliases = list(aliases)
+    for alias in [a for a in aliases if is_hub(props, a)]:
         tier = _tier(props, alias, findings)
         shown.append(f"{alias}: Azure Event Hubs ({tier} tier: at most "
                      f"{PARTITION_LIMITS[tier]} partitions per topic; {alias}.{TIER_KEY})")
@@ -67,42 +74,34 @@ def apply(props: Props, aliases: Iterable[str], findings: Findings) -> tuple[str
     return tuple(shown)
 
 
-_ROLES = ("consumer", "producer", "admin")
-
-
-def _names_for(props: Props, alias: str, key: str,
-               roles: tuple[str, ...] = _ROLES) -> list[str]:
-    """The keys of `props` that set client `key` of `roles` for `alias`, in the forms MM2
-    applies: `<role>.key`, `<alias>.<role>.key`, a flow's `S-><alias>.<role>.key`, and
-    `<alias>.key` for connection keys."""
-    role = "|".join(roles)
-    form = re.compile(rf"^(?:(?:{re.escape(alias)}|[^.]+->{re.escape(alias)})\.)?"
-                      rf"(?:{role})\.{re.escape(key)}$")
-    return [name for name in props if form.match(name)
-            or (name == f"{alias}.{key}" and is_client_key(key))]
-
-
-def _clients(props: Props, alias: str, findings: Findings) -> list[str]:
+def profile_client(client: ClientConfig, findings: Findings) -> tuple[ClientConfig, list[str]]:
+    """A client of an Event Hubs cluster, as the config resolved it, with the profile's
+    defaults where the config set nothing, and what the service cannot take refused."""
+    settings = dict(client.settings)
+    alias, role = client.cluster, client.role
     shown = []
     for key, (value, roles) in CLIENT_DEFAULTS.items():
-        if _names_for(props, alias, key, roles):
-            shown.append(f"{alias}: {key} as the config sets it (profile: {value})")
+        if role not in roles:
             continue
-        for role in roles:
-            props[f"{alias}.{role}.{key}"] = Value(value, f"{alias}.{role}.{key}")
-        shown.append(f"{alias}: {key}={value} for its {', '.join(roles)} "
-                     "(Event Hubs profile)")
-    for name in _names_for(props, alias, "compression.type", ("producer",)):
-        compression = props[name]
-        if compression.text.strip().lower() not in COMPRESSIONS:
-            findings.problem(name, "Event Hubs takes gzip as its only compression",
-                             f"set {name}=gzip (or none)", compression.shown())
-    for name in _names_for(props, alias, "max.request.size", ("producer",)):
-        size = props[name]
-        if size.text.strip().isdigit() and int(size.text) > MAX_REQUEST_SIZE:
-            findings.problem(name, f"Event Hubs takes requests of at most {MAX_REQUEST_SIZE:,} "
-                             "bytes", f"set {name}={MAX_REQUEST_SIZE}", size.shown())
-    return shown
+        if key in settings:
+            shown.append(f"{alias} {role}: {key}={settings[key]} as the config sets it "
+                         f"(profile: {value})")
+        else:
+            settings[key] = value
+            shown.append(f"{alias} {role}: {key}={value} (Event Hubs profile)")
+    if role == "producer":
+        for key in ("compression.type", "compression.codec"):
+            given = str(settings.get(key, "none")).strip().lower()
+            if given not in COMPRESSIONS:
+                findings.problem(f"{alias}.producer.{key}",
+                                 "Event Hubs takes gzip as its only compression",
+                                 f"set {alias}.producer.compression.type=gzip (or none)", given)
+        size = str(settings.get("message.max.bytes", "")).strip()
+        if size.isdigit() and int(size) > MAX_REQUEST_SIZE:
+            findings.problem(f"{alias}.producer.max.request.size",
+                             f"Event Hubs takes requests of at most {MAX_REQUEST_SIZE:,} bytes",
+                             f"set {alias}.producer.max.request.size={MAX_REQUEST_SIZE}", size)
+    return ClientConfig(client.cluster, client.role, settings, client.retry_seconds), shown
 
 
 def _tier(props: Props, alias: str, findings: Findings) -> str:
@@ -119,8 +118,7 @@ def _tier(props: Props, alias: str, findings: Findings) -> str:
 def partition_limit(props: Props, alias: str) -> int | None:
     """The partitions per topic the cluster takes: its tier's limit for an Event Hubs
     namespace, None for anything else."""
-    servers = props.get(f"{alias}.bootstrap.servers")
-    if servers is None or not is_namespace(servers.text):
+    if not is_hub(props, alias):
         return None
     value = props.get(f"{alias}.{TIER_KEY}")
     return PARTITION_LIMITS.get(value.text.strip().lower() if value else "standard", 32)

@@ -81,12 +81,13 @@ def build_config(
     connections = expand_connections(props, aliases, findings,
                                      os.environ if env is None else env)
     profiles = eventhubs.apply(props, aliases, findings)
+    client_profiles: list[str] = []
     check_flow_keys(props, aliases, findings)
     check_keys(props, aliases, findings)
     clusters = {a: _cluster(props, a, findings) for a in aliases}
     top = Reader(props, findings)
     flows = tuple(
-        _flow(props, s, t, base_dir, findings)
+        _flow(props, s, t, base_dir, findings, client_profiles)
         for s in aliases for t in aliases
         if s != t and _pair_exists(top, s, t)
     )
@@ -97,7 +98,8 @@ def build_config(
     findings.raise_problems(path)
     return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
                         tuple(translation.became) if translation else (),
-                        translation.kind if translation else "", connections, profiles)
+                        translation.kind if translation else "", connections,
+                        tuple(dict.fromkeys((*profiles, *client_profiles))))
 
 
 def _cluster_props(props: Props, alias: str) -> Props:
@@ -174,7 +176,9 @@ def _client_java(conn: Props, side: str, role: str) -> Props:
     return java
 
 
-def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Findings) -> Flow:
+def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Findings,
+          profiles: list[str]) -> Flow:
+    """One flow, resolved; what a service profile did to its clients goes to `profiles`."""
     conn = Reader(connector_props(props, source, target), findings)
     enabled = conn.boolean("enabled", False)
     topics, groups, config_filter = _filters(conn)
@@ -187,6 +191,10 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
     # every client of the flow waits transient states out
     clients = {role: replace(c, retry_seconds=ferry.kafka_retry_seconds)
                for role, c in clients.items()}
+    for role, client in clients.items():
+        if eventhubs.is_hub(props, client.cluster):
+            clients[role], shown = eventhubs.profile_client(client, findings)
+            profiles += shown
     flow = Flow(
         source=source,
         target=target,

@@ -121,10 +121,10 @@ class MirrorConfig:
     translated_from: str = ""
     """What `translated` came from ("Strimzi KafkaMirrorMaker", ...); "" for MM2."""
     connections: Mapping[str, Connection] = field(default_factory=dict, repr=False)
-    profiles: tuple[str, ...] = ()
-    """What a service profile (Azure Event Hubs) set, or left as the config said."""
     """The Airflow connections its clusters' settings came from, by id: the copy job's
     lanes, which read the config again where Airflow is not, get them from a snapshot."""
+    profiles: tuple[str, ...] = ()
+    """What a service profile (Azure Event Hubs) set, or left as the config said."""
 
     @property
     def enabled_flows(self) -> tuple[Flow, ...]:

@@ -25,6 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", required=True)
     args = parser.parse_args(argv)
 
+    from ferry.config.connections import remove_snapshot
+
+    try:
+        return _run(args)
+    finally:  # however the job ends, its connections' snapshot goes with it
+        remove_snapshot(args.plan)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ferry import logs
     from ferry.errors import UsageError
     from ferry.spark.copy_job import load_flow, run_and_report

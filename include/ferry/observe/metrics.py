@@ -222,8 +222,13 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
             registry.add("ferry_lag_seconds", at, p.lag_seconds)
             registry.add("ferry_source_end_offset", at, p.source_end)
             registry.add("ferry_position_offset", at, p.position)
-    for (topic, partition), lost in gap_records(snap.gaps).items():
-        registry.add("ferry_gap_records_total", where(topic, partition), lost)
+    # Every mirrored partition carries the counter, 0 until records are lost, so the first
+    # loss is an increase Prometheus sees (a series born at N shows no increase).
+    lost = gap_records(snap.gaps)
+    watched = {(p.topic, p.partition) for p in snap.status.partitions} if snap.status else set()
+    for topic, partition in sorted(watched | set(lost)):
+        registry.add("ferry_gap_records_total", where(topic, partition),
+                     lost.get((topic, partition), 0))
     for (topic, partition), row in latest_verify(snap.verify).items():
         registry.add("ferry_verify_mismatched_records", where(topic, partition), mismatched(row))
         registry.add("ferry_verify_checked_records", where(topic, partition),

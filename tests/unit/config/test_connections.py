@@ -111,13 +111,13 @@ def test_a_nested_extra_value_is_refused() -> None:
     ({"ssl.ca.location": "/ca.pem", "queue.buffering.max.ms": "5", "linger.ms": "5",
       "ssl.truststore.location": "/t.pem"}, "",
      {"ferry.librdkafka.ssl.ca.location": "/ca.pem",
-      "ferry.librdkafka.queue.buffering.max.ms": "5", "linger.ms": "5",
+      "ferry.librdkafka.queue.buffering.max.ms": "5", "ferry.librdkafka.linger.ms": "5",
       "ssl.truststore.location": "/t.pem"}),
     ({"sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}, "SCRAM-SHA-512",
      {"sasl.mechanism": "PLAIN",
       "sasl.jaas.config": f'{SCRAM} required username="u" password="p";'}),
 ], ids=["plain-as-jaas", "scram-escaped-librdkafka-name", "mechanism-from-the-config",
-        "librdkafka-only-keys-pass-through", "the-configs-mechanism-wins"])
+        "non-cluster-keys-pass-through", "the-configs-mechanism-wins"])
 def test_settings_join_the_config_under_the_names_mm2_reads(
         settings: dict[str, str], mechanism: str, keys: dict[str, str]) -> None:
     assert placed(settings, mechanism) == keys
@@ -192,3 +192,56 @@ def test_snapshots_left_over_a_day_are_removed_with_the_next(tmp_path: Path) -> 
     os.utime(old, (0, 0))
     write_snapshot(str(tmp_path / "new.json"), {"c": conn})
     assert not old.exists() and recent.exists()
+
+
+def test_tuning_settings_of_a_connection_reach_the_clients(load: Loader) -> None:
+    conn = json.dumps({"conn_type": "kafka", "extra": {
+        "bootstrap.servers": "b:9092", "linger.ms": 7, "queue.buffering.max.ms": 9}})
+    producer = load(CONFIG, env={"AIRFLOW_CONN_KAFKA_B": conn}).flow("A->B").producer.settings
+    assert (producer["linger.ms"], producer["queue.buffering.max.ms"]) == ("7", "9")
+
+
+def test_top_level_client_settings_of_the_config_win_over_the_connections(
+        load: Loader) -> None:
+    conn = json.dumps({"conn_type": "generic", "host": "b", "port": 9093, "login": "m",
+                       "password": "pw", "extra": {"security.protocol": "PLAINTEXT",
+                                                   "sasl.mechanism": "PLAIN"}})
+    config = load(CONFIG + "security.protocol = SASL_SSL\nsasl.mechanism = SCRAM-SHA-512\n"
+                  "A.security.protocol = PLAINTEXT\n", env={"AIRFLOW_CONN_KAFKA_B": conn})
+    producer = config.flow("A->B").producer.settings
+    assert (producer["security.protocol"], producer["sasl.mechanism"]) == (
+        "SASL_SSL", "SCRAM-SHA-512")
+    assert producer["sasl.username"] == "m"  # a SCRAM login, from the config's mechanism
+
+
+def test_a_setting_ferry_refuses_is_a_problem_naming_the_connection(load: Loader) -> None:
+    conn = json.dumps({"conn_type": "kafka", "extra": {
+        "bootstrap.servers": "b:9092", "transactional.id": "shared"}})
+    with pytest.raises(ConfigError) as raised:
+        load(CONFIG, env={"AIRFLOW_CONN_KAFKA_B": conn})
+    assert any(p.line().startswith("B.ferry.connection = 'kafka_b': connection 'kafka_b' sets "
+                                   "transactional.id: Ferry assigns transactional ids itself")
+               for p in raised.value.problems)
+
+
+def test_a_secrets_backend_error_is_one_problem_without_its_text(load: Loader) -> None:
+    def failing(conn_id: str) -> Connection | None:
+        raise PermissionError("denied for token s3cret-token")
+
+    use(failing)
+    with pytest.raises(ConfigError) as raised:
+        load(CONFIG)
+    lines = [p.line() for p in raised.value.problems]
+    assert "looking up Airflow connection 'kafka_b' failed (PermissionError)" in lines[0]
+    assert "s3cret" not in " ".join(lines)
+
+
+def test_a_connection_never_shows_its_password_or_extra() -> None:
+    conn = Connection("c", "kafka", "b", 9092, "u", "pw-secret", {"sasl.password": "x-secret"})
+    assert "secret" not in repr(conn)
+
+
+def test_a_job_without_a_snapshot_forgets_an_earlier_jobs_lookup(tmp_path: Path) -> None:
+    use(lambda conn_id: Connection(conn_id))
+    use_snapshot(str(tmp_path / "no-such-plan.json"))
+    assert connections._installed is None

@@ -50,8 +50,8 @@ def test_the_profile_sets_the_services_limits_on_its_clients_and_flows(load: Loa
     assert flow.ferry.delivery == "at_least_once"
     assert not flow.sync_topic_acls.enabled and not flow.sync_topic_configs.enabled
     assert flow.target_partition_limit == 32
-    assert ("hub: connections.max.idle.ms=180000 for its consumer, producer, admin "
-            "(Event Hubs profile)") in config.profiles
+    assert "hub producer: connections.max.idle.ms=180000 (Event Hubs profile)" in \
+        config.profiles
     assert any(line.startswith("kafka->hub: ferry.delivery=at_least_once (Event Hubs profile")
                for line in config.profiles)
     assert not any("Event Hubs" in w for w in config.warnings)  # the profile says it
@@ -66,8 +66,9 @@ def test_what_the_config_says_wins_and_validate_says_so(load: Loader) -> None:
     assert flow.ferry.delivery == "exactly_once"  # transactions opted into: Premium
     assert flow.sync_topic_configs.enabled and not flow.sync_topic_acls.enabled
     assert flow.target_partition_limit == 100
-    assert "hub: metadata.max.age.ms as the config sets it (profile: 180000)" in \
-        config.profiles
+    assert "hub producer: metadata.max.age.ms=60000 as the config sets it (profile: 180000)" \
+        in config.profiles
+    assert flow.target_admin.settings["metadata.max.age.ms"] == "180000"  # not set there
     assert any(line.startswith("kafka->hub: ferry.delivery=exactly_once as the config sets")
                for line in config.profiles)
 
@@ -82,14 +83,17 @@ def test_a_kafka_only_config_has_no_profile(load: Loader) -> None:
     ("hub.producer.compression.type = zstd\n",
      "hub.producer.compression.type = 'zstd': Event Hubs takes gzip as its only "
      "compression; set hub.producer.compression.type=gzip (or none)"),
-    ("producer.compression.type = lz4\n",
-     "producer.compression.type = 'lz4': Event Hubs takes gzip as its only compression"),
+    ("kafka->hub.producer.compression.type = lz4\n",
+     "hub.producer.compression.type = 'lz4': Event Hubs takes gzip as its only compression"),
+    ("hub.ferry.librdkafka.compression.codec = snappy\n",
+     "hub.producer.compression.codec = 'snappy': Event Hubs takes gzip as its only"),
     ("kafka->hub.producer.max.request.size = 2000000\n",
-     "kafka->hub.producer.max.request.size = '2000000': Event Hubs takes requests of at "
-     "most 1,046,528 bytes; set kafka->hub.producer.max.request.size=1046528"),
+     "hub.producer.max.request.size = '2000000': Event Hubs takes requests of at most "
+     "1,046,528 bytes; set hub.producer.max.request.size=1046528"),
     ("hub.ferry.eventhubs.tier = gold\n",
      "hub.ferry.eventhubs.tier = 'gold': must be one of basic, standard, premium, dedicated"),
-], ids=["zstd", "top-level-lz4", "flow-request-too-large", "unknown-tier"])
+], ids=["zstd", "flow-level-lz4", "librdkafka-snappy", "flow-request-too-large",
+        "unknown-tier"])
 def test_what_the_service_cannot_take_is_refused_by_key(load: Loader, extra: str,
                                                         line: str) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -101,3 +105,11 @@ def test_what_the_service_cannot_take_is_refused_by_key(load: Loader, extra: str
 def test_gzip_passes(load: Loader) -> None:
     config = load(HUB + "hub.producer.compression.type = gzip\n")
     assert config.flow("kafka->hub").producer.settings["compression.type"] == "gzip"
+
+
+def test_a_namespace_behind_its_own_dns_name_opts_in_by_naming_its_tier(load: Loader) -> None:
+    config = load(HUB.replace("my-ns.servicebus.windows.net", "hub.corp.internal")
+                  + "hub.ferry.eventhubs.tier = dedicated\n")
+    flow = config.flow("kafka->hub")
+    assert flow.target_partition_limit == 1024 and flow.ferry.delivery == "at_least_once"
+    assert flow.producer.settings["connections.max.idle.ms"] == "180000"
