@@ -10,13 +10,15 @@ offsets`); `report` sums what the chunks recorded in the `runs` table.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from ferry.airflow.tasks import (
     adopt_class_archive,
     copy_job_settings,
+    ferry_dag,
     file_safe,
+    flow_param,
     spark_job_files,
     spark_master,
     task_config,
@@ -103,20 +105,13 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
 def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk import DAG, Param, task
+    from airflow.sdk import Param, task
 
-    names = [f.name for f in config.enabled_flows]
-    with DAG(
-        dag_id=BACKFILL_DAG,
-        schedule=None,
-        start_date=datetime(2024, 1, 1),
-        catchup=False,
+    with ferry_dag(
+        BACKFILL_DAG, "backfill", __doc__ or "",
         max_active_runs=1,
-        tags=["ferry", "backfill"],
-        doc_md=__doc__,
         params={
-            "flow": Param(names[0], enum=names, description="The flow whose source topics "
-                          "are copied, A->B."),
+            "flow": flow_param(config, "The flow whose source topics are copied, A->B."),
             "topics": Param(".*", type="string", minLength=1, description="A regular "
                             "expression (whole name) over the source topics the flow "
                             "mirrors."),

@@ -10,10 +10,9 @@ catch-up and the translation. By default the form only shows what would be done.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from ferry.airflow.tasks import spark_master, task_config, task_edge
+from ferry.airflow.tasks import ferry_dag, flow_param, spark_master, task_config, task_edge
 from ferry.config import MirrorConfig
 
 FAILOVER_DAG = "ferry_failover"
@@ -53,32 +52,21 @@ def fail_over(path: str) -> dict[str, Any]:
 
 
 def build_failover_dag(config: MirrorConfig, path: str) -> Any:
-    from airflow.sdk import DAG, Param, task
+    from airflow.sdk import Param, task
 
-    names = [f.name for f in config.enabled_flows]
-    with DAG(
-        dag_id=FAILOVER_DAG,
-        schedule=None,
-        start_date=datetime(2024, 1, 1),
-        catchup=False,
-        max_active_runs=1,
-        tags=["ferry", "failover"],
-        doc_md=__doc__,
-        params={
-            "flow": Param(names[0], enum=names, description="The flow whose consumer groups "
-                          "move to its target, A->B."),
-            "mode": Param("planned", enum=["planned", "unplanned"], description="planned: "
-                          "the source is up and its producers stopped (catch up, then "
-                          "translate); unplanned: the source is gone (never contacted; the "
-                          "last translations, and the data at risk)."),
-            "groups": Param("", type="string", description="A regular expression over "
-                            "whole group ids (within the flow's groups filter); empty: "
-                            "every group."),
-            "deadline_seconds": Param(600, type="integer", minimum=1, description="planned: "
-                                      "how long the catch-up cycles may take."),
-            "execute": Param(False, type="boolean", description="Off: only show what would "
-                             "be done. On: catch up and commit the groups on the target."),
-        },
-    ) as dag:
+    with ferry_dag(FAILOVER_DAG, "failover", __doc__ or "", max_active_runs=1, params={
+        "flow": flow_param(config, "The flow whose consumer groups move to its target, "
+                                   "A->B."),
+        "mode": Param("planned", enum=["planned", "unplanned"], description="planned: the "
+                      "source is up and its producers stopped (catch up, then translate); "
+                      "unplanned: the source is gone (never contacted; the last "
+                      "translations, and the data at risk)."),
+        "groups": Param("", type="string", description="A regular expression over whole "
+                        "group ids (within the flow's groups filter); empty: every group."),
+        "deadline_seconds": Param(600, type="integer", minimum=1, description="planned: how "
+                                  "long the catch-up cycles may take."),
+        "execute": Param(False, type="boolean", description="Off: only show what would be "
+                         "done. On: catch up and commit the groups on the target."),
+    }) as dag:
         task(task_id="failover", retries=0)(fail_over)(path)
     return dag

@@ -7,7 +7,7 @@ config file is read once by the caller.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from ferry.config import MirrorConfig
@@ -60,17 +60,15 @@ Trigger with `dry_run` to see what would change. Same as `ferry maintain {path}`
 
 def build_maintenance_dag(config: MirrorConfig, path: str) -> Any:
     """`ferry_maintenance`: daily, one run at a time, a task per state table."""
-    from airflow.sdk import DAG, Param, task
+    from airflow.sdk import Param, task
 
-    with DAG(
-        dag_id=MAINTENANCE_DAG,
+    from ferry.airflow.tasks import ferry_dag
+
+    with ferry_dag(
+        MAINTENANCE_DAG, "maintenance", doc_md(config, path),
         schedule=SCHEDULE,
-        start_date=datetime(2024, 1, 1),
-        catchup=False,
         max_active_runs=1,
         max_active_tasks=2,  # light next to the flows' own tasks
-        tags=["ferry", "maintenance"],
-        doc_md=doc_md(config, path),
         default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
         params={
             "retention_hours": Param(

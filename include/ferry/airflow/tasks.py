@@ -53,6 +53,27 @@ def file_safe(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
 
 
+def ferry_dag(dag_id: str, kind: str, doc_md: str, params: dict[str, Any],
+              schedule: str | None = None, **settings: Any) -> Any:
+    """A Ferry DAG beside the flows' (verify, backfill, maintenance, failover): tagged
+    `ferry` and `kind`, its trigger form `params`, no catch-up; `settings` go to the DAG."""
+    from datetime import datetime
+
+    from airflow.sdk import DAG
+
+    return DAG(dag_id=dag_id, schedule=schedule, start_date=datetime(2024, 1, 1),
+               catchup=False, tags=["ferry", kind], doc_md=doc_md, params=params, **settings)
+
+
+def flow_param(config: MirrorConfig, description: str) -> Any:
+    """The trigger form's choice of one of the config's enabled flows (the first by
+    default)."""
+    from airflow.sdk import Param
+
+    names = [f.name for f in config.enabled_flows]
+    return Param(names[0], enum=names, description=description)
+
+
 def task_config(path: str) -> MirrorConfig:
     """The config a task reads. Ferry logs through the task's own log handlers first (so
     its lines keep their levels in the task log), and every secret the config holds is

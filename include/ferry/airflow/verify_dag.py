@@ -3,10 +3,9 @@ flow)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from ferry.airflow.tasks import task_config, task_edge
+from ferry.airflow.tasks import ferry_dag, flow_param, task_config, task_edge
 from ferry.config import MirrorConfig
 
 VERIFY_DAG = "ferry_verify"
@@ -36,20 +35,15 @@ def verify_flow(path: str) -> dict[str, Any]:
 def build_verify_dag(config: MirrorConfig, path: str) -> Any:
     """`ferry_verify`: triggered from the UI with a flow (and optionally a topic); results
     go to the Delta `verify` table."""
-    from airflow.sdk import DAG, Param, task
+    from airflow.sdk import Param, task
 
-    names = [f.name for f in config.enabled_flows]
-    with DAG(
-        dag_id=VERIFY_DAG,
-        schedule=None,
-        start_date=datetime(2024, 1, 1),
-        catchup=False,
-        tags=["ferry", "verify"],
-        doc_md="### Ferry: verify\n\nCompares source and target record by record (key, "
-               "value, headers, timestamp) through the offset map; a mismatch fails the run "
-               "naming topic, partition and offsets. Results: the Delta `verify` table.",
+    with ferry_dag(
+        VERIFY_DAG, "verify",
+        "### Ferry: verify\n\nCompares source and target record by record (key, value, "
+        "headers, timestamp) through the offset map; a mismatch fails the run naming topic, "
+        "partition and offsets. Results: the Delta `verify` table.",
         params={
-            "flow": Param(names[0], enum=names, description="the flow to verify, A->B"),
+            "flow": flow_param(config, "the flow to verify, A->B"),
             "topic": Param("", type="string",
                            description="only this source topic (empty: every topic)"),
         },
