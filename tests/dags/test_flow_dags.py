@@ -63,6 +63,17 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert dag.timetable.expression == "*/5 * * * *"
 
 
+def test_parsing_the_dag_file_looks_up_no_airflow_connection(tmp_path: Path) -> None:
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"  # B's settings live only in a connection nobody has
+    path.write_text(MULTI.replace("B.bootstrap.servers = b:9092",
+                                  "B.ferry.connection = kafka_b_nowhere\n"
+                                  "B.security.protocol = SASL_SSL\nB.sasl.mechanism = PLAIN"))
+    dags = build_dags(path=str(path))
+    assert {"ferry_A_to_B", "ferry_C_to_B", "ferry_failover"} <= set(dags)
+
+
 def test_retries_pool_and_queue_of_every_task_come_from_the_flows_settings(
         tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags

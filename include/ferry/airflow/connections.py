@@ -34,7 +34,8 @@ def lookup(conn_id: str) -> Connection | None:
                       str(found.password or ""), extra)
 
 
-def load(path: str | Path) -> MirrorConfig:
-    """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow."""
+def load(path: str | Path, connections: bool = True) -> MirrorConfig:
+    """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow (not
+    at all without `connections`: see `load_config`)."""
     use(lookup)
-    return load_config(path)
+    return load_config(path, connections=connections)

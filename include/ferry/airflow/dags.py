@@ -21,7 +21,9 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
-    config = config or load(path)
+    # Parsing looks up no connection: a DAG file parsed every 30 s must not call a secrets
+    # backend each time, nor lose its DAGs while that backend is down. Tasks look them up.
+    config = config or load(path, connections=False)
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
         from ferry.airflow.backfill_dag import BACKFILL_DAG, build_backfill_dag

@@ -38,10 +38,14 @@ __all__ = [
 ]
 
 
-def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> MirrorConfig:
-    """Load and validate a config file; `env` replaces os.environ for `${env:...}`."""
+def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
+                connections: bool = True) -> MirrorConfig:
+    """Load and validate a config file; `env` replaces os.environ for `${env:...}`. Without
+    `connections`, clusters' `ferry.connection`s are not looked up (a DAG file's parse: no
+    call to a secrets backend), so those clusters have no client settings."""
     raw, translation = _raw_properties(path, env)
-    return build_config(raw, str(path), Path(path).resolve().parent, env, translation)
+    return build_config(raw, str(path), Path(path).resolve().parent, env, translation,
+                        connections=connections)
 
 
 def cluster_aliases(path: str | Path) -> tuple[str, ...]:

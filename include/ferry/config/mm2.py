@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 
 def build_config(
     raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
-    translation: Translation | None = None,
+    translation: Translation | None = None, *, connections: bool = True,
 ) -> MirrorConfig:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
     `translation`: what the settings of an MM1 setup became (its warnings join the config's)."""
@@ -78,13 +78,15 @@ def build_config(
         props[key] = Value.of(key, resolved, from_provider)
 
     aliases = cluster_aliases(props, findings)
-    connections = expand_connections(props, aliases, findings,
-                                     os.environ if env is None else env)
+    deferred = set() if connections else {
+        a for a in aliases if f"{a}.{CONNECTION_KEY}" in props}
+    used = expand_connections(props, [a for a in aliases if a not in deferred], findings,
+                              os.environ if env is None else env)
     profiles = eventhubs.apply(props, aliases, findings)
     client_profiles: list[str] = []
     check_flow_keys(props, aliases, findings)
     check_keys(props, aliases, findings)
-    clusters = {a: _cluster(props, a, findings) for a in aliases}
+    clusters = {a: _cluster(props, a, findings, a in deferred) for a in aliases}
     top = Reader(props, findings)
     flows = tuple(
         _flow(props, s, t, base_dir, findings, client_profiles)
@@ -95,10 +97,14 @@ def build_config(
         findings.warn("no flow is enabled: set e.g. "
                       f"{aliases[0]}->{aliases[-1]}.enabled=true")
     check_identity_loops(flows, findings)
+    if deferred:  # their client settings come at run time: judged then, not now
+        findings.problems = [p for p in findings.problems if not any(
+            p.key.startswith(f"{a}.") and not p.key.startswith(f"{a}.ferry.")
+            for a in deferred)]
     findings.raise_problems(path)
     return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
                         tuple(translation.became) if translation else (),
-                        translation.kind if translation else "", connections,
+                        translation.kind if translation else "", used,
                         tuple(dict.fromkeys((*profiles, *client_profiles))))
 
 
@@ -117,10 +123,14 @@ def _cluster_props(props: Props, alias: str) -> Props:
     return result
 
 
-def _cluster(props: Props, alias: str, findings: Findings) -> Cluster:
+def _cluster(props: Props, alias: str, findings: Findings, deferred: bool = False) -> Cluster:
+    """`deferred`: its Airflow connection is not looked up now, so its bootstrap servers may
+    well be missing."""
     cprops = _cluster_props(props, alias)
     bootstrap = cprops.get("bootstrap.servers")
-    if bootstrap is None or not bootstrap.text.strip():
+    if deferred and (bootstrap is None or not bootstrap.text.strip()):
+        pass
+    elif bootstrap is None or not bootstrap.text.strip():
         findings.problem(f"{alias}.bootstrap.servers", "missing",
                          f"set {alias}.bootstrap.servers=host:9092[,host2:9092]")
     else:

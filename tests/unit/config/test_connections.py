@@ -245,3 +245,27 @@ def test_a_job_without_a_snapshot_forgets_an_earlier_jobs_lookup(tmp_path: Path)
     use(lambda conn_id: Connection(conn_id))
     use_snapshot(str(tmp_path / "no-such-plan.json"))
     assert connections._installed is None
+
+
+def test_a_dag_files_parse_looks_no_connection_up_and_tolerates_what_it_would_give(
+        load: Loader, tmp_path: Path) -> None:
+    from ferry.config import load_config
+
+    asked: list[str] = []
+
+    def airflow(conn_id: str) -> Connection | None:
+        asked.append(conn_id)
+        return None
+
+    use(airflow)
+    path = tmp_path / "parse.properties"
+    path.write_text(CONFIG + "B.security.protocol = SASL_SSL\nB.sasl.mechanism = PLAIN\n")
+    parsed = load_config(path, env={}, connections=False)
+    assert asked == [] and parsed.connections == {}
+    assert parsed.flow("A->B").enabled and parsed.clusters["B"].connection == "kafka_b"
+    with pytest.raises(ConfigError):  # a task's load looks it up, and judges it
+        load_config(path, env={})
+    assert asked == ["kafka_b"]
+    path.write_text(CONFIG + "B.ferry.eventhubs.tier = gold\n")
+    with pytest.raises(ConfigError, match=r"B\.ferry\.eventhubs\.tier"):  # still an error
+        load_config(path, env={}, connections=False)
