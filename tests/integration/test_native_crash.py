@@ -5,19 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from ferry.spark.submit import job_path
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
 
 ENTRY_POINTS = {
     "cli": "from ferry.cli.main import main\nmain(['validate', '/nonexistent.properties'])",
     "copy job": "import runpy, sys\nsys.argv = ['ferry_copy.py', '--config', '/nonexistent',"
                 " '--flow', 'a->b', '--plan', 'p.json']\n"
-                f"runpy.run_path({str(ROOT / 'jobs' / 'ferry_copy.py')!r}, run_name='x')"
+                f"runpy.run_path({job_path()!r}, run_name='x')"
                 "['main'](sys.argv[1:])",
     "airflow task": "from ferry.airflow.tasks import task_config\n"
                     "try:\n    task_config('/nonexistent')\nexcept Exception:\n    pass",
