@@ -291,5 +291,4 @@ def use_snapshot(plan_path: str) -> None:
     except FileNotFoundError:
         use(None)  # not an earlier job's lookup, in a reused worker
         return
-    use(lambda conn_id: from_environment(conn_id, {env_var(conn_id): json.dumps(data[conn_id])})
-        if conn_id in data else None)
+    use(lambda conn_id: Connection(conn_id, **data[conn_id]) if conn_id in data else None)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ferry.config import Flow, load_config
-from ferry.config.connections import remove_snapshot, use_snapshot
+from ferry.config.connections import use_snapshot
 from ferry.core import plan_file
 from ferry.core.internal import offset_map_topic
 from ferry.core.planner import Gap, Range
@@ -251,8 +251,6 @@ def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path:
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return 1
-    finally:  # the lanes are done with the connections
-        remove_snapshot(plan_path)
     print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
           f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
           f"{len(result.gaps)} gaps", file=out or sys.stdout)
