@@ -11,11 +11,13 @@ Airflow has no setting for their host):
 - `airflow dag-processor` (it listens on nothing).
 
 No triggerer: the flow DAGs have no deferrable task. Its DAG folder links the repo's
-`dags/ferry_flows.py`; FERRY_CONFIG names the config. Callers drive it through the REST API
+`dags/ferry_flows.py` (and any DAG file a caller adds, such as a DAG downstream of a flow's
+Assets); FERRY_CONFIG names the config. Callers drive it through the REST API
 (`Airflow`), as a user the stack creates (SimpleAuthManager). Each component runs in a
 process group of its own; `stop` ends them all and every process they started (task runners
-and spark-submit have process groups of their own). The scheduler tests (`conftest.py`) and
-`bench/latency.py` use it.
+and spark-submit have process groups of their own). The scheduler tests (`conftest.py`, and
+`test_assets_and_connections_under_scheduler.py` with its own flows) and `bench/latency.py`
+use it.
 """
 
 from __future__ import annotations
@@ -418,13 +420,19 @@ def keep_logs(home: Path, module: str) -> None:
 @contextlib.contextmanager
 def running(base: Path, config_path: Path, dag_ids: Iterable[str],
             spark_conn: dict[str, Any] | None = None,
-            extra_env: dict[str, str] | None = None) -> Iterator[tuple[Airflow, list[Component]]]:
+            extra_env: dict[str, str] | None = None,
+            dag_files: dict[str, str] | None = None,
+            ) -> Iterator[tuple[Airflow, list[Component]]]:
     """Airflow in `base`/airflow, ready (healthy, the DAGs parsed) and listening on loopback
     only; stopped on exit, with everything it started. `spark_conn`: the `spark_default`
-    connection (default: spark, local[*])."""
+    connection (default: spark, local[*]); `extra_env`: more environment for every
+    component; `dag_files`: file name -> source of more DAG files beside `ferry_flows.py`
+    (`dag_ids` names their DAGs too, to wait for them)."""
     home = base / "airflow"
     env, port = _environment(home, config_path, spark_conn or LOCAL_SPARK)
     env |= extra_env or {}
+    for name, source in (dag_files or {}).items():
+        (home / "dags" / name).write_text(source)
     components: list[Component] = []
     try:
         _migrate(env, home, base)

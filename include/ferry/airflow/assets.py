@@ -68,22 +68,30 @@ def emit(config: MirrorConfig, flow: Flow, run_id: str,
 
 def remote_topic_asset(flow_name: str, source_topic: str, path: str | None = None) -> Any:
     """The Asset of `source_topic`'s remote topic on flow `flow_name` of the config at
-    `path` (default: $FERRY_CONFIG), for a downstream DAG's `schedule`."""
+    `path` (default: $FERRY_CONFIG), for a downstream DAG's `schedule`. Airflow connections
+    are looked up only when the config does not write the target's bootstrap list itself
+    (the config's wins over a connection's anyway): a downstream DAG file is parsed often,
+    and must not fail on another cluster's connection, nor call a secrets backend for it."""
     from airflow.sdk import Asset
 
     from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
-    config = load(path or config_path())
+    path = path or config_path()
+    config = load(path, connections=False)
+    if not config.clusters[config.flow(flow_name).target].bootstrap_servers:
+        config = load(path)
     return Asset(uri=remote_topic_uri(config, config.flow(flow_name), source_topic),
                  group=GROUP)
 
 
 def flow_alias(flow_name: str, path: str | None = None) -> Any:
-    """The AssetAlias of flow `flow_name` (any of its topics mirrored)."""
+    """The AssetAlias of flow `flow_name` (any of its topics mirrored); it names the flow
+    only, so no Airflow connection is looked up."""
     from airflow.sdk import AssetAlias
 
     from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
-    return AssetAlias(alias_name(load(path or config_path()).flow(flow_name)))
+    return AssetAlias(alias_name(load(path or config_path(), connections=False)
+                                 .flow(flow_name)))

@@ -40,7 +40,8 @@ def plan_backfill(path: str) -> dict[str, Any]:
     with task_edge():
         context = get_current_context()
         params = context["params"]
-        flow = task_config(path).flow(str(params["flow"]))
+        name = str(params["flow"])
+        flow = task_config(path, name).flow(name)
         target_topic = str(params.get("target_topic") or "")
         if not target_topic:
             running = context["ti"].get_dr_count(dag_id=flow.dag_id,
@@ -85,7 +86,8 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
     with task_edge():
         adopt_class_archive(planned)  # every chunk succeeded (trigger rule none_failed)
-        flow = task_config(path).flow(str(planned["flow"]))
+        name = str(planned["flow"])
+        flow = task_config(path, name).flow(name)
         # The last attempt at each range: a chunk run out of order fails, then is copied
         # on its retry.
         runs = final_attempts([r for r in rows(StatePaths(flow.ferry.state_dir).runs, flow.name)

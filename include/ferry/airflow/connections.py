@@ -4,6 +4,7 @@ the metadata DB), so a cluster's credentials can live where the team keeps its o
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from ferry.config import MirrorConfig, load_config
@@ -34,8 +35,10 @@ def lookup(conn_id: str) -> Connection | None:
                       str(found.password or ""), extra)
 
 
-def load(path: str | Path, connections: bool = True) -> MirrorConfig:
+def load(path: str | Path, connections: bool | Collection[str] = True,
+         flow: str | None = None) -> MirrorConfig:
     """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow (not
-    at all without `connections`: see `load_config`)."""
+    at all without `connections`; with `flow`, those of its two clusters only: see
+    `load_config`)."""
     use(lookup)
-    return load_config(path, connections=connections)
+    return load_config(path, connections=connections, flow=flow)

@@ -30,7 +30,7 @@ def fail_over(path: str) -> dict[str, Any]:
     with task_edge():
         context = get_current_context()
         params = context["params"]
-        config = task_config(path)
+        config = task_config(path, str(params["flow"]))
         flow = config.flow(str(params["flow"]))
         execute = bool(params["execute"])
         groups = str(params.get("groups") or "") or None

@@ -84,7 +84,7 @@ def _cycle(path: str, name: str) -> Cycle:
 
     from ferry.steps.cycle import Cycle
 
-    config = task_config(path)
+    config = task_config(path, name)
     return Cycle(config, config.flow(name), file_safe(str(get_current_context()["run_id"])),
                  spark_master())
 
@@ -171,7 +171,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
     log = logging.getLogger("ferry.continuous")
     with task_edge():
-        config = task_config(path)
+        config = task_config(path, name)
         flow = config.flow(name)
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
         topics: dict[str, dict[str, Any]] = {}

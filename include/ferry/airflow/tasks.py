@@ -74,17 +74,20 @@ def flow_param(config: MirrorConfig, description: str) -> Any:
     return Param(names[0], enum=names, description=description)
 
 
-def task_config(path: str) -> MirrorConfig:
+def task_config(path: str, flow: str | None = None) -> MirrorConfig:
     """The config a task reads. Ferry logs through the task's own log handlers first (so
     its lines keep their levels in the task log), and every secret the config holds is
-    handed to Airflow's masker, which also masks what Airflow itself logs."""
+    handed to Airflow's masker, which also masks what Airflow itself logs. A task of one
+    `flow` (`A->B`) looks up the Airflow connections of that flow's two clusters only: a
+    missing connection of another cluster fails only the flows that use it, and the copy
+    job's snapshot holds no other flow's credentials."""
     from airflow.sdk.log import mask_secret
 
     from ferry import logs
     from ferry.secrets import REDACTOR
 
     logs.join_host()
-    config = load(path)
+    config = load(path, flow=flow)
     for value in REDACTOR.values():
         mask_secret(value)
     return config
@@ -156,7 +159,8 @@ def hand_connections_to_job(context: Any) -> None:
 
     with task_edge():
         args = list(context["task"].application_args or [])
-        config = task_config(args[args.index("--config") + 1])
+        config = task_config(args[args.index("--config") + 1],
+                             args[args.index("--flow") + 1])
         write_snapshot(args[args.index("--plan") + 1], config.connections)
 
 

@@ -22,7 +22,8 @@ def verify_flow(path: str) -> dict[str, Any]:
     with task_edge():
         context = get_current_context()
         params = context["params"]
-        flow = task_config(path).flow(str(params["flow"]))
+        name = str(params["flow"])
+        flow = task_config(path, name).flow(name)
         checks = verify(flow, str(params.get("topic") or "") or None,
                         run_id=str(context["run_id"]))
         bad = [c.text(flow) for c in checks if not c.ok]

@@ -107,11 +107,12 @@ def resolve_config(args: argparse.Namespace) -> None:
 
 
 def config_and_flow(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(the config, its enabled flow `--flow`); a usage error names the flows there are."""
+    """(the config, its enabled flow `--flow`); a usage error names the flows there are.
+    Only the flow's two clusters' Airflow connections are looked up."""
     from ferry.config import load_config
 
-    config = load_config(args.file)
     try:
+        config = load_config(args.file, flow=args.flow)
         flow = config.flow(args.flow)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None

@@ -10,7 +10,7 @@ every problem at once.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from ferry.config.ferry_keys import KEYS as FERRY_KEYS
@@ -39,13 +39,22 @@ __all__ = [
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
-                connections: bool = True) -> MirrorConfig:
+                connections: bool | Collection[str] = True,
+                flow: str | None = None) -> MirrorConfig:
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`. Without
     `connections`, clusters' `ferry.connection`s are not looked up (a DAG file's parse: no
-    call to a secrets backend), so those clusters have no client settings."""
+    call to a secrets backend), so those clusters have no client settings; with a collection
+    of aliases, only those clusters' are. With `flow` (`A->B`, or its DAG id), only the
+    connections of that flow's two clusters are looked up: what one flow's cycle, tasks and
+    copy job need, so another cluster's missing connection fails only its own flows.
+    KeyError when the config has no such flow."""
     raw, translation = _raw_properties(path, env)
-    return build_config(raw, str(path), Path(path).resolve().parent, env, translation,
-                        connections=connections)
+    base = Path(path).resolve().parent
+    if flow is not None and connections is True:
+        named = build_config(raw, str(path), base, env, translation,
+                             connections=False).flow(flow)
+        connections = (named.source, named.target)
+    return build_config(raw, str(path), base, env, translation, connections=connections)
 
 
 def cluster_aliases(path: str | Path) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,10 +62,12 @@ log = logging.getLogger(__name__)
 
 def build_config(
     raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
-    translation: Translation | None = None, *, connections: bool = True,
+    translation: Translation | None = None, *, connections: bool | Collection[str] = True,
 ) -> MirrorConfig:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
-    `translation`: what the settings of an MM1 setup became (its warnings join the config's)."""
+    `translation`: what the settings of an MM1 setup became (its warnings join the config's).
+    `connections`: whose `ferry.connection` is looked up now: every cluster's (True), none
+    (False), or only these aliases'; the others' client settings are not resolved."""
     findings = Findings()
     for warning in translation.warnings if translation else ():
         findings.warn(warning)
@@ -78,8 +80,11 @@ def build_config(
         props[key] = Value.of(key, resolved, from_provider)
 
     aliases = cluster_aliases(props, findings)
-    deferred = set() if connections else {
-        a for a in aliases if f"{a}.{CONNECTION_KEY}" in props}
+    if isinstance(connections, bool):
+        wanted = set(aliases) if connections else set()
+    else:
+        wanted = set(connections)
+    deferred = {a for a in aliases if a not in wanted and f"{a}.{CONNECTION_KEY}" in props}
     used = expand_connections(props, [a for a in aliases if a not in deferred], findings,
                               os.environ if env is None else env)
     profiles = eventhubs.apply(props, aliases, findings)

@@ -73,7 +73,7 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
     logs.setup()
     logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
     use_snapshot(plan_path)
-    flow = load_config(config_path).flow(flow_name)
+    flow = load_config(config_path, flow=flow_name).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
             lane = lane_ids[index]
@@ -232,7 +232,7 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
     if plan_path is not None:
         use_snapshot(plan_path)
     try:
-        return load_config(config_path).flow(flow_name)
+        return load_config(config_path, flow=flow_name).flow(flow_name)
     except (ConfigError, KeyError) as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return None

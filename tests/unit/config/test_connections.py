@@ -269,3 +269,32 @@ def test_a_dag_files_parse_looks_no_connection_up_and_tolerates_what_it_would_gi
     path.write_text(CONFIG + "B.ferry.eventhubs.tier = gold\n")
     with pytest.raises(ConfigError, match=r"B\.ferry\.eventhubs\.tier"):  # still an error
         load_config(path, env={}, connections=False)
+
+
+def test_a_flows_load_looks_up_only_its_own_clusters_connections(
+        load: Loader, tmp_path: Path) -> None:
+    from ferry.config import load_config
+
+    asked: list[str] = []
+
+    def airflow(conn_id: str) -> Connection | None:
+        asked.append(conn_id)
+        return Connection(conn_id, "kafka", f"{conn_id}.example.com", 9093) \
+            if conn_id == "kafka_b" else None
+
+    # given: flows A->B and C->D, each with a target in a connection; D's does not exist
+    use(airflow)
+    path = tmp_path / "two-flows.properties"
+    path.write_text(CONFIG.replace("clusters = A, B", "clusters = A, B, C, D")
+                    + "C.bootstrap.servers = c1:9092\nD.ferry.connection = kafka_d\n"
+                      "C->D.enabled = true\n")
+
+    # when: A->B's task loads the config for its two clusters
+    config = load_config(path, env={}, flow="A->B")
+
+    # then: only kafka_b was looked up, and only it is handed on (to the copy job's snapshot)
+    assert asked == ["kafka_b"] and list(config.connections) == ["kafka_b"]
+    assert config.clusters["B"].bootstrap_servers == "kafka_b.example.com:9093"
+    # and C->D's load still finds its missing connection
+    with pytest.raises(ConfigError, match="kafka_d"):
+        load_config(path, env={}, flow="ferry_C_to_D")
