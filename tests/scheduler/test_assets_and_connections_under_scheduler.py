@@ -12,6 +12,10 @@ Delta. One Airflow for the module, with two manual-only flows (`ferry.schedule =
   in the metadata DB) by its test, after Airflow is up, so its DAG files were parsed
   without it, and the `assets` flow ran before it existed: a flow's tasks look up only the
   connections of its own two clusters.
+
+`ferry_failover` (from the same DAG file) moves the `assets` flow's consumer groups, as an
+operator triggers it with a form's conf: refused to execute while the flow's DAG has a run
+in progress (which only a scheduler running both DAGs can show), a dry run otherwise.
 """
 
 from __future__ import annotations
@@ -19,20 +23,26 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from ferry.airflow.failover_dag import FAILOVER_DAG
 from ferry.config import MirrorConfig, load_config
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
-from tests.integration.kafka_data import create_topic, produce
+from tests.integration.kafka_data import create_topic, produce, read_all
 from tests.integration.secure_data import SOURCE, TARGET, grant_mirror_rights
+from tests.integration.test_failover import commit_source
+from tests.integration.test_failover_operation import target_offsets
 from tests.integration.test_lane import assert_exact
 from tests.scheduler.conftest import FlowUnderTest
-from tests.scheduler.stack import Airflow, keep_logs, running, wait_for
+from tests.scheduler.stack import Airflow, TaskTry, keep_logs, running, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +102,13 @@ class Scheduler(Airflow):
         self.connected = connected
         self.target_connection = f"kafka_target_{tag}"
         """The id of the `connected` flow's target connection (created by its test)."""
+
+    def trigger_with(self, dag_id: str, conf: dict[str, Any]) -> str:
+        """Unpause the DAG and trigger a run of it now with `conf` (its trigger form's
+        values); its run id."""
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+        return str(run["dag_run_id"])
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
         return list(self.api("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"])
@@ -171,7 +188,7 @@ def scheduler(clusters: dict[str, str], secure_clusters: SecureClusters,
     passed = False
     try:
         with running(base, base / "mm2.properties",
-                     (assets.dag_id, connected.dag_id, ON_TOPIC, ON_FLOW),
+                     (assets.dag_id, connected.dag_id, FAILOVER_DAG, ON_TOPIC, ON_FLOW),
                      extra_env=environment, dag_files=downstream) as (airflow, _):
             yield Scheduler(airflow, config, assets, connected, tag)
             passed = request.session.testsfailed == failures
@@ -276,3 +293,96 @@ def test_a_flow_whose_clusters_live_in_airflow_connections_copies_exactly_under_
     assert ("cycle", "plan") in xcoms and ("finish", "return_value") in xcoms, xcoms
     assert [where for where, text in xcoms.items() if password in text] == []
 
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> the end (high watermark) of the topic's partition."""
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-ends"})
+    try:
+        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+    finally:
+        probe.close()
+
+
+def test_a_planned_failover_is_refused_while_the_flow_runs_and_its_dry_run_shows_the_exact_offsets(
+    scheduler: Scheduler, clusters: dict[str, str]
+) -> None:
+    # given: the `assets` flow's topic (created unless an earlier test did) with 200 more
+    # records not mirrored yet, and a consumer group that committed on the source in the
+    # middle of partition 0 and at the end of partition 1; the DAGs downstream of the flow
+    # paused (another test's concern)
+    flow, group = scheduler.assets, f"{scheduler.assets.topic}-billing"
+    if flow.topic not in AdminClient({"bootstrap.servers": clusters["source"]}).list_topics(
+            timeout=30).topics:
+        create_topic(clusters["source"], flow.topic, 2)
+    produce(clusters["source"], flow.topic,
+            [(f"f{i}".encode(), f"w{i}".encode(), i % 2) for i in range(200)])
+    ends = _ends(clusters["source"], flow.topic, 2)
+    offsets = {0: ends[0] - 70, 1: ends[1]}
+    commit_source(clusters["source"], group, flow.topic, offsets)
+    for dag_id in (ON_TOPIC, ON_FLOW):
+        scheduler.api("PATCH", f"/dags/{dag_id}", {"is_paused": True})
+    form = {"flow": flow.flow.name, "mode": "planned", "groups": f"{flow.topic}-bill.*"}
+
+    # when: the operator triggers the flow's DAG (its copy is a spark-submit: tens of
+    # seconds) and at once an executed planned failover of that flow
+    flow_run = scheduler.trigger(flow.dag_id)
+    refused = scheduler.trigger_with(FAILOVER_DAG, form | {"execute": True})
+    in_progress = scheduler.run_state(flow.dag_id, flow_run)
+
+    # then: the failover failed, its one try saying which DAG has a run in progress, while
+    # that run was still queued or running: it checked the flow's run, not an ended one
+    assert in_progress in ("queued", "running"), in_progress
+    assert scheduler.finished(FAILOVER_DAG, refused, RUN_S) == "failed", (
+        scheduler.tasks(FAILOVER_DAG, refused))
+    assert scheduler.tasks(FAILOVER_DAG, refused) == {"failover": TaskTry("failed", 1)}
+    log = scheduler.task_log(FAILOVER_DAG, refused, "failover", 1)
+    assert f"DAG {flow.dag_id} has a run in progress" in log, log[-4000:]
+    refused_at = scheduler.api(
+        "GET", f"/dags/{FAILOVER_DAG}/dagRuns/{refused}/taskInstances/failover")["end_date"]
+    # and the flow's run went on and succeeded, after the refusal
+    assert scheduler.finished(flow.dag_id, flow_run, RUN_S) == "success", (
+        scheduler.tasks(flow.dag_id, flow_run))
+    flow_end = scheduler.api("GET", f"/dags/{flow.dag_id}/dagRuns/{flow_run}")["end_date"]
+    assert datetime.fromisoformat(refused_at) < datetime.fromisoformat(flow_end), (
+        refused_at, flow_end)
+
+    # when: with the flow's run over, the operator triggers the planned failover with the
+    # form's default, a dry run
+    shown = scheduler.trigger_with(FAILOVER_DAG, form)
+
+    # then: it succeeded, and its report (the task's XCom) shows each of the group's
+    # partitions translated exactly to the remote topic, to be committed there, without a
+    # catch-up cycle, a stored report or a fail-back flow
+    assert scheduler.finished(FAILOVER_DAG, shown, RUN_S) == "success", (
+        scheduler.tasks(FAILOVER_DAG, shown))
+    report = scheduler.xcom(FAILOVER_DAG, shown, "failover")
+    remote = flow.flow.remote_topic(flow.topic)
+    assert {k: report[k] for k in ("flow", "mode", "executed", "cycles", "at_risk",
+                                   "report")} == {
+        "flow": flow.flow.name, "mode": "planned", "executed": False, "cycles": 0,
+        "at_risk": [], "report": None}
+    lines = report["groups"]
+    assert [(g["group"], g["topic"], g["partition"], g["source_offset"], g["target_topic"],
+             g["status"], g["outcome"]) for g in lines] == [
+        (group, flow.topic, p, offset, remote, "exact", "would-commit")
+        for p, offset in sorted(offsets.items())], lines
+    assert report["reverse"]["configured"] is False, report["reverse"]
+    # and from each target offset, the group would read on the remote topic exactly the
+    # records it has not read on the source (none twice, none skipped)
+    remote_ends = _ends(clusters["target"], remote, 2)
+    for line in lines:
+        p, at = line["partition"], line["target_offset"]
+        unread = [r.content() for r in read_all(clusters["source"], flow.topic, p)
+                  if r.offset >= offsets[p]]
+        there = [r.content() for r in read_all(clusters["target"], remote, p) if r.offset >= at]
+        assert at <= remote_ends[p] and there == unread, (line, remote_ends)
+    # and its log says the source is drained (the flow caught up), and what it would do
+    log = scheduler.task_log(FAILOVER_DAG, shown, "failover", 1)
+    assert "the flow is caught up" in log, log[-4000:]
+    assert (f"{group}: {flow.topic}-0@{offsets[0]} -> {remote}-0@{lines[0]['target_offset']} "
+            "exact, would-commit") in log, log[-4000:]
+    # and neither failover changed anything: the group committed nothing on the target,
+    # and no report was stored under the state dir
+    assert target_offsets(clusters["target"], group, remote, 2) == {}
+    assert not (Path(flow.flow.ferry.state_dir) / "failover").exists()
