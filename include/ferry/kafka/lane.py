@@ -52,6 +52,7 @@ from ferry.kafka.lane_state import (
     recorded_owner,
     recorded_source_id,
 )
+from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import retrying, transient
 
 __all__ = ["Lane", "LaneResult", "position_metadata", "recorded_source_id"]
@@ -145,10 +146,14 @@ class Lane:
         return Producer(self.flow.producer.confluent(overrides))
 
     def _consumer(self) -> Consumer:
+        # A lane reads ranges that are there: a range ending at a transaction marker ends
+        # with the partition EOF, whose fetch would otherwise wait the default 500 ms.
+        wait = {} if "fetch.wait.max.ms" in self.flow.consumer.settings else {
+            "fetch.wait.max.ms": SCAN_FETCH_WAIT_MS}
         conf = self.flow.consumer.confluent({
             "group.id": reader_group(self.flow, "reader"), "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": True,
-            "auto.offset.reset": "error", "log_level": 3})
+            "auto.offset.reset": "error", "log_level": 3, **wait})
         return Consumer(conf)
 
     def _target_reader(self) -> Consumer:

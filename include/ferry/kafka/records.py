@@ -16,6 +16,7 @@ from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying, transient
 
 log = logging.getLogger(__name__)
+SCAN_FETCH_WAIT_MS = 10
 _MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
             KafkaError._UNKNOWN_PARTITION)
 
@@ -32,7 +33,9 @@ def scan(client: ClientConfig, topic: str, partition: int, start: int, group: st
     consumer = Consumer(client.confluent({
         "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "log_level": 3}))
+        # The end is known and the records are there: the fetch that finds the end (the
+        # partition EOF) would otherwise wait the broker's default 500 ms for more.
+        "fetch.wait.max.ms": SCAN_FETCH_WAIT_MS, "log_level": 3}))
     try:
         try:
             low, high = retrying(

@@ -15,6 +15,7 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,11 +205,16 @@ class Cycle:
 
 
     def start(self) -> CycleResult:
-        """The steps before the copy: heartbeat, sync, plan."""
+        """The steps before the copy: heartbeat, sync, plan. The heartbeat is written beside
+        sync and plan (a new producer's start is most of its half second, and neither
+        depends on it); a heartbeat that fails still fails the cycle before any copy."""
         result = CycleResult(self.flow.name, self.run_id)
-        result.heartbeats = self.heartbeat()
-        result.sync = self.sync()
-        result.planned = self.plan()
+        self._clusters = self.clusters  # made once, here, not by two threads at once
+        with ThreadPoolExecutor(1, thread_name_prefix="ferry-heartbeat") as pool:
+            beat = pool.submit(self.heartbeat)
+            result.sync = self.sync()
+            result.planned = self.plan()
+            result.heartbeats = beat.result()
         return result
 
     def copy(self, result: CycleResult, config_path: str, keep_session: bool = False) -> bool:
