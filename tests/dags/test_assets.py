@@ -64,21 +64,23 @@ def test_a_downstream_dags_asset_looks_up_only_the_connection_its_target_needs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ferry.airflow.assets import flow_alias, remote_topic_asset
 
-    # given: flow C->D, whose target's settings come from a connection that does not exist
+    # given: flow C->D, whose clusters' settings come from connections that do not exist
     # (yet), beside A->B, whose clusters are written in the config
     path = tmp_path / "mm2.properties"
     path.write_text(CONFIG.replace("clusters = A, B", "clusters = A, B, C, D") + """
-C.bootstrap.servers = c1:9092
+C.ferry.connection = kafka_c
 D.ferry.connection = kafka_d
 C->D.enabled = true
 """)
-    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_D", raising=False)
+    for variable in ("AIRFLOW_CONN_KAFKA_C", "AIRFLOW_CONN_KAFKA_D"):
+        monkeypatch.delenv(variable, raising=False)
 
     # when, then: A->B's Asset and C->D's alias need no connection, so they do not fail on it
     assert remote_topic_asset("A->B", "orders", str(path)).uri == \
         "kafka://b1.example.com:9093/A.orders"
     assert flow_alias("C->D", str(path)).name == "ferry_C_to_D.mirrored"
-    # and C->D's Asset takes its target's bootstrap list from the connection, once it exists
+    # and C->D's Asset takes its target's bootstrap list from the connection, once it
+    # exists, without looking up the source's (still missing)
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_D", '{"conn_type": "ferry_kafka", "host": "d1", '
                                                '"port": 9093}')
     assert remote_topic_asset("C->D", "orders", str(path)).uri == "kafka://d1:9093/C.orders"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.airflow.failover_dag import FAILOVER_DAG
@@ -38,6 +38,7 @@ from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
 from tests.integration.kafka_data import create_topic, produce, read_all
 from tests.integration.secure_data import SOURCE, TARGET, grant_mirror_rights
+from tests.integration.test_exactness import stable_and_end
 from tests.integration.test_failover import commit_source
 from tests.integration.test_failover_operation import target_offsets
 from tests.integration.test_lane import assert_exact
@@ -296,12 +297,8 @@ def test_a_flow_whose_clusters_live_in_airflow_connections_copies_exactly_under_
 
 def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """partition -> the end (high watermark) of the topic's partition."""
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-ends"})
-    try:
-        return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(partitions)}
-    finally:
-        probe.close()
+    return {p: stable_and_end(bootstrap, TopicPartition(topic, p))[1]
+            for p in range(partitions)}
 
 
 def test_a_planned_failover_is_refused_while_the_flow_runs_and_its_dry_run_shows_the_exact_offsets(

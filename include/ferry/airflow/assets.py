@@ -68,10 +68,11 @@ def emit(config: MirrorConfig, flow: Flow, run_id: str,
 
 def remote_topic_asset(flow_name: str, source_topic: str, path: str | None = None) -> Any:
     """The Asset of `source_topic`'s remote topic on flow `flow_name` of the config at
-    `path` (default: $FERRY_CONFIG), for a downstream DAG's `schedule`. Airflow connections
-    are looked up only when the config does not write the target's bootstrap list itself
-    (the config's wins over a connection's anyway): a downstream DAG file is parsed often,
-    and must not fail on another cluster's connection, nor call a secrets backend for it."""
+    `path` (default: $FERRY_CONFIG), for a downstream DAG's `schedule`. Only the target's
+    Airflow connection is looked up, and only when the config does not write the target's
+    bootstrap list itself (the config's wins over a connection's anyway): a downstream DAG
+    file is parsed often, and must not fail on another cluster's connection, nor call a
+    secrets backend for it."""
     from airflow.sdk import Asset
 
     from ferry.airflow.connections import load
@@ -79,8 +80,9 @@ def remote_topic_asset(flow_name: str, source_topic: str, path: str | None = Non
 
     path = path or config_path()
     config = load(path, connections=False)
-    if not config.clusters[config.flow(flow_name).target].bootstrap_servers:
-        config = load(path)
+    target = config.flow(flow_name).target
+    if not config.clusters[target].bootstrap_servers:
+        config = load(path, connections=(target,))
     return Asset(uri=remote_topic_uri(config, config.flow(flow_name), source_topic),
                  group=GROUP)
 

@@ -30,8 +30,9 @@ def fail_over(path: str) -> dict[str, Any]:
     with task_edge():
         context = get_current_context()
         params = context["params"]
-        config = task_config(path, str(params["flow"]))
-        flow = config.flow(str(params["flow"]))
+        name = str(params["flow"])
+        config = task_config(path, name)
+        flow = config.flow(name)
         execute = bool(params["execute"])
         groups = str(params.get("groups") or "") or None
         if params["mode"] == failover.PLANNED:
