@@ -115,6 +115,10 @@ class SegmentBuilder:
     def count(self) -> int:
         return sum(run[1] for run in self._runs)
 
+    def runs(self) -> list[tuple[int, int]]:
+        """(first source offset, count) of each run of consecutive offsets, in order."""
+        return [(start, run) for start, run in self._runs]
+
     def truncate(self, end: int) -> None:
         """Forget the source offsets at or after `end` (records not to be recorded)."""
         kept = []

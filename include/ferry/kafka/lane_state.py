@@ -34,12 +34,19 @@ class Txn:
     first_target: int | None = None
     last_target: int | None = None
     last_offset: int = -1  # the last source offset read
-    bytes: int = 0
-    read: list[tuple[int, int]] = field(default_factory=list)
-    """(source offset, bytes) of each record read: counted into its range's result only
-    when committed (an aborted or re-read record is not copied)."""
+    sizes: list[int] = field(default_factory=list)
+    """Bytes (key + value) of each record read, in the order of the builder's offsets:
+    counted into its range's result only when committed (an aborted or re-read record is
+    not copied). Offsets are the builder's runs, not kept per record: the lane's per-record
+    work is what it costs beside librdkafka's."""
     touched: bool = False  # something to record at the commit (records, an end, a gap)
     refused_at: int | None = None  # at_least_once: the first source offset the target refused
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the records this transaction records (after a truncation, only those
+        before the refused record)."""
+        return sum(self.sizes[:self.builder.count])
 
     def refuse(self, source_offset: int) -> None:
         if self.refused_at is None or source_offset < self.refused_at:
@@ -70,6 +77,9 @@ class Part:
     transactions, so a partition that never moves is found however often empty
     transactions commit."""
     position_seen: int = -1
+    age_from: int = 0
+    """The first source offset whose range has no age yet: a range's age is taken from
+    the first record read in it (`aged`)."""
     txn: Txn = field(default_factory=Txn)
 
     @property
@@ -87,18 +97,31 @@ class Part:
     def moved(self) -> None:
         self.progress_at = time.monotonic()
 
+    def aged(self, offset: int, timestamp: tuple[int, int]) -> None:
+        """The record at `offset`, with `timestamp` (kind, ms), is the first read at or
+        after `age_from`: its range's age (how old its first record was when copied)."""
+        for result in self.ranges:
+            if result.start <= offset < result.end:
+                kind, ms = timestamp
+                if kind and not result.max_age_ms:
+                    result.max_age_ms = max(1, int(time.time() * 1000) - ms)
+                self.age_from = result.end
+                return
+        self.age_from = offset + 1  # not in a range (never read): ask again at the next
+
     def committed(self, covered_end: int) -> None:
         """The open transaction committed up to `covered_end`: count its records into
         their ranges and forget it."""
         self.covered = covered_end
-        for offset, size in self.txn.read:
-            if offset >= covered_end:
-                continue
+        sizes, index = self.txn.sizes, 0
+        for start, count in self.txn.builder.runs():
             for result in self.ranges:
-                if result.start <= offset < result.end:
-                    result.records += 1
-                    result.bytes += size
-                    break
+                low = max(start, result.start)
+                high = min(start + count, result.end, covered_end)
+                if low < high:
+                    result.records += high - low
+                    result.bytes += sum(sizes[index + low - start:index + high - start])
+            index += count
         self.txn = Txn()
 
     def aborted(self) -> None:
