@@ -1,7 +1,7 @@
 """The verbs that go through the offset map: `translate` (where a group resumes),
 `verify` (does the target hold the source's records), `checkpoints` (translate every
-group now), `offsets` (where a record went) and `positions reset` (where copying goes
-on)."""
+group now), `offsets` (where a record went), `failover`, `adopt` (take over from another
+mirror) and `positions reset` (where copying goes on)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,27 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                                            "flow's ferry.spark.master)")
     execute_options(failover, "catch up and commit the groups on the target")
 
+    adopt = flow_verb(
+        subparsers, "adopt", "take over from a stopped MirrorMaker 2 or 1 in place: its "
+        "progress becomes the flow's positions and the history it copied gets exact "
+        "offset-map entries (no re-copy, no seam)", cmd_adopt,
+        ("mm2.properties --flow 'A->B' --from mm2   # show",
+         "mm2.properties --flow 'A->B' --from mm2 --execute",
+         "mm1.properties --flow 'source->target' --from mm1 --group mirror-group --execute"))
+    adopt.add_argument("--from", dest="old", required=True, choices=("mm2", "mm1"),
+                       help="the mirror to take over from")
+    adopt.add_argument("--offsets-topic", metavar="TOPIC",
+                       help="mm2: Connect's offsets topic on the target (default "
+                            "mm2-offsets.<source>.internal, dedicated mode)")
+    adopt.add_argument("--connector", help="mm2: only this connector's progress (on a "
+                                           "Connect cluster the name you gave "
+                                           "MirrorSourceConnector)")
+    adopt.add_argument("--group", help="mm1: its consumer group (consumer.config's group.id)")
+    adopt.add_argument("--settle", type=float, default=65.0, metavar="SECONDS",
+                       help="how long the old mirror's progress must stand still (default "
+                            "65: past MM2's and MM1's 60 s flush interval)")
+    execute_options(adopt, "write the positions and offset-map entries")
+
     positions = subparsers.add_parser("positions",
                                       help="a flow's positions (where copying goes on)")
     psub = positions.add_subparsers(dest="positions_command", required=True, parser_class=Parser)
@@ -91,6 +112,23 @@ def cmd_failover(args: argparse.Namespace) -> int:
     else:
         report = failover.unplanned(config, flow, groups=args.groups, execute=args.execute)
     emit(args, report.to_json(), report.text())
+    return EXIT_OK
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    from ferry.errors import UsageError
+    from ferry.steps.adopt import adopt
+
+    if args.settle < 0:
+        raise UsageError(f"--settle {args.settle}: give 0 or more seconds")
+    if args.old == "mm1" and (args.offsets_topic or args.connector):
+        raise UsageError("--offsets-topic and --connector are for --from mm2; MM1's progress "
+                         "is its --group")
+    _, flow = config_and_flow(args)
+    report = adopt(flow, args.old, offsets_topic=args.offsets_topic, connector=args.connector,
+                   group=args.group, settle_s=args.settle, execute=args.execute)
+    emit(args, report.to_json(),
+         report.text() + ("" if args.execute else f"\n{DRY_RUN_NOTE}"))
     return EXIT_OK
 
 

@@ -1,0 +1,117 @@
+"""Another mirror's progress, and writing what Ferry adopts of it (adapter).
+
+- `connect_progress`: MirrorMaker 2's progress from Kafka Connect's offset storage (every
+  partition of the offsets topic, the latest record per key; `ferry.mm2.connect_offsets`).
+- `AdoptionWriter`: one transaction per partition on the target holding the adopted
+  offset-map entries and the flow's position, committed together (as a lane's are), under
+  a transactional id of its own that the flow's first lane fences like any previous owner.
+
+MirrorMaker 1's progress is its consumer group's committed offsets on the source: the
+admin client reads those (`Admin.committed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KTP
+
+from ferry.config import Flow
+from ferry.config.clients import ClientConfig
+from ferry.core.internal import offset_map_topic, positions_group
+from ferry.core.offsetmap import MapEntry, encode
+from ferry.errors import TerminalError
+from ferry.kafka.admin import Admin
+from ferry.kafka.delivery import CALL_TIMEOUT_S
+from ferry.kafka.errors import kafka_error
+from ferry.kafka.lane_state import position_metadata
+from ferry.kafka.records import scan
+from ferry.kafka.retry import retrying
+from ferry.mm2.connect_offsets import ConnectOffset, parse, progress
+
+
+def connect_progress(client: ClientConfig, topic: str, source: str, group: str,
+                     connector: str | None = None) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the next source offset MM2 would copy, as its Connect offset
+    storage `topic` (on `client`'s cluster) holds it for source cluster `source`. A missing
+    offsets topic is a TerminalError naming it."""
+    partitions = Admin(client).topics().get(topic)
+    if partitions is None:
+        raise TerminalError(f"cluster {client.cluster}: there is no topic {topic}: name the "
+                            "Connect offsets topic MirrorMaker 2 used with --offsets-topic")
+    return progress(_records(client, topic, partitions.partitions, group), source, connector)
+
+
+def _records(client: ClientConfig, topic: str, partitions: int, group: str
+             ) -> Iterator[ConnectOffset]:
+    for partition in range(partitions):
+        for msg in scan(client, topic, partition, 0, group):
+            found = parse(msg.key(), msg.value())
+            if found is not None:
+                yield found
+
+
+class AdoptionWriter:
+    """Writes adopted partitions into the flow's offset map and positions, each partition in
+    one transaction (its entries and its position, visible together or not at all)."""
+
+    def __init__(self, flow: Flow, transactional_id: str) -> None:
+        self.flow, self.owner = flow, transactional_id
+        self.producer = Producer(flow.producer.confluent({
+            "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
+            "transaction.timeout.ms": 300_000, "log_level": 3}))
+        self.reader = Consumer(flow.target_admin.confluent({
+            "group.id": positions_group(flow), "enable.auto.commit": False,
+            "isolation.level": "read_committed", "log_level": 3}))
+        self._call(lambda: self.producer.init_transactions(CALL_TIMEOUT_S),
+                   "initialising the adoption's transactions")
+
+    def write(self, entries: Iterable[MapEntry], remote: str, partition: int, position: int,
+              target_end: int | None, source_id: str) -> int:
+        """Commit `entries` and the position `position` of `remote`-`partition` in one
+        transaction; the number of entries written."""
+        producer, topic = self.producer, offset_map_topic(self.flow)
+        self._call(producer.begin_transaction, "beginning a transaction")
+        written = 0
+        try:
+            for entry in entries:
+                key, value = encode(entry)
+                while True:
+                    try:
+                        producer.produce(topic, value, key, partition=0)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                written += 1
+            offsets = [KTP(remote, partition, position, metadata=position_metadata(
+                target_end, self.owner, source_id))]
+            metadata = self.reader.consumer_group_metadata()
+            self._call(lambda: producer.send_offsets_to_transaction(
+                offsets, metadata, CALL_TIMEOUT_S), f"committing the position of {remote}-"
+                f"{partition}")
+            self._call(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
+                       f"committing the adoption of {remote}-{partition}")
+        except BaseException:
+            # If this fails too, the broker aborts it at its timeout: nothing of it shows.
+            with suppress(KafkaException):
+                producer.abort_transaction(CALL_TIMEOUT_S)
+            raise
+        return written
+
+    def close(self) -> None:
+        self.producer.flush(CALL_TIMEOUT_S)
+        self.reader.close()
+
+    def _call(self, call: Callable[[], object], action: str) -> None:
+        try:
+            retrying(call, cluster=self.flow.target, action=action,
+                     budget_s=self.flow.ferry.kafka_retry_seconds)
+        except KafkaException as exc:
+            raise kafka_error(exc, self.flow.target, action,
+                              principal=self.flow.producer.principal,
+                              needs={"TRANSACTIONAL_ID": f"WRITE on TRANSACTIONAL_ID {self.owner}",
+                                     "GROUP": f"READ on GROUP {positions_group(self.flow)}",
+                                     "TOPIC": f"WRITE on TOPIC {offset_map_topic(self.flow)}"}
+                              ) from None

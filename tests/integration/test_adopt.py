@@ -1,0 +1,339 @@
+"""Taking over from a running mirror in place (`ferry adopt`), on real brokers.
+
+A real MirrorMaker 2 (dedicated mode, the `connect-mirror` jars) mirrors plain,
+transactional and compacted partitions while records flow, and is killed; an MM1-style
+consumer/producer pair that commits its group is stopped the same way. Ferry adopts their
+progress, continues with a cycle, and the target then holds every source record once: no
+re-copy, no seam. The offset map is exact for the history the old mirror copied, so a
+group that committed on the source fails over with nothing re-read and nothing lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ferry.config import Flow
+from ferry.core.internal import offset_map_topic
+from ferry.core.offsetmap import decode, lookup
+from ferry.spark.jars import kafka_jars, log4j_config
+from tests.integration.kafka_data import (
+    COMPACTION_EXCLUDE,
+    compacted_topic,
+    conf,
+    create_topic,
+    flow_config,
+    produce,
+    produce_transactions,
+    read_all,
+)
+from tests.integration.test_lane import assert_exact
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def ferry(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "ferry.cli.main", *args], capture_output=True,
+                          text=True, timeout=900, check=False)
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer(conf(bootstrap, **{"group.id": "adopt-test-ends"}))
+    try:
+        if topic not in consumer.list_topics(timeout=10).topics:
+            return [0] * partitions
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer(conf(bootstrap, **{"group.id": group, "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def mm2(tmp: Path, flow: Flow, clusters: dict[str, str], topics: str, group: str
+        ) -> subprocess.Popen[bytes]:
+    """MirrorMaker 2, dedicated mode, mirroring `topics` as `flow`'s clusters: progress
+    flushed every 2 s, checkpoints of `group` every second."""
+    config = tmp / "mm2-dedicated.properties"
+    config.write_text(
+        f"clusters = {flow.source}, {flow.target}\n"
+        f"{flow.source}.bootstrap.servers = {clusters['source']}\n"
+        f"{flow.target}.bootstrap.servers = {clusters['target']}\n"
+        f"{flow.source}->{flow.target}.enabled = true\n"
+        f"{flow.source}->{flow.target}.topics = {topics}\n"
+        f"{flow.target}->{flow.source}.enabled = false\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+        "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
+        "config.storage.replication.factor = 1\ntasks.max = 2\n"
+        "sync.topic.acls.enabled = false\n"
+        f"{flow.target}.offset.flush.interval.ms = 2000\n"  # the worker takes it from its cluster
+        f"groups = {group}\nemit.checkpoints.interval.seconds = 1\n"
+        "refresh.groups.interval.seconds = 2\nsync.group.offsets.enabled = false\n"
+        + COMPACTION_EXCLUDE)
+    java = ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp",
+            f"{kafka_jars()}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(config),
+            "--clusters", flow.target]
+    log = open(tmp / "mm2.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(java, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def killed(process: subprocess.Popen[bytes]) -> None:
+    """Stop the old mirror as a crash would: no last flush."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
+
+
+def wait_for(predicate: object, what: str, timeout: float = 180.0) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def translated(config: Path, flow: Flow, group: str) -> dict[tuple[str, int], int]:
+    found = json.loads(ferry("translate", str(config), "--flow", flow.name, "--group", group,
+                             "--json").stdout)
+    return {(t["topic"], t["partition"]): t["target_offset"] for t in found["partitions"]}
+
+
+def records_from(bootstrap: str, topic: str, partition: int, offset: int) -> list[object]:
+    return [r.content() for r in read_all(bootstrap, topic, partition) if r.offset >= offset]
+
+
+@pytest.fixture
+def mm2_history(clusters: dict[str, str], topic_name: str, tmp_path: Path
+                ) -> Iterator[tuple[Path, Flow, dict[str, str]]]:
+    """Topics `<t>.plain` (2 partitions), `<t>.txn` and `<t>.compacted` that a real MM2
+    mirrored while records flowed, then was killed; more records came after."""
+    names = {k: f"{topic_name}.{k}" for k in ("plain", "txn", "compacted")}
+    create_topic(clusters["source"], names["plain"], 2)
+    create_topic(clusters["source"], names["txn"], 1)
+    compacted_topic(clusters["source"], names["compacted"])
+    produce(clusters["source"], names["plain"],
+            [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(400)])
+    produce_transactions(clusters["source"], names["txn"], [(30, True), (10, False), (30, True)],
+                         f"{topic_name}-txn")
+    commit_group(clusters["source"], f"{topic_name}-billing", names["plain"], {0: 150, 1: 40})
+    config = flow_config(tmp_path, clusters, f"{topic_name}\\..*", COMPACTION_EXCLUDE)
+    flow = config.enabled_flows[0]
+    process = mm2(tmp_path, flow, clusters, f"{topic_name}\\..*", f"{topic_name}-billing")
+    try:
+        remote = flow.remote_topic(names["plain"])
+        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 400, "MM2's first copy")
+        # records flow while it runs
+        for round_ in range(5):
+            produce(clusters["source"], names["plain"],
+                    [(f"r{round_}-{i}".encode(), b"x", i % 2) for i in range(40)])
+            time.sleep(0.4)
+        produce_transactions(clusters["source"], names["txn"], [(20, True)], f"{topic_name}-txn")
+        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 600, "MM2's copy")
+        time.sleep(3)  # a flush and a checkpoint
+        # A burst just before the crash: copied, most likely not flushed.
+        produce(clusters["source"], names["plain"],
+                [(f"burst-{i}".encode(), b"y", i % 2) for i in range(60)])
+        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 660, "the burst's copy")
+    finally:
+        killed(process)
+    produce(clusters["source"], names["plain"],
+            [(f"after-{i}".encode(), b"z", i % 2) for i in range(30)])
+    yield tmp_path / "mm2.properties", flow, names
+
+
+def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
+    clusters: dict[str, str], mm2_history: tuple[Path, Flow, dict[str, str]],
+    topic_name: str, connect_url: str
+) -> None:
+    config, flow, names = mm2_history
+    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "3",
+            "--json")
+
+    # a dry run shows what adopting would do, and writes nothing
+    shown = json.loads(ferry(*args).stdout)
+    assert not shown["executed"]
+    assert {p["status"] for p in shown["partitions"]} == {"would-adopt"}
+    remote = flow.remote_topic(names["plain"])
+    assert positions(clusters, flow, [(remote, 0), (remote, 1)]) == [-1001, -1001]
+
+    # executed: every partition adopted; the pairs found account for every record
+    report = json.loads(ferry(*args, "--execute").stdout)
+    parts = {(p["topic"], p["partition"]): p for p in report["partitions"]}
+    assert {p["status"] for p in parts.values()} == {"adopted"}
+    for (topic, partition), p in parts.items():
+        source = read_all(clusters["source"], topic, partition)
+        assert p["missing"] == 0 and p["altered"] == 0 and p["doubled"] == 0, p
+        assert p["matched"] + p["to_copy"] == len(source), p
+        # Ferry continues after the last record MM2 copied, wherever MM2 flushed
+        assert p["position"] >= p["progress"], p
+    plain = [parts[(names["plain"], p)] for p in (0, 1)]
+    remote_ends = ends(clusters["target"], remote, 2)
+    for p, end in zip(plain, remote_ends, strict=True):
+        assert p["after_progress"] == end - p["progress"]  # copied after its last flush
+        assert p["to_copy"] == 15  # the records that came after the crash
+    txn = parts[(names["txn"], 0)]
+    print(f"\nadopted after MM2's crash: {sum(p['after_progress'] for p in plain)} records "
+          f"it copied after its last flush were adopted, not copied again; {txn['extra']} "
+          "aborted records MM2 copied on the transactional topic")
+
+    # adopting again changes nothing
+    again = json.loads(ferry(*args, "--execute").stdout)
+    assert {p["status"] for p in again["partitions"]} == {"already-adopted"}
+
+    # the next cycle copies only what MM2 had not copied
+    done = json.loads(ferry("mirror", str(config), "--flow", flow.name, "--master",
+                            connect_url, "--json").stdout)
+    assert done["steps"]["record"]["records"] == sum(p["to_copy"] for p in parts.values())
+    assert_exact(flow, clusters, names["plain"], 2)
+    assert_exact(flow, clusters, names["compacted"], 1)
+    assert_mapped_once(flow, clusters, names["txn"], txn["extra"])
+
+    # a group that committed on the source fails over: nothing re-read, nothing lost
+    group = f"{topic_name}-billing"
+    mm2_said = {(c.topic, c.partition): c.downstream_offset
+                for c in _checkpoints(flow, group)}
+    at = translated(config, flow, group)
+    for partition, committed in ((0, 150), (1, 40)):
+        target_offset = at[(names["plain"], partition)]
+        assert records_from(clusters["target"], remote, partition, target_offset) == \
+            records_from(clusters["source"], names["plain"], partition, committed)
+        mm2_offset = mm2_said.get((remote, partition))
+        print(f"failover of {group} on {names['plain']}-{partition}: Ferry re-reads 0; MM2's "
+              f"checkpoint ({mm2_offset}) re-reads "
+              f"{'-' if mm2_offset is None else target_offset - mm2_offset}")
+
+
+def _checkpoints(flow: Flow, group: str) -> list[object]:
+    from ferry.kafka.groups import read_checkpoints
+
+    return [c for c in read_checkpoints(flow, f"{flow.source}.checkpoints.internal")
+            if c.group == group]
+
+
+def assert_mapped_once(flow: Flow, clusters: dict[str, str], topic: str, extra: int) -> None:
+    """Every committed source record is on the target once, and the offset map sends it to
+    its copy; the target's other records are the `extra` ones adopt reported."""
+    entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    mine = sorted((e for e in entries if e.source_topic == topic), key=lambda e: e.covered_start)
+    source = read_all(clusters["source"], topic, 0)
+    target = {r.offset: r for r in read_all(clusters["target"], flow.remote_topic(topic), 0)}
+    assert len(target) == len(source) + extra
+    seen = set()
+    for record in source:
+        found = lookup(mine, record.offset)
+        assert found is not None and found[1] is not None, record.offset
+        assert target[found[1]].content()[:3] == record.content()[:3]
+        seen.add(found[1])
+    assert len(seen) == len(source)
+
+
+def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: an MM1-style pair copied 500 records, committing its group every 100, and 30
+    # more after its last commit before it stopped; 20 came after
+    create_topic(clusters["source"], topic_name, 2)
+    create_topic(clusters["target"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(530)])
+    group = f"{topic_name}-mm1"
+    consumer = Consumer(conf(clusters["source"], **{
+        "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+    producer = Producer(conf(clusters["target"], **{"enable.idempotence": True}))
+    consumer.subscribe([topic_name])
+    copied = 0
+    while copied < 530:
+        for msg in consumer.consume(10, 1.0):
+            if msg.error() is not None:
+                continue
+            _, ts = msg.timestamp()
+            producer.produce(topic_name, msg.value(), msg.key(), partition=msg.partition(),
+                             timestamp=ts, headers=msg.headers())
+            copied += 1
+            if copied % 100 == 0:
+                producer.flush(30)
+                consumer.commit(asynchronous=False)
+    producer.flush(30)
+    consumer.close()
+    produce(clusters["source"], topic_name,
+            [(f"after-{i}".encode(), b"z", i % 2) for i in range(20)])
+    setup = command_line(tmp_path, clusters, topic_name)
+    flow = flow_of(setup)
+
+    # when
+    report = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+                              "--group", group, "--settle", "1", "--execute", "--json").stdout)
+
+    # then: Ferry continues after the 530 copied, not at the group's 500
+    parts = report["partitions"]
+    assert sum(p["position"] for p in parts) == 530
+    assert sum(p["progress"] for p in parts) == 500
+    assert sum(p["after_progress"] for p in parts) == 30
+    assert sum(p["to_copy"] for p in parts) == 20
+    done = json.loads(ferry("mirror", str(setup), "--flow", "source->target", "--master",
+                            connect_url, "--json").stdout)
+    assert done["steps"]["record"]["records"] == 20
+    assert_exact(flow, clusters, topic_name, 2)
+
+
+def flow_of(setup: Path) -> Flow:
+    from ferry.config import load_config
+
+    return load_config(setup).flow("source->target")
+
+
+def test_adopt_refuses_while_the_old_mirrors_progress_moves(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 10)
+    group = f"{topic_name}-moving"
+    commit_group(clusters["source"], group, topic_name, {0: 3})
+    setup = command_line(tmp_path, clusters, topic_name)
+    adopt = subprocess.Popen([sys.executable, "-m", "ferry.cli.main", "adopt", str(setup),
+                              "--flow", "source->target", "--from", "mm1", "--group", group,
+                              "--settle", "8", "--execute"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    commit_group(clusters["source"], group, topic_name, {0: 7})  # the old mirror still runs
+    out, err = adopt.communicate(timeout=120)
+    assert adopt.returncode == 1, out + err
+    assert f"progress still moves ({topic_name}-0 (3 -> 7))" in err
+    assert "Traceback" not in err
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
+
+
+def positions(clusters: dict[str, str], flow: Flow, tps: list[tuple[str, int]]) -> list[int]:
+    """The flow's committed positions on these remote partitions (-1001: none)."""
+    from ferry.core.internal import positions_group
+
+    consumer = Consumer(conf(clusters["target"], **{"group.id": positions_group(flow)}))
+    try:
+        return [tp.offset for tp in consumer.committed(
+            [TopicPartition(t, p) for t, p in tps], timeout=10)]
+    finally:
+        consumer.close()
