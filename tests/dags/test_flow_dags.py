@@ -42,8 +42,9 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     path.write_text(MULTI)
     dags = build_dags(path=str(path))
     # B->A, A->C, ...: pairs with heartbeats only, emitted by ferry_heartbeats
-    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_backfill", "ferry_failover",
-                            "ferry_heartbeats", "ferry_maintenance", "ferry_verify"]
+    assert sorted(dags) == ["ferry_A_to_B", "ferry_C_to_B", "ferry_adopt", "ferry_backfill",
+                            "ferry_failover", "ferry_heartbeats", "ferry_maintenance",
+                            "ferry_verify"]
     dag = dags["ferry_A_to_B"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.tags) == {"ferry", "source:A", "target:B"}

@@ -1,6 +1,7 @@
 """Every Ferry DAG of a config: one per enabled flow (`flow_dag`), `ferry_verify`,
-`ferry_backfill`, `ferry_maintenance`, `ferry_failover`, and `ferry_heartbeats` for the
-pairs without a data flow. Parse time stays cheap: only the config file is read."""
+`ferry_backfill`, `ferry_maintenance`, `ferry_failover`, `ferry_adopt`, and
+`ferry_heartbeats` for the pairs without a data flow. Parse time stays cheap: only the
+config file is read."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from ferry.config import MirrorConfig
 
 def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
     """dag_id -> DAG for every enabled flow of the config, `ferry_verify`, `ferry_backfill`,
-    `ferry_maintenance` and `ferry_failover` (when there is a flow), and `ferry_heartbeats`
-    when some pairs emit heartbeats without a data flow."""
+    `ferry_maintenance`, `ferry_failover` and `ferry_adopt` (when there is a flow), and
+    `ferry_heartbeats` when some pairs emit heartbeats without a data flow."""
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
@@ -26,6 +27,7 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
     config = config or load(path, connections=False)
     dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
+        from ferry.airflow.adopt_dag import ADOPT_DAG, build_adopt_dag
         from ferry.airflow.backfill_dag import BACKFILL_DAG, build_backfill_dag
         from ferry.airflow.failover_dag import FAILOVER_DAG, build_failover_dag
         from ferry.airflow.maintenance_dag import MAINTENANCE_DAG, build_maintenance_dag
@@ -34,6 +36,7 @@ def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> d
         dags[BACKFILL_DAG] = build_backfill_dag(config, path)
         dags[MAINTENANCE_DAG] = build_maintenance_dag(config, path)
         dags[FAILOVER_DAG] = build_failover_dag(config, path)
+        dags[ADOPT_DAG] = build_adopt_dag(config, path)
     if heartbeat_only_pairs(config):
         dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
     return dags

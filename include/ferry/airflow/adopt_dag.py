@@ -1,0 +1,75 @@
+"""`ferry_adopt`: `ferry adopt` from the Airflow UI, with a trigger form (flow, the mirror
+taken over, where its progress is, how long it must stand still, execute). Its one task
+runs `ferry.steps.adopt` and returns the report (per partition: the old mirror's progress,
+where Ferry continues, what it found doubled, missing, extra or altered) as its XCom.
+
+Stop the old mirror first. An executed adoption refuses to start while the flow's own DAG
+has a run queued or running (pause it until the adoption is done), and the adoption itself
+refuses while the old mirror's progress still moves. By default the form only shows what
+would be done.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferry.airflow.tasks import ferry_dag, flow_param, task_config, task_edge
+from ferry.config import MirrorConfig
+
+ADOPT_DAG = "ferry_adopt"
+
+
+def take_over(path: str) -> dict[str, Any]:
+    """The adoption the run's params describe; its report."""
+    import logging
+
+    from airflow.sdk import get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from ferry.steps.adopt import adopt
+
+    with task_edge():
+        context = get_current_context()
+        params = context["params"]
+        name = str(params["flow"])
+        flow = task_config(path, name).flow(name)
+        execute = bool(params["execute"])
+        if execute and context["ti"].get_dr_count(dag_id=flow.dag_id,
+                                                  states=["running", "queued"]):
+            raise AirflowFailException(
+                f"flow {flow.name}'s DAG {flow.dag_id} has a run in progress: pause the DAG, "
+                "wait for the run to end, then trigger the adoption again")
+        report = adopt(flow, str(params["from"]),
+                       offsets_topic=str(params.get("offsets_topic") or "") or None,
+                       connector=str(params.get("connector") or "") or None,
+                       group=str(params.get("group") or "") or None,
+                       settle_s=float(params["settle_seconds"]), execute=execute)
+        for line in report.text().splitlines():
+            logging.getLogger("ferry.adopt").info("%s", line, extra={"flow": flow.name})
+        return report.to_json()
+
+
+def build_adopt_dag(config: MirrorConfig, path: str) -> Any:
+    from airflow.sdk import Param, task
+
+    with ferry_dag(ADOPT_DAG, "adopt", __doc__ or "", max_active_runs=1, params={
+        "flow": flow_param(config, "The flow that takes over, A->B."),
+        "from": Param("mm2", enum=["mm2", "mm1"], description="The mirror taken over: "
+                      "MirrorMaker 2 (its progress in Kafka Connect's offset storage) or "
+                      "MirrorMaker 1 (its consumer group's offsets)."),
+        "offsets_topic": Param("", type="string", description="mm2: Connect's offsets topic "
+                               "on the target; empty: mm2-offsets.<source>.internal "
+                               "(dedicated mode)."),
+        "connector": Param("", type="string", description="mm2: only this connector's "
+                           "progress (on a Connect cluster, the name you gave "
+                           "MirrorSourceConnector); empty: any."),
+        "group": Param("", type="string", description="mm1: its consumer group "
+                       "(consumer.config's group.id)."),
+        "settle_seconds": Param(65, type="integer", minimum=0, description="How long the old "
+                                "mirror's progress must stand still (past its 60 s flush "
+                                "interval)."),
+        "execute": Param(False, type="boolean", description="Off: only show what would be "
+                         "done. On: write the positions and offset-map entries."),
+    }) as dag:
+        task(task_id="adopt", retries=0)(take_over)(path)
+    return dag
