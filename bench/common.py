@@ -185,9 +185,10 @@ def bare_copy(clusters: dict[str, str], topic: str, dest: str, partitions: int, 
 
 
 def mm2_dedicated(tmp: Path, clusters: dict[str, str], alias: str, topics: str,
-                  tasks: int = 4) -> subprocess.Popen[bytes]:
+                  tasks: int = 4, extra: str = "") -> subprocess.Popen[bytes]:
     """MirrorMaker 2 in dedicated mode (the `connect-mirror` jars Ferry fetches from Maven
-    Central) mirroring `topics` from the source cluster, named `alias`, to the target."""
+    Central) mirroring `topics` from the source cluster, named `alias`, to the target.
+    `extra`: more properties (later ones win)."""
     from ferry.spark.jars import kafka_jars, log4j_config
 
     config = tmp / f"mm2-{alias}.properties"
@@ -199,7 +200,7 @@ def mm2_dedicated(tmp: Path, clusters: dict[str, str], alias: str, topics: str,
         "heartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
         "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
         f"config.storage.replication.factor = 1\ntasks.max = {tasks}\n"
-        "sync.topic.acls.enabled = false\nemit.checkpoints.enabled = false\n")
+        "sync.topic.acls.enabled = false\nemit.checkpoints.enabled = false\n" + extra)
     java = ["java", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp",
             f"{kafka_jars()}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(config),
             "--clusters", "target"]
