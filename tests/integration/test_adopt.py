@@ -16,7 +16,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,12 @@ def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
         consumer.close()
 
 
+def reached(bootstrap: str, topic: str, wanted: list[int]) -> bool:
+    """Each partition's end is at least what is wanted."""
+    return all(e >= w for e, w in zip(ends(bootstrap, topic, len(wanted)), wanted,
+                                       strict=True))
+
+
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     consumer = Consumer(conf(bootstrap, **{"group.id": group, "enable.auto.commit": False}))
     try:
@@ -72,7 +80,7 @@ def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
 def mm2(tmp: Path, flow: Flow, clusters: dict[str, str], topics: str, group: str
         ) -> subprocess.Popen[bytes]:
     """MirrorMaker 2, dedicated mode, mirroring `topics` as `flow`'s clusters: progress
-    flushed every 2 s, checkpoints of `group` every second."""
+    flushed every 5 s, checkpoints of `group` every second."""
     config = tmp / "mm2-dedicated.properties"
     config.write_text(
         f"clusters = {flow.source}, {flow.target}\n"
@@ -86,7 +94,7 @@ def mm2(tmp: Path, flow: Flow, clusters: dict[str, str], topics: str, group: str
         "offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n"
         "config.storage.replication.factor = 1\ntasks.max = 2\n"
         "sync.topic.acls.enabled = false\n"
-        f"{flow.target}.offset.flush.interval.ms = 2000\n"  # the worker takes it from its cluster
+        f"{flow.target}.offset.flush.interval.ms = 5000\n"  # the worker takes it from its cluster
         f"groups = {group}\nemit.checkpoints.interval.seconds = 1\n"
         "refresh.groups.interval.seconds = 2\nsync.group.offsets.enabled = false\n"
         + COMPACTION_EXCLUDE)
@@ -103,29 +111,89 @@ def killed(process: subprocess.Popen[bytes]) -> None:
     process.wait(30)
 
 
-def wait_for(predicate: object, what: str, timeout: float = 180.0) -> None:
-    assert callable(predicate)
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
 
 
-def translated(config: Path, flow: Flow, group: str) -> dict[tuple[str, int], int]:
-    found = json.loads(ferry("translate", str(config), "--flow", flow.name, "--group", group,
-                             "--json").stdout)
-    return {(t["topic"], t["partition"]): t["target_offset"] for t in found["partitions"]}
-
-
-def records_from(bootstrap: str, topic: str, partition: int, offset: int) -> list[object]:
+def records_from(bootstrap: str, topic: str, partition: int, offset: int
+                 ) -> list[tuple[object, ...]]:
     return [r.content() for r in read_all(bootstrap, topic, partition) if r.offset >= offset]
+
+
+@dataclass
+class MM2History:
+    config: Path
+    flow: Flow
+    names: dict[str, str]
+    doubled: dict[int, int]
+    """Per partition of `<t>.plain`: records MM2 copied twice (its restart replayed them)."""
+    unflushed: dict[int, int]
+    """Per partition of `<t>.plain`: records MM2 copied after its last flush, then crashed."""
+
+
+class MM2Run:
+    """A real MM2 mirroring `<t>.*`, crashed and restarted as production would see it."""
+
+    def __init__(self, tmp: Path, flow: Flow, clusters: dict[str, str], topic_name: str
+                 ) -> None:
+        self.tmp, self.flow, self.clusters = tmp, flow, clusters
+        self.topics, self.group = f"{topic_name}\\..*", f"{topic_name}-billing"
+        self.plain = f"{topic_name}.plain"
+        self.remote = flow.remote_topic(self.plain)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.bursts = 0
+        self.doubled_so_far = {0: 0, 1: 0}  # copies the target holds beyond the source's
+
+    def start(self) -> None:
+        self.process = mm2(self.tmp, self.flow, self.clusters, self.topics, self.group)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            killed(self.process)
+            self.process = None
+
+    def progress(self) -> dict[int, int]:
+        from ferry.core.internal import reader_group
+        from ferry.kafka.adoption import connect_progress
+
+        found = connect_progress(self.flow.target_admin, f"mm2-offsets.{self.flow.source}"
+                                 ".internal", self.flow.source, reader_group(self.flow, "t"))
+        return {p: found.get((self.plain, p), 0) for p in (0, 1)}
+
+    def crash_with_unflushed_copies(self) -> dict[int, int]:
+        """Bursts until MM2 copied records it has not flushed, then SIGKILL; per partition,
+        the records copied after the last flush."""
+        for _ in range(6):
+            self.bursts += 1
+            produce(self.clusters["source"], self.plain,
+                    [(f"burst{self.bursts}-{i}".encode(), b"y", i % 2) for i in range(20)])
+            source = ends(self.clusters["source"], self.plain, 2)
+            wanted = [source[p] + self.doubled_so_far[p] for p in (0, 1)]
+            wait_for(partial(reached, self.clusters["target"], self.remote, wanted),
+                     "the burst's copy")
+            if min(e - f for e, f in zip(source, self.progress().values(), strict=True)) > 0:
+                self.stop()
+                after = self.progress()  # what it flushed before the kill is what counts
+                unflushed = {p: source[p] - after[p] for p in (0, 1)}
+                if min(unflushed.values()) > 0:
+                    return unflushed
+                for p in (0, 1):  # it flushed one partition in between: the restart
+                    self.doubled_so_far[p] += unflushed[p]  # replays the other's
+                self.start()
+            time.sleep(0.5)
+        raise AssertionError("MM2 flushed every burst before it could be killed")
 
 
 @pytest.fixture
 def mm2_history(clusters: dict[str, str], topic_name: str, tmp_path: Path
-                ) -> Iterator[tuple[Path, Flow, dict[str, str]]]:
+                ) -> Iterator[MM2History]:
     """Topics `<t>.plain` (2 partitions), `<t>.txn` and `<t>.compacted` that a real MM2
-    mirrored while records flowed, then was killed; more records came after."""
+    mirrored while records flowed. MM2 crashed with copies it had not flushed, was
+    restarted (replaying, so doubling, those), crashed again with unflushed copies, and was
+    not restarted; more records came after."""
     names = {k: f"{topic_name}.{k}" for k in ("plain", "txn", "compacted")}
     create_topic(clusters["source"], names["plain"], 2)
     create_topic(clusters["source"], names["txn"], 1)
@@ -137,35 +205,40 @@ def mm2_history(clusters: dict[str, str], topic_name: str, tmp_path: Path
     commit_group(clusters["source"], f"{topic_name}-billing", names["plain"], {0: 150, 1: 40})
     config = flow_config(tmp_path, clusters, f"{topic_name}\\..*", COMPACTION_EXCLUDE)
     flow = config.enabled_flows[0]
-    process = mm2(tmp_path, flow, clusters, f"{topic_name}\\..*", f"{topic_name}-billing")
+    run = MM2Run(tmp_path, flow, clusters, topic_name)
+    run.start()
     try:
-        remote = flow.remote_topic(names["plain"])
-        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 400, "MM2's first copy")
-        # records flow while it runs
-        for round_ in range(5):
+        wait_for(lambda: sum(ends(clusters["target"], run.remote, 2)) >= 400,
+                 "MM2's first copy")
+        for round_ in range(5):  # records flow while it runs
             produce(clusters["source"], names["plain"],
                     [(f"r{round_}-{i}".encode(), b"x", i % 2) for i in range(40)])
             time.sleep(0.4)
         produce_transactions(clusters["source"], names["txn"], [(20, True)], f"{topic_name}-txn")
-        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 600, "MM2's copy")
-        time.sleep(3)  # a flush and a checkpoint
-        # A burst just before the crash: copied, most likely not flushed.
-        produce(clusters["source"], names["plain"],
-                [(f"burst-{i}".encode(), b"y", i % 2) for i in range(60)])
-        wait_for(lambda: sum(ends(clusters["target"], remote, 2)) >= 660, "the burst's copy")
+        wait_for(lambda: sum(ends(clusters["target"], run.remote, 2)) >= 600, "MM2's copy")
+        time.sleep(6)  # a flush (every 5 s) and a checkpoint: all of that is MM2's progress
+        first = run.crash_with_unflushed_copies()
+        for p in (0, 1):
+            run.doubled_so_far[p] += first[p]
+        run.start()  # it replays from its last flush: those records are doubled
+        source = ends(clusters["source"], names["plain"], 2)
+        wanted = [source[p] + run.doubled_so_far[p] for p in (0, 1)]
+        wait_for(lambda: reached(clusters["target"], run.remote, wanted), "MM2's replay")
+        unflushed = run.crash_with_unflushed_copies()
     finally:
-        killed(process)
+        run.stop()
     produce(clusters["source"], names["plain"],
             [(f"after-{i}".encode(), b"z", i % 2) for i in range(30)])
-    yield tmp_path / "mm2.properties", flow, names
+    yield MM2History(tmp_path / "mm2.properties", flow, names, dict(run.doubled_so_far),
+                     unflushed)
 
 
 def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
-    clusters: dict[str, str], mm2_history: tuple[Path, Flow, dict[str, str]],
-    topic_name: str, connect_url: str
+    clusters: dict[str, str], mm2_history: MM2History, topic_name: str, connect_url: str
 ) -> None:
-    config, flow, names = mm2_history
-    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "3",
+    history = mm2_history
+    config, flow, names = history.config, history.flow, history.names
+    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "6",
             "--json")
 
     # a dry run shows what adopting would do, and writes nothing
@@ -181,19 +254,24 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
     assert {p["status"] for p in parts.values()} == {"adopted"}
     for (topic, partition), p in parts.items():
         source = read_all(clusters["source"], topic, partition)
-        assert p["missing"] == 0 and p["altered"] == 0 and p["doubled"] == 0, p
+        assert p["missing"] == 0 and p["altered"] == 0, p
         assert p["matched"] + p["to_copy"] == len(source), p
-        # Ferry continues after the last record MM2 copied, wherever MM2 flushed
         assert p["position"] >= p["progress"], p
-    plain = [parts[(names["plain"], p)] for p in (0, 1)]
-    remote_ends = ends(clusters["target"], remote, 2)
-    for p, end in zip(plain, remote_ends, strict=True):
-        assert p["after_progress"] == end - p["progress"]  # copied after its last flush
+    for partition in (0, 1):
+        p = parts[(names["plain"], partition)]
+        # the replay after MM2's restart: found, counted, each copy mapped to its first
+        assert p["doubled"] == history.doubled[partition] > 0, p
+        assert [f["kind"] for f in p["findings"]] == ["doubled"], p
+        # copied after its last flush before the second crash: adopted, not copied again
+        assert p["after_progress"] == history.unflushed[partition] > 0, p
+        assert p["position"] == p["progress"] + history.unflushed[partition]
         assert p["to_copy"] == 15  # the records that came after the crash
     txn = parts[(names["txn"], 0)]
-    print(f"\nadopted after MM2's crash: {sum(p['after_progress'] for p in plain)} records "
-          f"it copied after its last flush were adopted, not copied again; {txn['extra']} "
-          "aborted records MM2 copied on the transactional topic")
+    assert parts[(names["compacted"], 0)]["doubled"] == txn["doubled"] == 0
+    print(f"\nadopted MM2's history: {sum(history.doubled.values())} records its restart "
+          f"doubled, found; {sum(history.unflushed.values())} it copied after its last "
+          f"flush, adopted, not copied again; {txn['extra']} aborted records it copied on "
+          "the transactional topic, found")
 
     # adopting again changes nothing
     again = json.loads(ferry(*args, "--execute").stdout)
@@ -203,23 +281,37 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
     done = json.loads(ferry("mirror", str(config), "--flow", flow.name, "--master",
                             connect_url, "--json").stdout)
     assert done["steps"]["record"]["records"] == sum(p["to_copy"] for p in parts.values())
-    assert_exact(flow, clusters, names["plain"], 2)
     assert_exact(flow, clusters, names["compacted"], 1)
-    assert_mapped_once(flow, clusters, names["txn"], txn["extra"])
+    for (topic, partition), p in parts.items():
+        assert_mapped_once(flow, clusters, topic, partition, p["doubled"] + p["extra"])
 
-    # a group that committed on the source fails over: nothing re-read, nothing lost
+    # a group that committed on the source fails over through Ferry: it re-reads none of
+    # what it read on the source and loses nothing; what it reads twice is MM2's doubles
     group = f"{topic_name}-billing"
     mm2_said = {(c.topic, c.partition): c.downstream_offset
                 for c in _checkpoints(flow, group)}
-    at = translated(config, flow, group)
+    ferry("failover", str(config), "--flow", flow.name, "--mode", "planned", "--groups", group,
+          "--master", connect_url, "--execute", "--json")
+    on_target = group_offsets(clusters["target"], group, remote)
     for partition, committed in ((0, 150), (1, 40)):
-        target_offset = at[(names["plain"], partition)]
-        assert records_from(clusters["target"], remote, partition, target_offset) == \
-            records_from(clusters["source"], names["plain"], partition, committed)
+        after = records_from(clusters["target"], remote, partition, on_target[partition])
+        expected = records_from(clusters["source"], names["plain"], partition, committed)
+        assert after[0] == expected[0]
+        assert set(after) == set(expected)
+        assert len(after) == len(expected) + history.doubled[partition]
         mm2_offset = mm2_said.get((remote, partition))
         print(f"failover of {group} on {names['plain']}-{partition}: Ferry re-reads 0; MM2's "
               f"checkpoint ({mm2_offset}) re-reads "
-              f"{'-' if mm2_offset is None else target_offset - mm2_offset}")
+              f"{'-' if mm2_offset is None else on_target[partition] - mm2_offset}")
+
+
+def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    consumer = Consumer(conf(bootstrap, **{"group.id": group}))
+    try:
+        return {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(topic, p) for p in (0, 1)], timeout=10)}
+    finally:
+        consumer.close()
 
 
 def _checkpoints(flow: Flow, group: str) -> list[object]:
@@ -229,20 +321,24 @@ def _checkpoints(flow: Flow, group: str) -> list[object]:
             if c.group == group]
 
 
-def assert_mapped_once(flow: Flow, clusters: dict[str, str], topic: str, extra: int) -> None:
-    """Every committed source record is on the target once, and the offset map sends it to
-    its copy; the target's other records are the `extra` ones adopt reported."""
+def assert_mapped_once(flow: Flow, clusters: dict[str, str], topic: str, partition: int,
+                       unpaired: int) -> None:
+    """Every committed source record maps through the offset map to its own copy on the
+    target; the target's other records are the `unpaired` ones (doubled, extra) adopt
+    reported."""
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
                if r.value is not None]
-    mine = sorted((e for e in entries if e.source_topic == topic), key=lambda e: e.covered_start)
-    source = read_all(clusters["source"], topic, 0)
-    target = {r.offset: r for r in read_all(clusters["target"], flow.remote_topic(topic), 0)}
-    assert len(target) == len(source) + extra
+    mine = sorted((e for e in entries if e.source_topic == topic
+                   and e.source_partition == partition), key=lambda e: e.covered_start)
+    source = read_all(clusters["source"], topic, partition)
+    target = {r.offset: r for r in read_all(clusters["target"], flow.remote_topic(topic),
+                                            partition)}
+    assert len(target) == len(source) + unpaired
     seen = set()
     for record in source:
         found = lookup(mine, record.offset)
         assert found is not None and found[1] is not None, record.offset
-        assert target[found[1]].content()[:3] == record.content()[:3]
+        assert target[found[1]].content() == record.content()
         seen.add(found[1])
     assert len(seen) == len(source)
 
