@@ -228,10 +228,11 @@ def main() -> int:
             print(f"  ferry cycles: {len(seconds)}, median {statistics.median(seconds):.1f} s, "
                   f"max {seconds[-1]:.1f} s")
         if cycles and 10 in cycles.rss and len(cycles.rss) > 1:
-            last = max(cycles.rss)
-            print(f"  Connect server RSS: {cycles.rss[10] / 2**20:,.0f} MiB after 10 cycles, "
-                  f"{cycles.rss[last] / 2**20:,.0f} MiB after {last} "
-                  f"({cycles.rss[last] / cycles.rss[10] - 1:+.0%})")
+            base = cycles.rss[10]
+            points = ", ".join(f"{n}: {rss / 2**20:,.0f} MiB ({rss / base - 1:+.0%})"
+                               for n, rss in sorted(cycles.rss.items()) if n > 10)
+            print(f"  Connect server RSS (its process tree) after 10 cycles "
+                  f"{base / 2**20:,.0f} MiB; after {points}")
     return 0
 
 

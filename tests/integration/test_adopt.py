@@ -238,7 +238,8 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
 ) -> None:
     history = mm2_history
     config, flow, names = history.config, history.flow, history.names
-    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "6",
+    # past the killed workers' session timeout (10 s) and MM2's flush interval (5 s)
+    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "15",
             "--json")
 
     # a dry run shows what adopting would do, and writes nothing
@@ -433,3 +434,57 @@ def positions(clusters: dict[str, str], flow: Flow, tps: list[tuple[str, int]]) 
             [TopicPartition(t, p) for t, p in tps], timeout=10)]
     finally:
         consumer.close()
+
+
+def test_adopt_refuses_while_the_old_mirrors_group_has_members(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 10)
+    group = f"{topic_name}-running"
+    member = Consumer(conf(clusters["source"], **{"group.id": group,
+                                                  "auto.offset.reset": "earliest"}))
+    member.subscribe([topic_name])
+    try:
+        wait_for(lambda: bool(member.consume(10, 0.5)) and bool(member.assignment()),
+                 "the old mirror's consumer to join")
+        member.commit(asynchronous=False)
+        setup = command_line(tmp_path, clusters, topic_name)
+        done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+                     "--group", group, "--settle", "0", "--execute", check=False)
+    finally:
+        member.close()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (f"MirrorMaker 1 (group {group} on source) still run (1 members, group state "
+            "Stable): stop them first, then adopt") in done.stderr
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
+
+
+def test_a_remote_topic_with_other_partitions_is_not_adopted(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: MM1 mirrored a 2-partition topic into a 1-partition topic (its producer chose)
+    create_topic(clusters["source"], topic_name, 2)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", i % 2) for i in range(20)])
+    produce(clusters["target"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 10, 1: 10})
+    setup = command_line(tmp_path, clusters, topic_name)
+
+    done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group",
+                 group, "--settle", "0", "--execute", "--json", check=False)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False
+    assert [(p["partition"], p["status"]) for p in report["partitions"]] == [
+        (0, "partitions-differ"), (1, "partitions-differ")]
+    assert report["partitions"][0]["reason"] == (
+        f"{topic_name} has 1 partitions, {topic_name} 2: partition 0 was not mirrored to "
+        "partition 0")
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.airflow.tasks import ferry_dag, flow_param, task_config, task_edge
+from ferry.airflow.tasks import ferry_dag, flow_param, form_flow, refuse_while_flow_runs, task_edge
 from ferry.config import MirrorConfig
 
 ADOPT_DAG = "ferry_adopt"
@@ -23,29 +23,28 @@ def take_over(path: str) -> dict[str, Any]:
     """The adoption the run's params describe; its report."""
     import logging
 
-    from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException
 
     from ferry.steps.adopt import adopt
 
     with task_edge():
-        context = get_current_context()
-        params = context["params"]
-        name = str(params["flow"])
-        flow = task_config(path, name).flow(name)
+        context, params, _, flow = form_flow(path)
         execute = bool(params["execute"])
-        if execute and context["ti"].get_dr_count(dag_id=flow.dag_id,
-                                                  states=["running", "queued"]):
-            raise AirflowFailException(
-                f"flow {flow.name}'s DAG {flow.dag_id} has a run in progress: pause the DAG, "
-                "wait for the run to end, then trigger the adoption again")
+        if execute:
+            refuse_while_flow_runs(context, flow, "adoption")
         report = adopt(flow, str(params["from"]),
                        offsets_topic=str(params.get("offsets_topic") or "") or None,
                        connector=str(params.get("connector") or "") or None,
                        group=str(params.get("group") or "") or None,
-                       settle_s=float(params["settle_seconds"]), execute=execute)
+                       settle_s=float(params["settle_seconds"]), execute=execute,
+                       window=int(params["window"]))
         for line in report.text().splitlines():
             logging.getLogger("ferry.adopt").info("%s", line, extra={"flow": flow.name})
+        if report.refused and execute:  # a dry run's XCom shows them ("ok": false)
+            raise AirflowFailException(
+                f"{len(report.refused)} partitions were not adopted: "
+                + "; ".join(f"{p.topic}-{p.partition}: {p.reason}"
+                            for p in report.refused[:5]))
         return report.to_json()
 
 
@@ -68,6 +67,9 @@ def build_adopt_dag(config: MirrorConfig, path: str) -> Any:
         "settle_seconds": Param(65, type="integer", minimum=0, description="How long the old "
                                 "mirror's progress must stand still (past its 60 s flush "
                                 "interval)."),
+        "window": Param(100_000, type="integer", minimum=1, description="The longest "
+                        "replay or hole the alignment recognises (memory about 600 bytes "
+                        "per record of window)."),
         "execute": Param(False, type="boolean", description="Off: only show what would be "
                          "done. On: write the positions and offset-map entries."),
     }) as dag:

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.airflow.tasks import ferry_dag, flow_param, spark_master, task_config, task_edge
+from ferry.airflow.tasks import (
+    ferry_dag,
+    flow_param,
+    form_flow,
+    refuse_while_flow_runs,
+    spark_master,
+    task_edge,
+)
 from ferry.config import MirrorConfig
 
 FAILOVER_DAG = "ferry_failover"
@@ -22,25 +29,15 @@ def fail_over(path: str) -> dict[str, Any]:
     """The failover the run's params describe; its report."""
     import logging
 
-    from airflow.sdk import get_current_context
-    from airflow.sdk.exceptions import AirflowFailException
-
     from ferry.steps import failover
 
     with task_edge():
-        context = get_current_context()
-        params = context["params"]
-        name = str(params["flow"])
-        config = task_config(path, name)
-        flow = config.flow(name)
+        context, params, config, flow = form_flow(path)
         execute = bool(params["execute"])
         groups = str(params.get("groups") or "") or None
         if params["mode"] == failover.PLANNED:
-            if execute and context["ti"].get_dr_count(dag_id=flow.dag_id,
-                                                      states=["running", "queued"]):
-                raise AirflowFailException(
-                    f"flow {flow.name}'s DAG {flow.dag_id} has a run in progress: pause the "
-                    "DAG, wait for the run to end, then trigger the failover again")
+            if execute:
+                refuse_while_flow_runs(context, flow, "failover")
             report = failover.planned(path, config, flow, groups=groups,
                                       deadline_s=float(params["deadline_seconds"]),
                                       master=spark_master() or flow.ferry.spark_master,

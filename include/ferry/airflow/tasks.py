@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.airflow.connections import load
-from ferry.config import CONFIG_ENV, MirrorConfig
+from ferry.config import CONFIG_ENV, Flow, MirrorConfig
 
 SPARK_CONN = "spark_default"
 
@@ -91,6 +91,29 @@ def task_config(path: str, flow: str | None = None) -> MirrorConfig:
     for value in REDACTOR.values():
         mask_secret(value)
     return config
+
+
+def form_flow(path: str) -> tuple[Any, dict[str, Any], MirrorConfig, Flow]:
+    """(context, params, config, flow) of a run triggered from a form whose `flow` param
+    names the flow (A->B); only that flow's clusters' connections are looked up."""
+    from airflow.sdk import get_current_context
+
+    context = get_current_context()
+    params = context["params"]
+    name = str(params["flow"])
+    config = task_config(path, name)
+    return context, params, config, config.flow(name)
+
+
+def refuse_while_flow_runs(context: Any, flow: Flow, what: str) -> None:
+    """Fail (no retry) while the flow's own DAG has a run queued or running: a task cannot
+    pause another DAG, so the user pauses it and triggers `what` again."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    if context["ti"].get_dr_count(dag_id=flow.dag_id, states=["running", "queued"]):
+        raise AirflowFailException(
+            f"flow {flow.name}'s DAG {flow.dag_id} has a run in progress: pause the DAG, "
+            f"wait for the run to end, then trigger the {what} again")
 
 
 def spark_master() -> str | None:

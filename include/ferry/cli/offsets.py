@@ -77,6 +77,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     adopt.add_argument("--settle", type=float, default=65.0, metavar="SECONDS",
                        help="how long the old mirror's progress must stand still (default "
                             "65: past MM2's and MM1's 60 s flush interval)")
+    adopt.add_argument("--window", type=int, default=100_000, metavar="RECORDS",
+                       help="the longest replay or hole the alignment recognises (default "
+                            "100000; memory about 600 bytes per record of window)")
     execute_options(adopt, "write the positions and offset-map entries")
 
     positions = subparsers.add_parser("positions",
@@ -121,15 +124,21 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
     if args.settle < 0:
         raise UsageError(f"--settle {args.settle}: give 0 or more seconds")
+    if args.window < 1:
+        raise UsageError(f"--window {args.window}: give 1 or more records")
     if args.old == "mm1" and (args.offsets_topic or args.connector):
         raise UsageError("--offsets-topic and --connector are for --from mm2; MM1's progress "
                          "is its --group")
+    if args.old == "mm2" and args.group:
+        raise UsageError("--group is for --from mm1; MM2's progress is in Connect's offsets "
+                         "topic (--offsets-topic)")
     _, flow = config_and_flow(args)
     report = adopt(flow, args.old, offsets_topic=args.offsets_topic, connector=args.connector,
-                   group=args.group, settle_s=args.settle, execute=args.execute)
+                   group=args.group, settle_s=args.settle, execute=args.execute,
+                   window=args.window)
     emit(args, report.to_json(),
          report.text() + ("" if args.execute else f"\n{DRY_RUN_NOTE}"))
-    return EXIT_OK
+    return EXIT_FAILED if report.refused else EXIT_OK
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

@@ -41,11 +41,9 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 
-from ferry.core.offsetmap import MAX_ENTRY_SEGMENTS, MapEntry, Segment
+from ferry.core.offsetmap import ADOPTED_LANE, MAX_ENTRY_SEGMENTS, MapEntry, Segment
 
 MISSING, DOUBLED, EXTRA, ALTERED = "missing", "doubled", "extra", "altered"
-ADOPTED_LANE = -1
-"""The lane of offset-map entries that record history another mirror wrote."""
 
 Record = tuple[int, bytes]
 """(offset, digest) of one record."""

@@ -87,6 +87,10 @@ class MapEntry:
         return None
 
 
+ADOPTED_LANE = -1
+"""The lane of entries that record history another mirror copied (`ferry adopt`)."""
+
+
 class SegmentError(ValueError):
     """Target offsets are not what a single writer would have produced."""
 

@@ -12,6 +12,7 @@ admin client reads those (`Admin.committed`).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 
@@ -51,6 +52,31 @@ def _records(client: ClientConfig, topic: str, partitions: int, group: str
             found = parse(msg.key(), msg.value())
             if found is not None:
                 yield found
+
+
+def group_members(client: ClientConfig, group: str) -> tuple[str, int]:
+    """(state, member count) of any group on `client`'s cluster, Connect's worker groups
+    included (("", 0) when there is none). Kafka's DescribeConsumerGroups refuses groups
+    of another protocol ("not a consumer group (connect)"); the classic DescribeGroups that
+    `list_groups` sends describes them all."""
+    admin = Admin(client)
+
+    def describe() -> tuple[str, int]:
+        with warnings.catch_warnings():  # deprecated for consumer groups, not replaced
+            warnings.simplefilter("ignore", DeprecationWarning)  # for the others
+            found = admin.raw.list_groups(group=group, timeout=CALL_TIMEOUT_S)
+        for meta in found:
+            if meta.id == group:
+                return str(meta.state), len(meta.members)
+        return "", 0
+
+    try:
+        return retrying(describe, cluster=client.cluster, action=f"describing group {group}",
+                        budget_s=client.retry_seconds)
+    except KafkaException as exc:
+        raise kafka_error(exc, client.cluster, f"describing group {group}",
+                          principal=client.principal,
+                          needs={"GROUP": f"DESCRIBE on GROUP {group}"}) from None
 
 
 class AdoptionWriter:

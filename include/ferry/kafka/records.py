@@ -94,13 +94,14 @@ def _headers(raw: object) -> list[tuple[str, bytes | None]]:
 def digests(client: ClientConfig, topic: str, partition: int, start: int, end: int,
             group: str) -> dict[int, bytes]:
     """offset -> digest of every committed record in [start, end) still in the log."""
-    return dict(digest_stream(client, topic, partition, start, end, group))
+    return dict(digest_stream(client, topic, partition, start, end, group, timeout=300.0))
 
 
 def digest_stream(client: ClientConfig, topic: str, partition: int, start: int, end: int,
-                  group: str, timeout: float = 3600.0) -> Iterator[tuple[int, bytes]]:
+                  group: str, timeout: float) -> Iterator[tuple[int, bytes]]:
     """(offset, digest) of every committed record in [start, end) still in the log, in
-    order, read as it is consumed (memory flat in the partition's size)."""
+    order, read as it is consumed (memory flat in the partition's size); all of it within
+    `timeout` seconds, counted from the first record asked for."""
     for msg in scan(client, topic, partition, start, group, end, timeout=timeout):
         yield (msg.offset() or 0, digest(msg.key(), msg.value(), _headers(msg.headers()),
                                          msg.timestamp()[1]))

@@ -3,16 +3,19 @@
 1. **The old mirror's progress.** MM2's is in Kafka Connect's offset storage
    (`mm2-offsets.<source>.internal` on the target in dedicated mode, or the Connect
    cluster's offsets topic); MM1's is its consumer group's committed offsets on the
-   source. It is read twice, `settle_s` apart: progress that still moves means the old
-   mirror still runs, and nothing is adopted.
+   source. It is read twice, `settle_s` apart: progress that still moves, or workers still
+   members of their group (MM2's Connect workers in dedicated mode, MM1's consumers), mean
+   the old mirror still runs, and nothing is adopted.
 2. **Ferry's own positions.** A partition Ferry already has a position for (other than an
    earlier adoption's) refuses the whole adoption: the flow mirrored already.
-3. **Alignment.** Each partition the old mirror has progress for is paired record by
-   record with its remote partition (`ferry.core.alignment`): the source from its log
-   start to its last stable offset, the target from its first record as recent as the
-   source's first record (older history cannot be paired). What cannot be paired is
-   reported by kind and offsets: records the old mirror *doubled* (at-least-once replays),
-   *missing* ones, *extra* target records and *altered* pairs.
+3. **Alignment.** Every partition of the flow's topics with stored progress or a remote
+   partition is paired record by record with its remote partition (`ferry.core.alignment`):
+   the source from its log start to its last stable offset, the target from its first
+   record as recent as the source's first record (older history cannot be paired). What
+   cannot be paired is reported by kind and offsets: records the old mirror *doubled*
+   (at-least-once replays), *missing* ones, *extra* target records and *altered* pairs. An
+   alignment that lost step, or a remote topic with fewer partitions than the source, is
+   not adopted (`ferry.core.adoption` has the statuses and the rules).
 4. **Where Ferry continues:** one past the last source record with a copy on the target.
    That is the old mirror's progress when it stopped cleanly; past it when it copied
    records after its last flush (copying them again would double them); before it when
@@ -33,18 +36,30 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from ferry.config import Flow
-from ferry.core.alignment import (
-    MISSING,
-    AlignmentSummary,
-    Finding,
-    adopted_entries,
-    align,
+from ferry.core.adoption import (
+    ADOPTED,
+    ALREADY,
+    FINDINGS_SHOWN,
+    NO_PROGRESS,
+    NO_REMOTE,
+    NO_REMOTE_PARTITION,
+    NOT_ALIGNED,
+    NOTHING,
+    PARTITIONS_DIFFER,
+    WOULD_ADOPT,
+    AdoptReport,
+    PartitionAdoption,
+    finding_text,
+    moving,
+    not_aligned,
+    position,
+    tail,
 )
+from ferry.core.alignment import AlignmentSummary, Finding, adopted_entries, align
 from ferry.core.internal import positions_group, reader_group
 from ferry.core.offsetmap import Segment
 from ferry.core.planner import TopicPartition
@@ -53,10 +68,6 @@ from ferry.steps.ports import KafkaCluster
 
 log = logging.getLogger(__name__)
 MM2, MM1 = "mm2", "mm1"
-ADOPTED, WOULD_ADOPT, ALREADY, NO_REMOTE = "adopted", "would-adopt", "already-adopted", \
-    "no-remote-topic"
-FINDINGS_SHOWN = 50
-"""Findings listed per partition in the report (all are counted)."""
 
 
 def adoption_owner(flow: Flow) -> str:
@@ -69,83 +80,9 @@ def default_offsets_topic(flow: Flow) -> str:
     return f"mm2-offsets.{flow.source}.internal"
 
 
-@dataclass
-class PartitionAdoption:
-    """What adopting one source partition found and did."""
-
-    topic: str
-    partition: int
-    remote: str
-    progress: int
-    """The old mirror's next source offset to copy, as it stored it."""
-    position: int = 0
-    """Where Ferry continues copying."""
-    source_start: int = 0
-    source_end: int = 0
-    target_start: int = 0
-    target_end: int = 0
-    matched: int = 0
-    missing: int = 0
-    doubled: int = 0
-    extra: int = 0
-    altered: int = 0
-    after_progress: int = 0
-    """Records the old mirror copied at or after its stored progress (after its last
-    flush): adopted, so they are not copied again."""
-    to_copy: int = 0
-    """Source records from the position on: the next cycle copies them."""
-    entries: int = 0
-    status: str = WOULD_ADOPT
-    findings: list[Finding] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["findings"] = [asdict(f) for f in self.findings]
-        return data
-
-    def text(self) -> str:
-        line = (f"  {self.topic}-{self.partition} -> {self.remote}-{self.partition}: "
-                f"{self.status}")
-        if self.status in (ALREADY, NO_REMOTE):
-            return line
-        line += (f"; old mirror at {self.progress}, Ferry continues at {self.position}; "
-                 f"{self.matched:,} records paired, {self.missing:,} missing, "
-                 f"{self.doubled:,} doubled, {self.extra:,} extra, {self.altered:,} altered"
-                 f"; {self.after_progress:,} copied after its last flush; "
-                 f"{self.to_copy:,} left to copy ({self.seconds:.1f}s)")
-        for f in self.findings:
-            line += "\n    " + _finding_text(f)
-        return line
-
-
-def _finding_text(f: Finding) -> str:
-    source = f"source {f.source_start}..{(f.source_end or 0) - 1}" \
-        if f.source_start is not None else ""
-    target = f"target {f.target_start}..{(f.target_end or 0) - 1}" \
-        if f.target_start is not None else ""
-    return f"{f.kind}: {f.count:,} records, " + ", ".join(x for x in (source, target) if x)
-
-
-@dataclass
-class AdoptReport:
-    flow: str
-    old: str
-    executed: bool
-    run_id: str
-    progress_from: str
-    partitions: list[PartitionAdoption] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"flow": self.flow, "from": self.old, "executed": self.executed,
-                "run_id": self.run_id, "progress_from": self.progress_from,
-                "partitions": [p.to_json() for p in self.partitions]}
-
-    def text(self) -> str:
-        lines = [f"flow {self.flow}: adopting {self.old.upper()}'s progress from "
-                 f"{self.progress_from}" + ("" if self.executed else " (dry run)")]
-        lines += [p.text() for p in self.partitions]
-        return "\n".join(lines)
+def connect_group(flow: Flow) -> str:
+    """The group MM2's Connect workers of this flow join in dedicated mode (on the target)."""
+    return f"{flow.source}-mm2"
 
 
 def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
@@ -153,7 +90,15 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
           execute: bool = False, window: int = 100_000,
           sleep: Callable[[float], None] = time.sleep) -> AdoptReport:
     """Adopt the old mirror's progress for `flow` (module docstring). Refused (TerminalError)
-    while that progress moves or when Ferry has positions of its own there."""
+    while the old mirror runs (its workers or group have members, or its progress moves),
+    when Ferry has positions of its own there, or, executed, for a target without
+    transactions. Partitions that cannot be adopted safely are reported (`report.refused`)
+    and left unwritten."""
+    if execute and flow.ferry.delivery != "exactly_once":
+        raise TerminalError(f"flow {flow.name}: adopt writes positions and offset-map entries "
+                            "in target transactions; ferry.delivery=at_least_once targets "
+                            "cannot be adopted yet (run adopt as a dry run to see the "
+                            "alignment)")
     source, target = KafkaCluster(flow.source_admin), KafkaCluster(flow.target_admin)
     read, where = _progress_reader(flow, old, target, source, offsets_topic, connector, group)
     first = read()
@@ -161,18 +106,18 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
         raise TerminalError(f"flow {flow.name}: no progress of {old.upper()} for "
                             f"{flow.source}'s topics in {where}")
     sleep(settle_s)
+    # After the wait: a crashed worker stays a member until its session times out.
+    _refuse_running(flow, old, offsets_topic, group)
     second = read()
-    moving = sorted(tp for tp in set(first) | set(second) if first.get(tp) != second.get(tp))
-    if moving:
+    if changed := moving(first, second):
         names = ", ".join(f"{t}-{p} ({first.get((t, p))} -> {second.get((t, p))})"
-                          for t, p in moving[:10])
+                          for t, p in changed[:10])
         raise TerminalError(f"flow {flow.name}: {old.upper()}'s progress still moves ({names}"
                             f"): stop it first, then adopt")
     run_id = f"adopted-{old}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     report = AdoptReport(flow.name, old, execute, run_id, where)
-    wanted = {tp: at for tp, at in second.items() if flow.topics.accepts(tp[0])}
-    report.partitions = [PartitionAdoption(t, p, flow.remote_topic(t), at)
-                         for (t, p), at in sorted(wanted.items())]
+    source_topics, remote_topics = source.topics(), target.topics()
+    report.partitions = _partitions(flow, second, source_topics, remote_topics)
     _refuse_ferry_positions(flow, target, report.partitions)
     if execute:
         target.ensure_offset_map_topic(flow)
@@ -184,14 +129,68 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
             writer = AdoptionWriter(flow, adoption_owner(flow))
         for part in report.partitions:
             if part.status == WOULD_ADOPT:
+                _check_remote(part, source_topics, remote_topics)
+            if part.status == WOULD_ADOPT:
                 _adopt_partition(flow, source, target, part, run_id, window, writer)
-            log.info("%s", part.text().splitlines()[0].strip(),
-                     extra={"flow": flow.name, "topic": part.topic,
-                            "partition": part.partition})
+            log.log(logging.WARNING if part.reason else logging.INFO, "%s",
+                    part.text().splitlines()[0].strip(),
+                    extra={"flow": flow.name, "topic": part.topic,
+                           "partition": part.partition})
     finally:
         if writer is not None:
             writer.close()
     return report
+
+
+def _partitions(flow: Flow, progress: dict[tuple[str, int], int],
+                source_topics: dict[str, Any], remote_topics: dict[str, Any]
+                ) -> list[PartitionAdoption]:
+    """Every partition of the flow's topics that has stored progress or a remote topic:
+    the old mirror may have copied records it never flushed progress for."""
+    found = {tp: at for tp, at in progress.items() if flow.topics.accepts(tp[0])}
+    for name, info in source_topics.items():
+        if flow.topics.accepts(name) and flow.remote_topic(name) in remote_topics:
+            for partition in range(info.partitions):
+                found.setdefault((name, partition), NO_PROGRESS)
+    return [PartitionAdoption(t, p, flow.remote_topic(t), at)
+            for (t, p), at in sorted(found.items())]
+
+
+def _check_remote(part: PartitionAdoption, source_topics: dict[str, Any],
+                  remote_topics: dict[str, Any]) -> None:
+    remote = remote_topics.get(part.remote)
+    if remote is None:
+        part.status = NO_REMOTE
+    elif part.topic in source_topics and \
+            remote.partitions < source_topics[part.topic].partitions:
+        # More source partitions than remote ones: they were not mirrored p to p. (More
+        # remote ones: partitions added on the source's side were not synced yet.)
+        part.status = PARTITIONS_DIFFER
+        part.reason = (f"{part.remote} has {remote.partitions} partitions, {part.topic} "
+                       f"{source_topics[part.topic].partitions}: partition "
+                       f"{part.partition} was not mirrored to partition {part.partition}")
+    elif part.partition >= remote.partitions:
+        part.status = NO_REMOTE_PARTITION
+
+
+def _refuse_running(flow: Flow, old: str, offsets_topic: str | None, group: str | None
+                    ) -> None:
+    """Refuse while the old mirror's processes are still members of their group: MM2's
+    Connect workers in dedicated mode (`<source>-mm2` on the target), MM1's consumers."""
+    from ferry.kafka.adoption import group_members
+
+    if old == MM2 and offsets_topic is None:
+        client, name = flow.target_admin, connect_group(flow)
+        who = f"MirrorMaker 2's workers (group {name} on {flow.target})"
+    elif old == MM1 and group:
+        client, name = flow.source_admin, group
+        who = f"MirrorMaker 1 (group {name} on {flow.source})"
+    else:
+        return  # a Connect cluster's workers run other connectors too
+    state, members = group_members(client, name)
+    if members:
+        raise TerminalError(f"flow {flow.name}: {who} still run ({members} members, group "
+                            f"state {state}): stop them first, then adopt")
 
 
 def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCluster,
@@ -254,30 +253,42 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
     started = time.monotonic()
     tp, remote = TopicPartition(part.topic, part.partition), \
         TopicPartition(part.remote, part.partition)
-    if part.remote not in target.topics():
-        part.status = NO_REMOTE
-        return
     at_source, at_target = source.watermarks([tp])[tp], target.watermarks([remote])[remote]
     low, high, t_low, t_high = at_source.low, at_source.high, at_target.low, at_target.high
+    if part.progress == NO_PROGRESS and t_high <= t_low:
+        part.status = NOTHING
+        return
     group = reader_group(flow, "adopt")
     first = source.timestamp_at(part.topic, part.partition, low, group) if high > low else None
     t_start = t_low if first is None else max(t_low, target.offsets_at([remote], first)[remote])
     part.source_start, part.source_end, part.target_start, part.target_end = \
         low, high, t_start, t_high
     summary = AlignmentSummary()
-    pairs = align(digest_stream(flow.source_admin, part.topic, part.partition, low, high, group),
+    # A scan's deadline counts the time the other side is read too: generous per record.
+    timeout = 600.0 + (high - low + t_high - t_start) / 1_000
+    pairs = align(digest_stream(flow.source_admin, part.topic, part.partition, low, high, group,
+                                timeout),
                   digest_stream(flow.target_admin, part.remote, part.partition, t_start, t_high,
-                                group), window=window, summary=summary)
+                                group, timeout), window=window, summary=summary)
     with tempfile.TemporaryFile(prefix="ferry-adopt-") as spool:
-        shown, tail = _spool(pairs, spool, part)
-        part.matched, part.doubled, part.extra, part.altered = \
-            summary.matched, summary.doubled, summary.extra, summary.altered
-        part.position = low if summary.last_source is None else summary.last_source + 1
-        # Source records after the last one paired are not lost: the next cycle copies them.
-        part.to_copy = sum(f.count for f in tail if f.kind == MISSING)
-        part.missing = summary.missing - part.to_copy
-        shown += [f for f in tail if f.kind != MISSING]
-        part.findings = shown[:FINDINGS_SHOWN]
+        shown, after = _spool(pairs, spool, part, flow)
+        end = tail(after)
+        part.matched, part.doubled = summary.matched, summary.doubled
+        part.extra = summary.extra + end.altered  # their source records are copied again
+        part.altered, part.missing = summary.altered - end.altered, \
+            summary.missing - end.missing
+        part.to_copy = end.to_copy
+        part.position = position(summary.last_source, low, part.progress)
+        part.findings = (shown + end.shown)[:FINDINGS_SHOWN]
+        _log_findings(flow, part, end.shown, len(shown))
+        part.seconds = round(time.monotonic() - started, 3)
+        part.reason = not_aligned(summary.matched, summary.altered,
+                                  summary.matched + summary.missing + summary.altered,
+                                  summary.matched + summary.doubled + summary.extra
+                                  + summary.altered)
+        if part.reason:
+            part.status = NOT_ALIGNED
+            return
         if writer is not None:
             ids = source.topic_ids([part.topic])
             target_ids = target.topic_ids([part.remote])
@@ -285,7 +296,7 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
                 _unspool(spool), flow=flow.name, run_id=run_id, source_topic=part.topic,
                 source_partition=part.partition, target_topic=part.remote,
                 target_partition=part.partition, covered_start=low,
-                covered_end=part.position, committed_at_ms=int(time.time() * 1000),
+                covered_end=max(low, part.position), committed_at_ms=int(time.time() * 1000),
                 source_id=ids.get(part.topic, ""), target_id=target_ids.get(part.remote, ""))
             part.entries = writer.write(entries, part.remote, part.partition, part.position,
                                         t_high, ids.get(part.topic, ""))
@@ -293,32 +304,47 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
     part.seconds = round(time.monotonic() - started, 3)
 
 
-def _spool(pairs: Iterator[Segment | Finding], spool: IO[bytes], part: PartitionAdoption
-           ) -> tuple[list[Finding], list[Finding]]:
+def _log_findings(flow: Flow, part: PartitionAdoption, more: list[Finding], logged: int
+                  ) -> None:
+    """Warn of the findings after the last pair (the ones before it were logged as they
+    came), at most FINDINGS_SHOWN in all, then how many were left out."""
+    extra = {"flow": flow.name, "topic": part.topic, "partition": part.partition}
+    for finding in more[:max(0, FINDINGS_SHOWN - logged)]:
+        log.warning("%s-%s: %s", part.topic, part.partition, finding_text(finding), extra=extra)
+    left = part.doubled + part.extra + part.altered + part.missing
+    if left and logged + len(more) > FINDINGS_SHOWN:
+        log.warning("%s-%s: more findings than the %s shown: %s records in all are doubled, "
+                    "extra, altered or missing", part.topic, part.partition, FINDINGS_SHOWN,
+                    f"{left:,}", extra=extra)
+
+
+def _spool(pairs: Iterator[Segment | Finding], spool: IO[bytes], part: PartitionAdoption,
+           flow: Flow) -> tuple[list[Finding], list[Finding]]:
     """Write the segments to `spool` (three int64 each) and count the pairs at or after the
     old mirror's progress. Returns the first findings before the last pair (at most
-    FINDINGS_SHOWN, each logged) and every finding after it."""
+    FINDINGS_SHOWN, each logged as it comes) and every finding after it."""
     shown: list[Finding] = []
-    tail: list[Finding] = []
+    after: list[Finding] = []
     batch = array("q")
+    since = max(part.progress, 0)
+    extra = {"flow": flow.name, "topic": part.topic, "partition": part.partition}
     for item in pairs:
         if isinstance(item, Segment):
             batch.extend((item.source_start, item.target_start, item.count))
-            part.after_progress += max(0, item.source_end - max(item.source_start,
-                                                                 part.progress))
+            part.after_progress += max(0, item.source_end - max(item.source_start, since))
             if len(batch) >= 30_000:
                 batch.tofile(spool)
                 del batch[:]
-            for finding in tail:
-                log.warning("%s-%s: %s", part.topic, part.partition, _finding_text(finding),
-                            extra={"topic": part.topic, "partition": part.partition})
-            shown += tail[:FINDINGS_SHOWN - len(shown)]
-            tail = []
+            for finding in after[:FINDINGS_SHOWN - len(shown)]:
+                log.warning("%s-%s: %s", part.topic, part.partition, finding_text(finding),
+                            extra=extra)
+                shown.append(finding)
+            after = []
         else:
-            tail.append(item)
+            after.append(item)
     batch.tofile(spool)
     spool.flush()
-    return shown, tail
+    return shown, after
 
 
 def _unspool(spool: IO[bytes]) -> Iterator[Segment]:

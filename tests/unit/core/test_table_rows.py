@@ -5,13 +5,14 @@ here, not in a Delta append on a user's machine."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from ferry.core import tables
-from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.offsetmap import ADOPTED_LANE, MapEntry, Segment
 from ferry.core.planner import Gap
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -115,3 +116,9 @@ def test_cycles_of_one_task_merge_their_copied_topics() -> None:
                         "audit": {"records": 1, "partitions": {"2": [7, 8]}}})
     assert seen == {"orders": {"records": 8, "partitions": {"0": [0, 8], "1": [0, 1]}},
                     "audit": {"records": 1, "partitions": {"2": [7, 8]}}}
+
+
+def test_adopted_history_is_not_rebuilt_as_runs_of_ferrys() -> None:
+    adopted = replace(ENTRY, run_id="adopted-mm2-20261127T000000Z", lane=ADOPTED_LANE)
+    rows = tables.runs_from_entries([adopted, ENTRY], set(), "exactly_once")
+    assert [r["run_id"] for r in rows] == [ENTRY.run_id]

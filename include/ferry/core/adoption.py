@@ -1,0 +1,186 @@
+"""Adopting another mirror's progress (pure): what is reported per partition, and the
+decisions made from an alignment (`ferry.core.alignment`) — where Ferry continues, whether
+the alignment can be trusted, what the records after the last pair are.
+
+The statuses of a partition:
+
+- `would-adopt` (dry run) / `adopted`: aligned; positions and entries (to be) written.
+- `already-adopted`: an earlier adoption committed its position; left as it is.
+- `no-remote-topic` / `no-remote-partition`: nothing on the target to adopt; the flow
+  copies the partition as a new one.
+- `nothing-copied`: no stored progress and an empty remote partition.
+- `partitions-differ`: the remote topic has another partition count than the source, so
+  partition p was not mirrored to partition p (MirrorMaker 1's default handler lets the
+  producer pick): not adopted.
+- `not-aligned`: the alignment lost step (long runs of altered pairs, or no pair at all
+  while both sides hold records): not adopted; a larger window, or a check of what wrote
+  the remote partition, is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ferry.core.alignment import ALTERED, MISSING, Finding
+
+WOULD_ADOPT, ADOPTED, ALREADY = "would-adopt", "adopted", "already-adopted"
+NO_REMOTE, NO_REMOTE_PARTITION, NOTHING = "no-remote-topic", "no-remote-partition", \
+    "nothing-copied"
+PARTITIONS_DIFFER, NOT_ALIGNED = "partitions-differ", "not-aligned"
+REFUSED = (PARTITIONS_DIFFER, NOT_ALIGNED)
+"""Statuses that leave a partition neither adopted nor safe to copy as a new one."""
+NO_PROGRESS = -1
+"""`progress` of a partition the old mirror stored none for."""
+FINDINGS_SHOWN = 50
+"""Findings listed (and logged one by one) per partition; all are counted."""
+
+
+@dataclass
+class PartitionAdoption:
+    """What adopting one source partition found and did."""
+
+    topic: str
+    partition: int
+    remote: str
+    progress: int
+    """The old mirror's next source offset to copy, as it stored it (NO_PROGRESS: none)."""
+    position: int = 0
+    """Where Ferry continues copying."""
+    source_start: int = 0
+    source_end: int = 0
+    target_start: int = 0
+    target_end: int = 0
+    matched: int = 0
+    missing: int = 0
+    doubled: int = 0
+    extra: int = 0
+    altered: int = 0
+    after_progress: int = 0
+    """Records the old mirror copied at or after its stored progress (after its last
+    flush): adopted, so they are not copied again."""
+    to_copy: int = 0
+    """Source records from the position on: the next cycle copies them."""
+    entries: int = 0
+    status: str = WOULD_ADOPT
+    reason: str = ""
+    """Why the partition was not adopted (statuses in REFUSED)."""
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["findings"] = [asdict(f) for f in self.findings]
+        return data
+
+    def text(self) -> str:
+        line = (f"  {self.topic}-{self.partition} -> {self.remote}-{self.partition}: "
+                f"{self.status}")
+        if self.reason:
+            line += f": {self.reason}"
+        if self.status not in (WOULD_ADOPT, ADOPTED, NOT_ALIGNED):
+            return line
+        stored = "no progress stored" if self.progress == NO_PROGRESS \
+            else f"old mirror at {self.progress}"
+        line += (f"; {stored}, Ferry continues at {self.position}; "
+                 f"{self.matched:,} records paired, {self.missing:,} missing, "
+                 f"{self.doubled:,} doubled, {self.extra:,} extra, {self.altered:,} altered"
+                 f"; {self.after_progress:,} copied after its last flush; "
+                 f"{self.to_copy:,} left to copy ({self.seconds:.1f}s)")
+        for f in self.findings:
+            line += "\n    " + finding_text(f)
+        return line
+
+
+def finding_text(f: Finding) -> str:
+    """`kind: N records, source a..b, target c..d` (inclusive offsets)."""
+    source = f"source {f.source_start}..{(f.source_end or 0) - 1}" \
+        if f.source_start is not None else ""
+    target = f"target {f.target_start}..{(f.target_end or 0) - 1}" \
+        if f.target_start is not None else ""
+    return f"{f.kind}: {f.count:,} records, " + ", ".join(x for x in (source, target) if x)
+
+
+@dataclass
+class AdoptReport:
+    flow: str
+    old: str
+    executed: bool
+    run_id: str
+    progress_from: str
+    partitions: list[PartitionAdoption] = field(default_factory=list)
+
+    @property
+    def refused(self) -> list[PartitionAdoption]:
+        return [p for p in self.partitions if p.status in REFUSED]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flow": self.flow, "from": self.old, "executed": self.executed,
+                "run_id": self.run_id, "progress_from": self.progress_from,
+                "ok": not self.refused,
+                "partitions": [p.to_json() for p in self.partitions]}
+
+    def text(self) -> str:
+        lines = [f"flow {self.flow}: adopting {self.old.upper()}'s progress from "
+                 f"{self.progress_from}" + ("" if self.executed else " (dry run)")]
+        lines += [p.text() for p in self.partitions]
+        if self.refused:
+            lines.append(f"{len(self.refused)} partitions not adopted (see above): do not "
+                         "run the flow before they are settled, or it copies them as new")
+        return "\n".join(lines)
+
+
+def moving(first: Mapping[tuple[str, int], int], second: Mapping[tuple[str, int], int]
+           ) -> list[tuple[str, int]]:
+    """Partitions whose stored progress differs between two reads."""
+    return sorted(tp for tp in set(first) | set(second) if first.get(tp) != second.get(tp))
+
+
+def position(last_paired: int | None, low: int, progress: int) -> int:
+    """Where Ferry continues: one past the last source record with a copy on the target.
+    With none paired: the source's log start, or the old mirror's progress when retention
+    deleted records it never copied (the flow then reports that gap, never skips it)."""
+    if last_paired is not None:
+        return last_paired + 1
+    return progress if NO_PROGRESS < progress < low else low
+
+
+def not_aligned(matched: int, altered: int, source_records: int, target_records: int
+                ) -> str:
+    """Why an alignment cannot be trusted ("" when it can): pairs that differ beyond a
+    trickle (1%, at least 100) mean the two sides fell out of step — a replay or a hole
+    longer than the window, or partitions that were not mirrored p to p."""
+    if matched == 0 and source_records and target_records:
+        return ("no source record has a copy on the remote partition: it was not mirrored "
+                "from this partition, or the copies are older than the source's log start")
+    if altered > max(100, matched // 100):
+        return (f"{altered:,} records differ between the two sides: the alignment lost step "
+                "(a replay or a hole longer than --window, or records not mirrored "
+                "partition to partition)")
+    return ""
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The findings after the last pair, split: the source records there are copied by
+    the next cycle (`to_copy`, some of them `missing`, some `altered` pairs whose target
+    side becomes extra); the rest are reported as they are."""
+
+    to_copy: int
+    missing: int
+    altered: int
+    shown: list[Finding]
+
+
+def tail(findings: Iterable[Finding]) -> Tail:
+    missing = altered = 0
+    shown = []
+    for f in findings:
+        if f.kind == MISSING:
+            missing += f.count
+        elif f.kind == ALTERED:
+            altered += f.count
+        else:
+            shown.append(f)
+    return Tail(missing + altered, missing, altered, shown)
