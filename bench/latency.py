@@ -107,12 +107,29 @@ class Cycles(threading.Thread):
         self.ferry, self.server_pid = ferry, server_pid
         self.seconds: list[float] = []
         self.rss: dict[int, int] = {}
+        self.live: dict[int, int | None] = {}
 
     def _rss(self) -> int:
         import psutil
 
         root = psutil.Process(self.server_pid)
         return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+    def _live_heap(self) -> int | None:
+        """The server JVM's heap in use right after a full GC (`jcmd GC.run`): its live
+        data, which a leak would grow (RSS also moves with how much heap G1 keeps)."""
+        import re
+        import shutil
+
+        jcmd = shutil.which("jcmd")
+        if jcmd is None:
+            return None
+        subprocess.run([jcmd, str(self.server_pid), "GC.run"], capture_output=True,
+                       check=False)
+        info = subprocess.run([jcmd, str(self.server_pid), "GC.heap_info"],
+                              capture_output=True, text=True, check=False).stdout
+        found = re.search(r"used (\d+)K", info)
+        return int(found.group(1)) * 1024 if found else None
 
     def run(self) -> None:
         import json
@@ -123,7 +140,10 @@ class Cycles(threading.Thread):
                 self.seconds.append(float(json.loads(line)["seconds"]))
                 if len(self.seconds) == 10 or len(self.seconds) % 25 == 0:
                     self.rss[len(self.seconds)] = self._rss()
+                if len(self.seconds) in (10, 100):
+                    self.live[len(self.seconds)] = self._live_heap()
         self.rss[len(self.seconds)] = self._rss()
+        self.live[len(self.seconds)] = self._live_heap()
 
 
 def _stopped(ferry: subprocess.Popen[str]) -> None:
@@ -233,6 +253,10 @@ def main() -> int:
                                for n, rss in sorted(cycles.rss.items()) if n > 10)
             print(f"  Connect server RSS (its process tree) after 10 cycles "
                   f"{base / 2**20:,.0f} MiB; after {points}")
+            live = ", ".join(f"after {n} cycles {heap / 2**20:,.0f} MiB"
+                             for n, heap in sorted(cycles.live.items()) if heap)
+            if live:
+                print(f"  Connect server JVM heap in use after a full GC: {live}")
     return 0
 
 
