@@ -293,10 +293,10 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
                 for c in _checkpoints(flow, group)}
     ferry("failover", str(config), "--flow", flow.name, "--mode", "planned", "--groups", group,
           "--master", connect_url, "--execute", "--json")
-    on_target = group_offsets(clusters["target"], group, remote)
-    for partition, committed in ((0, 150), (1, 40)):
+    on_target = committed(clusters["target"], group, [(remote, 0), (remote, 1)])
+    for partition, read_to in ((0, 150), (1, 40)):
         after = records_from(clusters["target"], remote, partition, on_target[partition])
-        expected = records_from(clusters["source"], names["plain"], partition, committed)
+        expected = records_from(clusters["source"], names["plain"], partition, read_to)
         assert after[0] == expected[0]
         assert set(after) == set(expected)
         assert len(after) == len(expected) + history.doubled[partition]
@@ -304,15 +304,6 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
         print(f"failover of {group} on {names['plain']}-{partition}: Ferry re-reads 0; MM2's "
               f"checkpoint ({mm2_offset}) re-reads "
               f"{'-' if mm2_offset is None else on_target[partition] - mm2_offset}")
-
-
-def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    consumer = Consumer(conf(bootstrap, **{"group.id": group}))
-    try:
-        return {tp.partition: tp.offset for tp in consumer.committed(
-            [TopicPartition(topic, p) for p in (0, 1)], timeout=10)}
-    finally:
-        consumer.close()
 
 
 def _checkpoints(flow: Flow, group: str) -> list[object]:
@@ -404,13 +395,9 @@ def flow_of(setup: Path) -> Flow:
 def test_adopt_refuses_while_the_old_mirrors_progress_moves(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
-
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 10)
     group = f"{topic_name}-moving"
+    setup = mm1_of_one_partition(clusters, topic_name, tmp_path)
     commit_group(clusters["source"], group, topic_name, {0: 3})
-    setup = command_line(tmp_path, clusters, topic_name)
     adopt = subprocess.Popen([sys.executable, "-m", "ferry.cli.main", "adopt", str(setup),
                               "--flow", "source->target", "--from", "mm1", "--group", group,
                               "--settle", "8", "--execute"], stdout=subprocess.PIPE,
@@ -428,7 +415,11 @@ def positions(clusters: dict[str, str], flow: Flow, tps: list[tuple[str, int]]) 
     """The flow's committed positions on these remote partitions (-1001: none)."""
     from ferry.core.internal import positions_group
 
-    consumer = Consumer(conf(clusters["target"], **{"group.id": positions_group(flow)}))
+    return committed(clusters["target"], positions_group(flow), tps)
+
+
+def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
+    consumer = Consumer(conf(bootstrap, **{"group.id": group}))
     try:
         return [tp.offset for tp in consumer.committed(
             [TopicPartition(t, p) for t, p in tps], timeout=10)]
@@ -436,14 +427,21 @@ def positions(clusters: dict[str, str], flow: Flow, tps: list[tuple[str, int]]) 
         consumer.close()
 
 
-def test_adopt_refuses_while_the_old_mirrors_group_has_members(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
-) -> None:
+def mm1_of_one_partition(clusters: dict[str, str], topic_name: str, tmp_path: Path
+                         ) -> Path:
+    """A one-partition topic of 10 records and an MM1 command line mirroring it."""
     from tests.integration.test_mm1_setup import command_line
 
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 10)
+    return command_line(tmp_path, clusters, topic_name)
+
+
+def test_adopt_refuses_while_the_old_mirrors_group_has_members(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
     group = f"{topic_name}-running"
+    setup = mm1_of_one_partition(clusters, topic_name, tmp_path)
     member = Consumer(conf(clusters["source"], **{"group.id": group,
                                                   "auto.offset.reset": "earliest"}))
     member.subscribe([topic_name])
@@ -451,7 +449,6 @@ def test_adopt_refuses_while_the_old_mirrors_group_has_members(
         wait_for(lambda: bool(member.consume(10, 0.5)) and bool(member.assignment()),
                  "the old mirror's consumer to join")
         member.commit(asynchronous=False)
-        setup = command_line(tmp_path, clusters, topic_name)
         done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
                      "--group", group, "--settle", "0", "--execute", check=False)
     finally:
