@@ -383,6 +383,7 @@ def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
     done = json.loads(ferry("mirror", str(setup), "--flow", "source->target", "--master",
                             connect_url, "--json").stdout)
     assert done["steps"]["record"]["records"] == 20
+    assert list(done["steps"]["record"]["topics"]) == [topic_name]
     assert_exact(flow, clusters, topic_name, 2)
 
 

@@ -69,14 +69,16 @@ class Translation:
 
 
 def flow_properties(include: str, streams: Any) -> dict[str, str]:
-    """The flow's own keys: enabled, identity names, MM1's topics; no heartbeats or
-    checkpoints (MM1 emitted neither). Topics are created with the target's default
-    replication factor (-1), as MM1's were (the target broker auto-created them): MM2's
-    default, 2, would fail on a one-broker target that MM1 served."""
+    """The flow's own keys: enabled, identity names, MM1's topics and only those; no
+    heartbeats or checkpoints (MM1 emitted neither, and mirrored no `heartbeats` topic its
+    whitelist did not name: MM2 mirrors those whatever its topics filter says). Topics are
+    created with the target's default replication factor (-1), as MM1's were (the target
+    broker auto-created them): MM2's default, 2, would fail on a one-broker target that
+    MM1 served."""
     props = {"clusters": f"{SOURCE}, {TARGET}", f"{FLOW}.enabled": "true",
              f"{FLOW}.topics": java_list(include), "replication.policy.class": IDENTITY,
              "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
-             "replication.factor": "-1"}
+             "heartbeats.replication.enabled": "false", "replication.factor": "-1"}
     if streams not in (None, ""):
         props[f"{FLOW}.tasks.max"] = str(streams)
     return props

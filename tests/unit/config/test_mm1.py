@@ -59,6 +59,7 @@ def test_a_strimzi_kafkamirrormaker_becomes_one_identity_flow(load: Loader) -> N
     assert not flow.topics.accepts("audit")
     assert flow.tasks_max == 3  # numStreams: the lanes
     assert not flow.emit_heartbeats.enabled and not flow.emit_checkpoints.enabled
+    assert not flow.heartbeats_replication  # MM1 mirrored only what its whitelist named
     # the source cluster's connection, from the consumer side, for every client of it
     consumer = flow.consumer.settings
     assert config.clusters["source"].bootstrap_servers == "edge-kafka-bootstrap:9093"
