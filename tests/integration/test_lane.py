@@ -141,10 +141,15 @@ def test_compacted_topic_maps_exactly_across_compaction_holes(
     assert_exact(flow, clusters, topic_name, 1)
 
 
-def written(bootstrap: str, topic: str, partitions: int) -> int:
-    """Records written to a topic so far, committed or not (its high watermarks)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-test-hwm",
-                         "isolation.level": "read_uncommitted"})
+def written(bootstrap: str, topic: str, partitions: int,
+            consumer: Consumer | None = None) -> int:
+    """Records written to a topic so far, committed or not (its high watermarks). Pass a
+    `consumer` to poll often: a new client per call takes long enough for a fast copy to
+    run past the point being waited for."""
+    own = consumer is None
+    consumer = consumer or Consumer({"bootstrap.servers": bootstrap,
+                                     "group.id": "ferry-test-hwm",
+                                     "isolation.level": "read_uncommitted"})
     try:
         total = 0
         for p in range(partitions):
@@ -152,7 +157,8 @@ def written(bootstrap: str, topic: str, partitions: int) -> int:
                 total += consumer.get_watermark_offsets(TopicPartition(topic, p), 5)[1]
         return total
     finally:
-        consumer.close()
+        if own:
+            consumer.close()
 
 
 @pytest.mark.parametrize(
@@ -190,11 +196,17 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
                                  cwd=Path(__file__).resolve().parents[2])
         # when the whole group is SIGKILLed once a fraction of the records is written
         deadline = time.monotonic() + 180
-        while written(clusters["target"], remote, 4) < fraction * total:
-            assert child.poll() is None, "the cycle ended before the kill point"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        os.killpg(child.pid, signal.SIGKILL)
+        watcher = Consumer({"bootstrap.servers": clusters["target"],
+                            "group.id": "ferry-test-hwm", "isolation.level": "read_uncommitted"})
+        try:
+            while written(clusters["target"], remote, 4, watcher) < fraction * total:
+                assert child.poll() is None, "the cycle ended before the kill point"
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # ended early: asserted above
+                os.killpg(child.pid, signal.SIGKILL)
+            watcher.close()
         child.wait()
     assert written(clusters["target"], remote, 4) < total, "the kill must land mid-copy"
 
