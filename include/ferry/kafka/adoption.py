@@ -85,6 +85,8 @@ class AdoptionWriter:
 
     def __init__(self, flow: Flow, transactional_id: str) -> None:
         self.flow, self.owner = flow, transactional_id
+        self.ids: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        """(source, target) topic name -> topic ID, recorded with the entries and position."""
         self.producer = Producer(flow.producer.confluent({
             "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
             "transaction.timeout.ms": 300_000, "log_level": 3}))

@@ -127,6 +127,10 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
             from ferry.kafka.adoption import AdoptionWriter
 
             writer = AdoptionWriter(flow, adoption_owner(flow))
+            # the topics' IDs once for all their partitions (recorded with each entry)
+            writer.ids = (source.topic_ids({p.topic for p in report.partitions}),
+                          target.topic_ids({p.remote for p in report.partitions
+                                            if p.remote in remote_topics}))
         for part in report.partitions:
             if part.status == WOULD_ADOPT:
                 _check_remote(part, source_topics, remote_topics)
@@ -290,8 +294,7 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
             part.status = NOT_ALIGNED
             return
         if writer is not None:
-            ids = source.topic_ids([part.topic])
-            target_ids = target.topic_ids([part.remote])
+            ids, target_ids = writer.ids
             entries = adopted_entries(
                 _unspool(spool), flow=flow.name, run_id=run_id, source_topic=part.topic,
                 source_partition=part.partition, target_topic=part.remote,
