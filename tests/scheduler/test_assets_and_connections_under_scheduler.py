@@ -1,6 +1,7 @@
-"""Assets and connections under a real Airflow scheduler (`tests.scheduler.stack`: the
-scheduler, dag-processor and api-server, not dag.test()), against real brokers, Spark and
-Delta. One Airflow for the module, with two manual-only flows (`ferry.schedule = none`):
+"""Assets, connections and the operations DAGs under a real Airflow scheduler
+(`tests.scheduler.stack`: the scheduler, dag-processor and api-server, not dag.test()),
+against real brokers, Spark and Delta. One Airflow for the module, with four manual-only
+flows (`ferry.schedule = none`):
 
 - `assets`: plain clusters. Two DAGs wait downstream of it, written as docs/airflow.md
   shows: one on its topic's Asset (`remote_topic_asset`), one on its AssetAlias
@@ -12,10 +13,14 @@ Delta. One Airflow for the module, with two manual-only flows (`ferry.schedule =
   in the metadata DB) by its test, after Airflow is up, so its DAG files were parsed
   without it, and the `assets` flow ran before it existed: a flow's tasks look up only the
   connections of its own two clusters.
+- `adopted`: plain clusters; an MM1-style mirror copied part of its topic before Ferry
+  takes over with `ferry_adopt`, then the flow's DAG continues.
+- `differ`: plain clusters; its remote topic has fewer partitions than its source topic,
+  so `ferry_adopt` cannot adopt it.
 
-`ferry_failover` (from the same DAG file) moves the `assets` flow's consumer groups, as an
-operator triggers it with a form's conf: refused to execute while the flow's DAG has a run
-in progress (which only a scheduler running both DAGs can show), a dry run otherwise.
+`ferry_failover` and `ferry_adopt` (from the same DAG file) run as an operator triggers them
+with a form's conf. Both refuse to execute while the flow's DAG has a run in progress, which
+only a scheduler running the DAGs side by side can show.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ferry.airflow.adopt_dag import ADOPT_DAG
 from ferry.airflow.failover_dag import FAILOVER_DAG
 from ferry.config import MirrorConfig, load_config
 from ferry.config.connections import SNAPSHOT_SUFFIX
@@ -38,6 +44,7 @@ from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
 from tests.integration.kafka_data import create_topic, produce, read_all
 from tests.integration.secure_data import SOURCE, TARGET, grant_mirror_rights
+from tests.integration.test_adopt import commit_group, positions
 from tests.integration.test_exactness import stable_and_end
 from tests.integration.test_failover import commit_source
 from tests.integration.test_failover_operation import target_offsets
@@ -92,15 +99,17 @@ with DAG({dag_id!r}, schedule=[MIRRORED], catchup=False):
 
 
 class Scheduler(Airflow):
-    """The module's Airflow, and its two flows."""
+    """The module's Airflow, and its four flows."""
 
-    def __init__(self, airflow: Airflow, config: MirrorConfig, assets: FlowUnderTest,
-                 connected: FlowUnderTest, tag: str) -> None:
+    def __init__(self, airflow: Airflow, config: MirrorConfig,
+                 flows: dict[str, FlowUnderTest], tag: str) -> None:
         super().__init__(airflow.url)
         self.config = config
         """FERRY_CONFIG as the DAG file reads it (no connection looked up)."""
-        self.assets = assets
-        self.connected = connected
+        self.assets = flows["assets"]
+        self.connected = flows["connected"]
+        self.adopted = flows["adopted"]
+        self.differ = flows["differ"]
         self.target_connection = f"kafka_target_{tag}"
         """The id of the `connected` flow's target connection (created by its test)."""
 
@@ -129,19 +138,24 @@ class Scheduler(Airflow):
 
 
 def _config(base: Path, clusters: dict[str, str],
-            tag: str) -> tuple[MirrorConfig, FlowUnderTest, FlowUnderTest]:
-    """The two flows' config (aliases and topics unique to this module: the brokers are
-    shared). `connected`'s clusters name connections only."""
-    assets, connected = (f"src_a{tag}", f"tgt_a{tag}"), (f"src_c{tag}", f"tgt_c{tag}")
-    topics = {assets: f"sched-assets-{tag}", connected: f"sched-connections-{tag}"}
-    lines = [f"clusters = {', '.join(assets + connected)}",
-             f"{assets[0]}.bootstrap.servers = {clusters['source']}",
-             f"{assets[1]}.bootstrap.servers = {clusters['target']}",
-             f"{connected[0]}.ferry.connection = kafka_source_{tag}",
-             f"{connected[1]}.ferry.connection = kafka_target_{tag}"]
-    for source, target in (assets, connected):
+            tag: str) -> tuple[MirrorConfig, dict[str, FlowUnderTest]]:
+    """The four flows' config (aliases and topics unique to this module: the brokers are
+    shared), and each flow by name. `connected`'s clusters name connections only."""
+    pairs = {name: (f"src_{letter}{tag}", f"tgt_{letter}{tag}")
+             for name, letter in (("assets", "a"), ("connected", "c"), ("adopted", "m"),
+                                  ("differ", "d"))}
+    topics = {"assets": f"sched-assets-{tag}", "connected": f"sched-connections-{tag}",
+              "adopted": f"sched-adopted-{tag}", "differ": f"sched-differ-{tag}"}
+    lines = [f"clusters = {', '.join(a for pair in pairs.values() for a in pair)}"]
+    for name, (source, target) in pairs.items():
+        if name == "connected":
+            lines += [f"{source}.ferry.connection = kafka_source_{tag}",
+                      f"{target}.ferry.connection = kafka_target_{tag}"]
+        else:
+            lines += [f"{source}.bootstrap.servers = {clusters['source']}",
+                      f"{target}.bootstrap.servers = {clusters['target']}"]
         lines += [f"{source}->{target}.enabled = true",
-                  f"{source}->{target}.topics = {topics[(source, target)]}"]
+                  f"{source}->{target}.topics = {topics[name]}"]
     lines += ["ferry.schedule = none", "replication.factor = 1",
               "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
               "heartbeats.replication.enabled = false", f"ferry.state.dir = {base / 'state'}"]
@@ -150,8 +164,8 @@ def _config(base: Path, clusters: dict[str, str],
     # as the DAG file reads it: the connections are not looked up here (the test process
     # has neither of them)
     config = load_config(path, connections=False)
-    return (config, FlowUnderTest(config.flow("->".join(assets)), topics[assets]),
-            FlowUnderTest(config.flow("->".join(connected)), topics[connected]))
+    return config, {name: FlowUnderTest(config.flow("->".join(pair)), topics[name])
+                    for name, pair in pairs.items()}
 
 
 def _target_connection(sc: SecureClusters, conn_id: str) -> dict[str, Any]:
@@ -179,7 +193,8 @@ def scheduler(clusters: dict[str, str], secure_clusters: SecureClusters,
               request: pytest.FixtureRequest) -> Iterator[Scheduler]:
     base = tmp_path_factory.mktemp("scheduler-assets")
     tag = uuid.uuid4().hex[:6]
-    config, assets, connected = _config(base, clusters, tag)
+    config, flows = _config(base, clusters, tag)
+    assets = flows["assets"]
     downstream = {name: source.format(flow=assets.flow.name, topic=assets.topic, dag_id=dag_id)
                   for (name, source), dag_id in zip(DOWNSTREAM_DAGS.items(),
                                                     (ON_TOPIC, ON_FLOW), strict=True)}
@@ -189,9 +204,10 @@ def scheduler(clusters: dict[str, str], secure_clusters: SecureClusters,
     passed = False
     try:
         with running(base, base / "mm2.properties",
-                     (assets.dag_id, connected.dag_id, FAILOVER_DAG, ON_TOPIC, ON_FLOW),
+                     (*(f.dag_id for f in flows.values()), FAILOVER_DAG, ADOPT_DAG,
+                      ON_TOPIC, ON_FLOW),
                      extra_env=environment, dag_files=downstream) as (airflow, _):
-            yield Scheduler(airflow, config, assets, connected, tag)
+            yield Scheduler(airflow, config, flows, tag)
             passed = request.session.testsfailed == failures
     finally:
         if not passed:
@@ -301,7 +317,7 @@ def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
             for p in range(partitions)}
 
 
-def test_a_planned_failover_is_refused_while_the_flow_runs_and_its_dry_run_shows_the_exact_offsets(
+def test_a_failover_or_an_adoption_is_refused_while_the_flow_runs_and_a_dry_run_shows_exact_offsets(
     scheduler: Scheduler, clusters: dict[str, str]
 ) -> None:
     # given: the `assets` flow's topic (created unless an earlier test did) with 200 more
@@ -321,28 +337,40 @@ def test_a_planned_failover_is_refused_while_the_flow_runs_and_its_dry_run_shows
         scheduler.api("PATCH", f"/dags/{dag_id}", {"is_paused": True})
     form = {"flow": flow.flow.name, "mode": "planned", "groups": f"{flow.topic}-bill.*"}
 
+    adoption = {"flow": flow.flow.name, "from": "mm1", "group": group, "settle_seconds": 0,
+                "execute": True}
+
     # when: the operator triggers the flow's DAG (its copy is a spark-submit: tens of
-    # seconds) and at once an executed planned failover of that flow
+    # seconds) and at once an executed planned failover of that flow, and an executed
+    # adoption of an old mirror's progress into it
     flow_run = scheduler.trigger(flow.dag_id)
-    refused = scheduler.trigger_with(FAILOVER_DAG, form | {"execute": True})
+    refused = {FAILOVER_DAG: scheduler.trigger_with(FAILOVER_DAG, form | {"execute": True}),
+               ADOPT_DAG: scheduler.trigger_with(ADOPT_DAG, adoption)}
     in_progress = scheduler.run_state(flow.dag_id, flow_run)
 
-    # then: the failover failed, its one try saying which DAG has a run in progress, while
-    # that run was still queued or running: it checked the flow's run, not an ended one
+    # then: both failed, each one try saying which DAG has a run in progress and what to
+    # do, while that run was still queued or running: they checked the flow's run, not an
+    # ended one; the adoption read no progress
     assert in_progress in ("queued", "running"), in_progress
-    assert scheduler.finished(FAILOVER_DAG, refused, RUN_S) == "failed", (
-        scheduler.tasks(FAILOVER_DAG, refused))
-    assert scheduler.tasks(FAILOVER_DAG, refused) == {"failover": TaskTry("failed", 1)}
-    log = scheduler.task_log(FAILOVER_DAG, refused, "failover", 1)
-    assert f"DAG {flow.dag_id} has a run in progress" in log, log[-4000:]
-    refused_at = scheduler.api(
-        "GET", f"/dags/{FAILOVER_DAG}/dagRuns/{refused}/taskInstances/failover")["end_date"]
-    # and the flow's run went on and succeeded, after the refusal
+    refused_at = []
+    for (dag_id, run_id), (task_id, what) in zip(
+            refused.items(), (("failover", "failover"), ("adopt", "adoption")), strict=True):
+        assert scheduler.finished(dag_id, run_id, RUN_S) == "failed", (
+            scheduler.tasks(dag_id, run_id))
+        assert scheduler.tasks(dag_id, run_id) == {task_id: TaskTry("failed", 1)}
+        log = scheduler.task_log(dag_id, run_id, task_id, 1)
+        assert (f"flow {flow.flow.name}'s DAG {flow.dag_id} has a run in progress: pause the "
+                f"DAG, wait for the run to end, then trigger the {what} again") in log, (
+            log[-4000:])
+        assert "adopting MM1's progress" not in log, log[-4000:]
+        refused_at.append(scheduler.api(
+            "GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")["end_date"])
+    # and the flow's run went on and succeeded, after both refusals
     assert scheduler.finished(flow.dag_id, flow_run, RUN_S) == "success", (
         scheduler.tasks(flow.dag_id, flow_run))
     flow_end = scheduler.api("GET", f"/dags/{flow.dag_id}/dagRuns/{flow_run}")["end_date"]
-    assert datetime.fromisoformat(refused_at) < datetime.fromisoformat(flow_end), (
-        refused_at, flow_end)
+    assert all(datetime.fromisoformat(at) < datetime.fromisoformat(flow_end)
+               for at in refused_at), (refused_at, flow_end)
 
     # when: with the flow's run over, the operator triggers the planned failover with the
     # form's default, a dry run
@@ -383,3 +411,89 @@ def test_a_planned_failover_is_refused_while_the_flow_runs_and_its_dry_run_shows
     # and no report was stored under the state dir
     assert target_offsets(clusters["target"], group, remote, 2) == {}
     assert not (Path(flow.flow.ferry.state_dir) / "failover").exists()
+
+
+def test_an_executed_adoption_takes_over_an_mm1_groups_progress_and_the_flows_next_run_goes_on(
+    scheduler: Scheduler, clusters: dict[str, str]
+) -> None:
+    # given: 300 records in two partitions of the `adopted` flow's topic; an MM1-style pair
+    # copied the first 100 of each under the flow's remote name and committed its group at
+    # 90 before it stopped (so 10 of each were copied after its last commit)
+    flow, group = scheduler.adopted, f"{scheduler.adopted.topic}-mm1"
+    remote = flow.flow.remote_topic(flow.topic)
+    create_topic(clusters["source"], flow.topic, 2)
+    create_topic(clusters["target"], remote, 2)
+    produce(clusters["source"], flow.topic,
+            [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(300)])
+    mm1 = Producer({"bootstrap.servers": clusters["target"], "enable.idempotence": True})
+    for p in (0, 1):
+        for r in read_all(clusters["source"], flow.topic, p)[:100]:
+            mm1.produce(remote, r.value, r.key, partition=p, timestamp=r.timestamp,
+                        headers=list(r.headers))
+    assert mm1.flush(30) == 0
+    commit_group(clusters["source"], group, flow.topic, {0: 90, 1: 90})
+    form = {"flow": flow.flow.name, "from": "mm1", "group": group, "settle_seconds": 1,
+            "execute": True}
+
+    # when: the operator triggers an executed adoption from the form
+    adoption = scheduler.trigger_with(ADOPT_DAG, form)
+
+    # then: it succeeded; its report (the task's XCom) adopts both partitions after the
+    # last copied record, not at the group's commit, and names the 10 copied after it
+    assert scheduler.finished(ADOPT_DAG, adoption, RUN_S) == "success", (
+        scheduler.tasks(ADOPT_DAG, adoption))
+    report = scheduler.xcom(ADOPT_DAG, adoption, "adopt")
+    assert (report["flow"], report["from"], report["executed"], report["ok"]) == (
+        flow.flow.name, "mm1", True, True)
+    assert [(p["partition"], p["status"], p["progress"], p["position"], p["matched"],
+             p["after_progress"], p["to_copy"]) for p in report["partitions"]] == [
+        (p, "adopted", 90, 100, 100, 10, 50) for p in (0, 1)], report["partitions"]
+    log = scheduler.task_log(ADOPT_DAG, adoption, "adopt", 1)
+    assert f"flow {flow.flow.name}: adopting MM1's progress from group {group}" in log, (
+        log[-4000:])
+    assert f"{flow.topic}-1 -> {remote}-1: adopted; old mirror at 90, Ferry continues at 100" \
+        in log, log[-4000:]
+    assert positions(clusters, flow.flow, [(remote, 0), (remote, 1)]) == [100, 100]
+
+    # when: the scheduler runs the flow's DAG
+    flow_run = scheduler.trigger(flow.dag_id)
+
+    # then: its run copied only the 50 records of each partition the old mirror had not,
+    # and the remote topic holds every record once, in order, as the offset map says
+    # (adopted entries for the first 100, the run's for the rest)
+    assert scheduler.finished(flow.dag_id, flow_run, RUN_S) == "success", (
+        scheduler.tasks(flow.dag_id, flow_run))
+    (event,) = scheduler.asset_events(flow.dag_id, flow_run)
+    assert (event["extra"]["records"], event["extra"]["partitions"]) == (
+        100, {"0": [100, 150], "1": [100, 150]}), event["extra"]
+    assert_exact(flow.flow, clusters, flow.topic, 2)
+
+
+def test_an_adoption_that_leaves_partitions_unadopted_fails_and_names_them(
+    scheduler: Scheduler, clusters: dict[str, str]
+) -> None:
+    # given: the `differ` flow's topic has 2 partitions, its remote topic 1 (an MM1
+    # producer chose the partition), and the old mirror's group committed on both
+    flow, group = scheduler.differ, f"{scheduler.differ.topic}-mm1"
+    remote = flow.flow.remote_topic(flow.topic)
+    create_topic(clusters["source"], flow.topic, 2)
+    create_topic(clusters["target"], remote, 1)
+    produce(clusters["source"], flow.topic, [(f"k{i}".encode(), b"v", i % 2) for i in range(20)])
+    produce(clusters["target"], remote, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    commit_group(clusters["source"], group, flow.topic, {0: 10, 1: 10})
+
+    # when: the operator triggers an executed adoption from the form
+    adoption = scheduler.trigger_with(ADOPT_DAG, {
+        "flow": flow.flow.name, "from": "mm1", "group": group, "settle_seconds": 0,
+        "execute": True})
+
+    # then: its one try failed, naming each partition and why, and nothing was written
+    assert scheduler.finished(ADOPT_DAG, adoption, RUN_S) == "failed", (
+        scheduler.tasks(ADOPT_DAG, adoption))
+    assert scheduler.tasks(ADOPT_DAG, adoption) == {"adopt": TaskTry("failed", 1)}
+    log = scheduler.task_log(ADOPT_DAG, adoption, "adopt", 1)
+    why = f"{remote} has 1 partitions, {flow.topic} 2"
+    assert (f"2 partitions were not adopted: {flow.topic}-0: {why}: partition 0 was not "
+            f"mirrored to partition 0; {flow.topic}-1: {why}") in log, log[-4000:]
+    assert f"{flow.topic}-1 -> {remote}-1: partitions-differ" in log, log[-4000:]
+    assert positions(clusters, flow.flow, [(remote, 0)]) == [-1001]
