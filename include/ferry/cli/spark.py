@@ -9,6 +9,18 @@ from pathlib import Path
 from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, emit, verb
 
 _DIR_HELP = "where the server's state and log live (default: $FERRY_HOME/local/spark)"
+_HEAP_HELP = ("its JVM heap, fixed at start (-Xms = -Xmx, pre-touched): a size such as 512m or "
+              "4g (default 1g)")
+
+
+def _heap(value: str) -> str:
+    """--heap's value, lower-cased, when it is a JVM size (argparse reports the rest)."""
+    from ferry.spark.connect import HEAP_SIZE
+
+    if not HEAP_SIZE.fullmatch(value.strip().lower()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a heap size: give one such as "
+                                         "512m, 1g or 4g")
+    return value.strip().lower()
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -22,6 +34,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                                              "free one when taken)")
     up.add_argument("--master", default="local[*]",
                     help="the server's own Spark master (default local[*])")
+    up.add_argument("--heap", type=_heap, default="1g", help=_HEAP_HELP)
     status = verb(ssub, "status", "show the local Spark Connect server", cmd_spark_status)
     status.add_argument("--dir", help=_DIR_HELP)
     down = verb(ssub, "down", "stop the local Spark Connect server", cmd_spark_down)
@@ -33,6 +46,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                        help="the address it listens on (default 127.0.0.1)")
     serve.add_argument("--master", default="local[*]",
                        help="its Spark master (default local[*]), e.g. spark://host:7077")
+    serve.add_argument("--heap", type=_heap, default="1g", help=_HEAP_HELP)
 
 
 def _dir(args: argparse.Namespace) -> Path | None:
@@ -42,7 +56,7 @@ def _dir(args: argparse.Namespace) -> Path | None:
 def cmd_spark_up(args: argparse.Namespace) -> int:
     from ferry.local import spark_server
 
-    state = spark_server.up(_dir(args), port=args.port, master=args.master)
+    state = spark_server.up(_dir(args), port=args.port, master=args.master, heap=args.heap)
     emit(args, {"url": state.url, "pid": state.pid, "dir": state.dir, "log": state.log},
          f"{state.url} (pid {state.pid}); use it with ferry.spark.master={state.url}")
     return EXIT_OK
@@ -78,5 +92,5 @@ def cmd_spark_serve(args: argparse.Namespace) -> int:
     from ferry.spark.connect import server_command
     from ferry.spark.submit import submit_env
 
-    command = server_command(args.port, master=args.master, host=args.host)
+    command = server_command(args.port, master=args.master, host=args.host, heap=args.heap)
     os.execve(command[0], command, submit_env())  # never returns

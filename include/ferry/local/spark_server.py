@@ -26,7 +26,7 @@ from pathlib import Path
 from ferry.errors import TransientError
 from ferry.local.layout import default_dir
 from ferry.local.pids import runs_with
-from ferry.spark.connect import DEFAULT_PORT, SERVER_CLASS, server_command
+from ferry.spark.connect import DEFAULT_PORT, SERVER_CLASS, SERVER_HEAP, server_command
 from ferry.spark.submit import submit_env
 
 STATE_FILE = "server.json"
@@ -101,8 +101,9 @@ def _free_port() -> int:
 
 
 def up(base: Path | None = None, port: int | None = None, master: str = "local[*]",
-       timeout_s: float = READY_TIMEOUT_S) -> ServerState:
-    """Start the server (or keep the running one); returns it once it accepts sessions."""
+       timeout_s: float = READY_TIMEOUT_S, heap: str = SERVER_HEAP) -> ServerState:
+    """Start the server with a fixed `heap` (or keep the running one, whatever its heap);
+    returns it once it accepts sessions."""
     directory = server_dir(base).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     previous = load(directory)
@@ -111,7 +112,7 @@ def up(base: Path | None = None, port: int | None = None, master: str = "local[*
     if port is None:
         wanted = previous.port if previous is not None else DEFAULT_PORT
         port = wanted if _port_free(wanted) else _free_port()
-    command = server_command(port, master=master)
+    command = server_command(port, master=master, heap=heap)
     command += ["--conf", f"spark.ferry.home={directory}"]
     with open(directory / LOG_FILE, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,

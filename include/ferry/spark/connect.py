@@ -15,6 +15,7 @@ tables, no speculation), listening on loopback unless told otherwise.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -42,17 +43,24 @@ def is_connect(master: str) -> bool:
 
 
 SERVER_HEAP = "1g"
-"""The warm server's heap, fixed: its live data after a full GC stays near 180 MB across
+"""The warm server's heap by default, fixed: its live data after a full GC stays near 180 MB across
 hundreds of cycles, but G1 grows a heap it may grow (to this maximum) instead of collecting
 fully, so the server's RSS crept up cycle after cycle (+51% after 200). Committed and
 touched at start (`-Xms` = `-Xmx`, `AlwaysPreTouch`, as Kafka's and Elasticsearch's
 guides advise for servers), its footprint is what it is after the first cycle."""
 
 
+HEAP_SIZE = re.compile(r"[1-9][0-9]*[kmgt]")
+"""A JVM heap size as `spark.driver.memory` and `-Xms` both read it: 512m, 1g, 4g."""
+
+
 def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
-                   name: str = "ferry-connect", spark_submit: str | None = None) -> list[str]:
+                   name: str = "ferry-connect", spark_submit: str | None = None,
+                   heap: str = SERVER_HEAP) -> list[str]:
     """spark-submit starting a Connect server on `host:port` with Ferry's settings and a
-    fixed heap (SERVER_HEAP); its Python workers run this interpreter."""
+    fixed heap of `heap` (a HEAP_SIZE); its Python workers run this interpreter."""
+    if not HEAP_SIZE.fullmatch(heap):
+        raise ValueError(f"heap {heap!r} is not a size such as 512m or 2g")
     log4j = Path(__file__).with_name("log4j2.properties")
     binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
     conf = spark_conf(master)
@@ -61,9 +69,9 @@ def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.memory": SERVER_HEAP,
+        "spark.driver.memory": heap,
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} "
-                                         f"-Xms{SERVER_HEAP} -XX:+AlwaysPreTouch",
+                                         f"-Xms{heap} -XX:+AlwaysPreTouch",
         LIBRARY_CONF: _library(),
     })
     command = [binary, "--class", SERVER_CLASS, "--name", name,
