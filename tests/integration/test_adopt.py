@@ -460,16 +460,20 @@ def test_adopt_refuses_while_the_old_mirrors_group_has_members(
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
 
 
+@pytest.mark.parametrize("remote_partitions", [1, 4])
 def test_a_remote_topic_with_other_partitions_is_not_adopted(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, remote_partitions: int
 ) -> None:
     from tests.integration.test_mm1_setup import command_line
 
-    # given: MM1 mirrored a 2-partition topic into a 1-partition topic (its producer chose)
+    # given: MM1 mirrored a 2-partition topic into a topic of another partition count (its
+    # producer chose the partition: with 4, remote partition 0 holds the half of source
+    # partition 0 whose keys hash there, and other partitions' records)
     create_topic(clusters["source"], topic_name, 2)
-    create_topic(clusters["target"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, remote_partitions)
     produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", i % 2) for i in range(20)])
-    produce(clusters["target"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    produce(clusters["target"], topic_name, [(f"k{i}".encode(), b"v", i % remote_partitions)
+                                             for i in range(20)])
     group = f"{topic_name}-mm1"
     commit_group(clusters["source"], group, topic_name, {0: 10, 1: 10})
     setup = command_line(tmp_path, clusters, topic_name)
@@ -483,6 +487,164 @@ def test_a_remote_topic_with_other_partitions_is_not_adopted(
     assert [(p["partition"], p["status"]) for p in report["partitions"]] == [
         (0, "partitions-differ"), (1, "partitions-differ")]
     assert report["partitions"][0]["reason"] == (
-        f"{topic_name} has 1 partitions, {topic_name} 2: partition 0 was not mirrored to "
-        "partition 0")
+        f"{topic_name} has {remote_partitions} partitions, {topic_name} 2: partition 0 was "
+        "not mirrored to partition 0")
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
+
+
+def copy_uncommitted(clusters: dict[str, str], topic: str, partition: int,
+                     order: list[int] | None = None) -> int:
+    """Copy the source partition's records to the same-named remote partition as MM1 (and
+    MM2) read them, uncommitted ones too: all in order, or those at the indexes `order`
+    gives (a replay repeats some); how many were written."""
+    consumer = Consumer(conf(clusters["source"], **{
+        "group.id": f"{topic}-peek", "isolation.level": "read_uncommitted",
+        "enable.auto.commit": False, "enable.partition.eof": True}))
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    read = []
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None, "the source partition's end never came"
+            if msg.error() is not None:
+                break
+            read.append(msg)
+    finally:
+        consumer.close()
+    producer = Producer(conf(clusters["target"], **{"enable.idempotence": True}))
+    picked = [read[i] for i in order] if order is not None else read
+    for msg in picked:
+        producer.produce(topic, msg.value(), msg.key(), partition=partition,
+                         timestamp=msg.timestamp()[1], headers=msg.headers())
+    assert producer.flush(30) == 0
+    return len(picked)
+
+
+def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: 10 committed records and a transaction of 5 still open on the source; an
+    # MM1-style mirror (read_uncommitted, as MM1 and MM2 read) copied all 15 and committed
+    # its group at 15
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(10)])
+    open_txn = Producer(conf(clusters["source"], **{"transactional.id": f"{topic_name}-txn"}))
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    for i in range(5):
+        open_txn.produce(topic_name, b"t", f"t{i}".encode(), partition=0)
+    assert open_txn.flush(30) == 0
+    assert copy_uncommitted(clusters, topic_name, 0) == 15
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 15})
+    setup = command_line(tmp_path, clusters, topic_name)
+    adopt = ("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group", group,
+             "--settle", "0", "--execute", "--json")
+
+    # when: adopted while the transaction is open
+    done = ferry(*adopt, check=False)
+
+    # then: not adopted (Ferry would continue at 10 and copy the 5 again once committed),
+    # and nothing written
+    assert done.returncode == 1, done.stdout + done.stderr
+    (part,) = json.loads(done.stdout)["partitions"]
+    assert part["status"] == "open-transaction", part
+    assert part["reason"] == (
+        f"{topic_name}-0 has a transaction open from offset 10 (its end is 15), and "
+        f"{topic_name}-0 holds 5 records after the last one paired: the old mirror read "
+        "uncommitted records and may have copied some of that transaction; adopt again "
+        "once it is committed or aborted")
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
+
+    # when: the transaction commits, and adopt runs again
+    open_txn.commit_transaction(30)
+    again = json.loads(ferry(*adopt).stdout)
+
+    # then: all 15 copies pair, and Ferry continues after them
+    (part,) = again["partitions"]
+    assert (part["status"], part["position"], part["matched"], part["to_copy"]) == (
+        "adopted", 15, 15, 0), part  # (the commit marker at 15 is skipped as any)
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [15]
+
+
+def test_a_replay_longer_than_the_window_is_not_adopted(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: a mirror copied records 0-59, restarted from 30 (a replay of 30 records),
+    # copied on to 99 and committed its group at 100
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    records = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(100)]
+    produce(clusters["source"], topic_name, [(k, v, 0) for k, v in records])
+    copy_uncommitted(clusters, topic_name, 0,
+                     [*range(60), *range(30, 60), *range(60, 100)])
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 100})
+    setup = command_line(tmp_path, clusters, topic_name)
+
+    # when: adopted with a window shorter than the replay
+    done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group",
+                 group, "--settle", "0", "--window", "10", "--execute", "--json", check=False)
+
+    # then: not adopted: after record 59 the two sides never pair again, though the old
+    # mirror's progress counts 60-99 as copied (Ferry would copy them a second time)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (part,) = json.loads(done.stdout)["partitions"]
+    assert part["status"] == "not-aligned", part
+    assert part["reason"] == (
+        "40 records the old mirror's progress counts as copied (from offset 60) do not pair "
+        "with the records after the last paired copy: the alignment lost step (a replay or a "
+        "hole longer than --window 10: raise it), or the remote partition holds other records")
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
+    # and with a window longer than the replay it is adopted: the replay reported as doubled
+    again = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+                             "--group", group, "--settle", "0", "--window", "100",
+                             "--execute", "--json").stdout)
+    (part,) = again["partitions"]
+    assert (part["status"], part["position"], part["matched"], part["doubled"]) == (
+        "adopted", 100, 100, 30), part
+
+
+def test_adopt_stops_before_writing_a_partition_ferry_began_mirroring_meanwhile(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferry.core.internal import positions_group
+    from ferry.errors import TerminalError
+    from ferry.steps import adopt as adopt_step
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: an MM1-style mirror copied the 20 records of a partition and committed them
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    copy_uncommitted(clusters, topic_name, 0)
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 20})
+    flow = flow_of(command_line(tmp_path, clusters, topic_name))
+    # and a flow run (its DAG was not paused) commits a position there while the adoption
+    # aligns the partition, after adopt found no position of Ferry's
+    aligning = adopt_step.align
+
+    def align_while_a_run_commits(*args: object, **kwargs: object) -> object:
+        commit_group(clusters["target"], positions_group(flow), topic_name, {0: 7})
+        return aligning(*args, **kwargs)
+
+    monkeypatch.setattr(adopt_step, "align", align_while_a_run_commits)
+
+    # when
+    with pytest.raises(TerminalError) as refused:
+        adopt_step.adopt(flow, "mm1", group=group, settle_s=0, execute=True)
+
+    # then: it stopped before writing, naming the partition, and the run's position stands
+    assert str(refused.value) == (
+        f"flow {flow.name}: Ferry began mirroring {topic_name}-0 during the adoption (a "
+        "position at 7, committed by another client): nothing of it was written; pause the "
+        "flow's DAG, and adopt only partitions Ferry has not mirrored")
+    assert positions(clusters, flow, [(topic_name, 0)]) == [7]
+    assert [r for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+            if r.value is not None] == []

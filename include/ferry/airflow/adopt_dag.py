@@ -57,8 +57,9 @@ def build_adopt_dag(config: MirrorConfig, path: str) -> Any:
                       "MirrorMaker 2 (its progress in Kafka Connect's offset storage) or "
                       "MirrorMaker 1 (its consumer group's offsets)."),
         "offsets_topic": Param("", type="string", description="mm2: Connect's offsets topic "
-                               "on the target; empty: mm2-offsets.<source>.internal "
-                               "(dedicated mode)."),
+                               "on the target; empty: where the config puts it "
+                               "(mm2-offsets.<source>.internal in dedicated mode, "
+                               "mirrormaker2-cluster-offsets for Strimzi)."),
         "connector": Param("", type="string", description="mm2: only this connector's "
                            "progress (on a Connect cluster, the name you gave "
                            "MirrorSourceConnector); empty: any."),

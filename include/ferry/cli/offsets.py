@@ -68,8 +68,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     adopt.add_argument("--from", dest="old", required=True, choices=("mm2", "mm1"),
                        help="the mirror to take over from")
     adopt.add_argument("--offsets-topic", metavar="TOPIC",
-                       help="mm2: Connect's offsets topic on the target (default "
-                            "mm2-offsets.<source>.internal, dedicated mode)")
+                       help="mm2: Connect's offsets topic on the target (default: where "
+                            "the config puts it; mm2-offsets.<source>.internal in "
+                            "dedicated mode, mirrormaker2-cluster-offsets for Strimzi)")
     adopt.add_argument("--connector", help="mm2: only this connector's progress (on a "
                                            "Connect cluster the name you gave "
                                            "MirrorSourceConnector)")

@@ -244,6 +244,11 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
         settings={k: v.shown() for k, v in sorted(conn.props.items())
                   if k in names.CONNECTOR_KEYS or k.startswith("replication.policy")},
         target_partition_limit=eventhubs.partition_limit(props, target),
+        # MirrorMakerConfig.workerConfig: the target's settings, then the top-level storage
+        # ones over them, then these defaults
+        mm2_offsets_topic=_first(props, "offset.storage.topic", f"{target}.offset.storage.topic")
+        or f"mm2-offsets.{source}.internal",
+        mm2_worker_group=_first(props, f"{target}.group.id") or f"{source}-mm2",
     )
     if flow.enabled and flow.ferry.delivery == "exactly_once" and _is_event_hubs(flow.producer) \
             and flow.target_partition_limit is None:  # the profile shows its own line
@@ -251,6 +256,15 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
                       "Standard has no transactions: set "
                       f"{flow.name}.ferry.delivery=at_least_once")
     return flow
+
+
+def _first(props: Props, *keys: str) -> str:
+    """The first of `keys` set to a non-blank value, stripped; "" when none is."""
+    for key in keys:
+        value = props.get(key)
+        if value is not None and value.text.strip():
+            return value.text.strip()
+    return ""
 
 
 def _filters(conn: Reader) -> tuple[NameFilter, NameFilter, ConfigPropertyFilter]:

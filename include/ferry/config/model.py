@@ -90,6 +90,13 @@ class Flow:
     settings: Mapping[str, str] = field(default_factory=dict)
     target_partition_limit: int | None = None
     """Partitions per topic the target takes (an Event Hubs namespace's tier), or None."""
+    mm2_offsets_topic: str = ""
+    """Where MirrorMaker 2 in dedicated mode, run with this config, keeps this flow's
+    progress on the target: `offset.storage.topic`, else `<target>.offset.storage.topic`,
+    else `mm2-offsets.<source>.internal` (what `ferry adopt` reads by default)."""
+    mm2_worker_group: str = ""
+    """The group its Connect workers for this flow join on the target: `<target>.group.id`,
+    else `<source>-mm2`."""
     """The flow's resolved MM2 connector settings (secrets masked), for display."""
 
     @property

@@ -27,6 +27,10 @@ from ferry.config.mm1 import Translation
 from ferry.config.providers import DIR_PROVIDER
 from ferry.errors import ConfigError, Problem
 
+STRIMZI_OFFSETS_TOPIC, STRIMZI_CONNECT_GROUP = "mirrormaker2-cluster-offsets", \
+    "mirrormaker2-cluster"
+"""What Strimzi's KafkaMirrorMaker2 Connect cluster uses unless its config says otherwise."""
+
 
 def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, str]
                        ) -> tuple[dict[str, str], Translation | None]:
@@ -104,6 +108,23 @@ class _Mapper:
         for i, mirror in enumerate(mirrors):
             self.mirror(mirror, f"spec.mirrors[{i}]", target_alias)
         self.props["clusters"] = ", ".join(aliases)
+        self.connect_cluster(spec, target_alias)
+
+    def connect_cluster(self, spec: Mapping[str, Any], target_alias: str | None) -> None:
+        """Where the resource's Connect cluster keeps the connectors' progress and which
+        group its workers join (`ferry adopt` reads them): the v1 API's `spec.target`
+        fields, else the cluster's `config`, else Strimzi's defaults."""
+        alias = spec.get("connectCluster") or target_alias
+        if not alias:
+            return
+        target: Mapping[str, Any] = spec["target"] if isinstance(spec.get("target"), dict) \
+            else {}
+        for key, field, default in (
+                ("offset.storage.topic", "offsetStorageTopic", STRIMZI_OFFSETS_TOPIC),
+                ("group.id", "groupId", STRIMZI_CONNECT_GROUP)):
+            if target.get(field):
+                self.props[f"{alias}.{key}"] = str(target[field])
+            self.props.setdefault(f"{alias}.{key}", default)
 
     def mirror_maker_1(self, spec: Mapping[str, Any]) -> None:
         """MM1's resource: `spec.consumer` is the source, `spec.producer` the target, one

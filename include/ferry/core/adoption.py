@@ -9,12 +9,18 @@ The statuses of a partition:
 - `no-remote-topic` / `no-remote-partition`: nothing on the target to adopt; the flow
   copies the partition as a new one.
 - `nothing-copied`: no stored progress and an empty remote partition.
+- `no-source-topic` / `no-source-partition`: the old mirror stored progress for a source
+  partition that no longer exists; nothing to copy, left as it is.
 - `partitions-differ`: the remote topic has another partition count than the source, so
   partition p was not mirrored to partition p (MirrorMaker 1's default handler lets the
   producer pick): not adopted.
-- `not-aligned`: the alignment lost step (long runs of altered pairs, or no pair at all
-  while both sides hold records): not adopted; a larger window, or a check of what wrote
-  the remote partition, is needed.
+- `not-aligned`: the alignment lost step (long runs of altered pairs, no pair at all while
+  both sides hold records, or records the old mirror counts as copied that do not pair):
+  not adopted; a larger window, or a check of what wrote the remote partition, is needed.
+- `open-transaction`: a transaction is open on the source partition and the remote one
+  holds records after the last pair: the old mirror read uncommitted records (MM1 and MM2
+  both do) and may have copied some of it, which Ferry cannot see yet. Not adopted; adopt
+  again once the transaction ended.
 """
 
 from __future__ import annotations
@@ -23,13 +29,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ferry.core.alignment import ALTERED, MISSING, Finding
+from ferry.core.alignment import ALTERED, EXTRA, MISSING, Finding
 
 WOULD_ADOPT, ADOPTED, ALREADY = "would-adopt", "adopted", "already-adopted"
 NO_REMOTE, NO_REMOTE_PARTITION, NOTHING = "no-remote-topic", "no-remote-partition", \
     "nothing-copied"
-PARTITIONS_DIFFER, NOT_ALIGNED = "partitions-differ", "not-aligned"
-REFUSED = (PARTITIONS_DIFFER, NOT_ALIGNED)
+NO_SOURCE, NO_SOURCE_PARTITION = "no-source-topic", "no-source-partition"
+PARTITIONS_DIFFER, NOT_ALIGNED, OPEN_TRANSACTION = "partitions-differ", "not-aligned", \
+    "open-transaction"
+REFUSED = (PARTITIONS_DIFFER, NOT_ALIGNED, OPEN_TRANSACTION)
 """Statuses that leave a partition neither adopted nor safe to copy as a new one."""
 NO_PROGRESS = -1
 """`progress` of a partition the old mirror stored none for."""
@@ -171,16 +179,76 @@ class Tail:
     missing: int
     altered: int
     shown: list[Finding]
+    unpaired_copies: int = 0
+    """Target records after the last pair that are not doubles (altered and extra)."""
+    counted: int = 0
+    """Altered pairs whose source record the old mirror's progress counts as copied."""
+    counted_from: int | None = None
+    """The first source offset of those."""
 
 
-def tail(findings: Iterable[Finding]) -> Tail:
-    missing = altered = 0
+def tail(findings: Iterable[Finding], progress: int = NO_PROGRESS) -> Tail:
+    missing = altered = unpaired = counted = 0
+    counted_from: int | None = None
     shown = []
     for f in findings:
         if f.kind == MISSING:
             missing += f.count
         elif f.kind == ALTERED:
             altered += f.count
+            unpaired += f.count
+            start = f.source_start or 0
+            if start < progress:
+                # (the count, where offsets have no gaps; fewer where they have)
+                counted += min(f.count, progress - start)
+                counted_from = start if counted_from is None else min(counted_from, start)
         else:
+            unpaired += f.count if f.kind == EXTRA else 0
             shown.append(f)
-    return Tail(missing + altered, missing, altered, shown)
+    return Tail(missing + altered, missing, altered, shown, unpaired, counted, counted_from)
+
+
+def lost_step(end: Tail, window: int) -> str:
+    """Why the records after the last pair cannot be trusted ("" when they can): the old
+    mirror's progress counts source records there as copied, and they do not pair with the
+    target records there. Copying them again would double them: after a replay or a hole
+    longer than the window, the two sides never pair again."""
+    if not end.counted:
+        return ""
+    return (f"{end.counted:,} records the old mirror's progress counts as copied (from offset "
+            f"{end.counted_from}) do not pair with the records after the last paired copy: "
+            f"the alignment lost step (a replay or a hole longer than --window {window}: "
+            "raise it), or the remote partition holds other records")
+
+
+def open_transaction(source: str, remote: str, stable: int, end: int, unpaired: int) -> str:
+    """Why a partition must wait ("" when it need not): a transaction open on the source
+    (its last stable offset `stable` below its end) hides records Ferry reads only once
+    committed, while the remote partition holds `unpaired` records after the last pair,
+    which the old mirror, reading uncommitted, may have copied from that transaction."""
+    if stable >= end or not unpaired:
+        return ""
+    return (f"{source} has a transaction open from offset {stable} (its end is {end}), and "
+            f"{remote} holds {unpaired:,} records after the last one paired: the old mirror "
+            "read uncommitted records and may have copied some of that transaction; adopt "
+            "again once it is committed or aborted")
+
+
+def partition_check(partition: int, source_partitions: int | None,
+                    remote_partitions: int | None, topic: str, remote: str
+                    ) -> tuple[str, str]:
+    """(status, reason) of a partition from the two topics' partition counts (None: no such
+    topic); WOULD_ADOPT when both exist with the same count. Another count in either
+    direction means records were not mirrored partition to partition (MM1's producer
+    picked, or the source topic was recreated), so nothing there is adopted."""
+    if source_partitions is None:
+        return NO_SOURCE, ""
+    if partition >= source_partitions:
+        return NO_SOURCE_PARTITION, ""
+    if remote_partitions is None:
+        return NO_REMOTE, ""
+    if remote_partitions != source_partitions:
+        return PARTITIONS_DIFFER, (f"{remote} has {remote_partitions} partitions, {topic} "
+                                   f"{source_partitions}: partition {partition} was not "
+                                   f"mirrored to partition {partition}")
+    return WOULD_ADOPT, ""

@@ -303,6 +303,12 @@ class Admin:
         high = self._offsets(tps, OffsetSpec.latest(), "reading last stable offsets")
         return {tp: Watermarks(low[tp], high[tp]) for tp in tps}
 
+    def ends(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """High watermarks (read_uncommitted ends: open transactions' records included)."""
+        tps = list(tps)
+        return self._offsets(tps, OffsetSpec.latest(), "reading high watermarks",
+                             IsolationLevel.READ_UNCOMMITTED) if tps else {}
+
     def offsets_at(self, tps: Iterable[TP], time_ms: int) -> dict[TP, int]:
         """The first offset of each partition whose record time is at or after `time_ms`,
         or its last stable offset when no record is that recent."""
@@ -315,11 +321,12 @@ class Admin:
             if missing else {}
         return {tp: ends.get(tp, offset) for tp, offset in found.items()}
 
-    def _offsets(self, tps: list[TP], spec: Any, action: str) -> dict[TP, int]:
+    def _offsets(self, tps: list[TP], spec: Any, action: str,
+                 isolation: Any = IsolationLevel.READ_COMMITTED) -> dict[TP, int]:
         found = self.batch(
             {tp: TopicPartition(tp.topic, tp.partition) for tp in tps},
             lambda todo, timeout: self.raw.list_offsets(
-                dict.fromkeys(todo, spec), isolation_level=IsolationLevel.READ_COMMITTED,
+                dict.fromkeys(todo, spec), isolation_level=isolation,
                 request_timeout=timeout),
             lambda tp: (f"{action} of {tp.topic}", f"DESCRIBE on TOPIC {tp.topic}"),
             key=lambda k: TP(k.topic, k.partition))

@@ -27,7 +27,7 @@ from ferry.errors import TerminalError
 from ferry.kafka.admin import Admin
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
-from ferry.kafka.lane_state import position_metadata
+from ferry.kafka.lane_state import position_metadata, recorded_owner
 from ferry.kafka.records import scan
 from ferry.kafka.retry import retrying
 from ferry.mm2.connect_offsets import ConnectOffset, parse, progress
@@ -93,14 +93,19 @@ class AdoptionWriter:
         self.reader = Consumer(flow.target_admin.confluent({
             "group.id": positions_group(flow), "enable.auto.commit": False,
             "isolation.level": "read_committed", "log_level": 3}))
-        self._call(lambda: self.producer.init_transactions(CALL_TIMEOUT_S),
-                   "initialising the adoption's transactions")
+        try:
+            self._call(lambda: self.producer.init_transactions(CALL_TIMEOUT_S),
+                       "initialising the adoption's transactions")
+        except BaseException:
+            self.reader.close()
+            raise
 
     def write(self, entries: Iterable[MapEntry], remote: str, partition: int, position: int,
               target_end: int | None, source_id: str) -> int:
         """Commit `entries` and the position `position` of `remote`-`partition` in one
         transaction; the number of entries written."""
         producer, topic = self.producer, offset_map_topic(self.flow)
+        self._refuse_taken(remote, partition)
         self._call(producer.begin_transaction, "beginning a transaction")
         written = 0
         try:
@@ -131,6 +136,23 @@ class AdoptionWriter:
     def close(self) -> None:
         self.producer.flush(CALL_TIMEOUT_S)
         self.reader.close()
+
+    def _refuse_taken(self, remote: str, partition: int) -> None:
+        """Refuse to write a partition whose position another client committed since the
+        adoption began (the flow's run, its DAG not paused): adopt checked for positions
+        before aligning, which can take minutes."""
+        found: list[KTP] = []
+        self._call(lambda: found.extend(self.reader.committed(
+            [KTP(remote, partition)], timeout=CALL_TIMEOUT_S)),
+            f"reading the position of {remote}-{partition}")
+        (tp,) = found
+        owner = recorded_owner(tp.metadata)
+        if tp.offset >= 0 and owner != self.owner:
+            raise TerminalError(
+                f"flow {self.flow.name}: Ferry began mirroring {remote}-{partition} during the "
+                f"adoption (a position at {tp.offset}, committed by "
+                f"{owner or 'another client'}): nothing of it was written; pause the flow's "
+                "DAG, and adopt only partitions Ferry has not mirrored")
 
     def _call(self, call: Callable[[], object], action: str) -> None:
         try:

@@ -1,8 +1,8 @@
 """Take over from MirrorMaker 2 or 1 in place (`ferry adopt`): no re-copy, no seam.
 
 1. **The old mirror's progress.** MM2's is in Kafka Connect's offset storage
-   (`mm2-offsets.<source>.internal` on the target in dedicated mode, or the Connect
-   cluster's offsets topic); MM1's is its consumer group's committed offsets on the
+   (on the target: where the config puts it, `Flow.mm2_offsets_topic`, or the Connect
+   cluster's offsets topic the user names); MM1's is its consumer group's committed offsets on the
    source. It is read twice, `settle_s` apart: progress that still moves, or workers still
    members of their group (MM2's Connect workers in dedicated mode, MM1's consumers), mean
    the old mirror still runs, and nothing is adopted.
@@ -45,17 +45,18 @@ from ferry.core.adoption import (
     ALREADY,
     FINDINGS_SHOWN,
     NO_PROGRESS,
-    NO_REMOTE,
-    NO_REMOTE_PARTITION,
     NOT_ALIGNED,
     NOTHING,
-    PARTITIONS_DIFFER,
+    OPEN_TRANSACTION,
     WOULD_ADOPT,
     AdoptReport,
     PartitionAdoption,
     finding_text,
+    lost_step,
     moving,
     not_aligned,
+    open_transaction,
+    partition_check,
     position,
     tail,
 )
@@ -73,16 +74,6 @@ MM2, MM1 = "mm2", "mm1"
 def adoption_owner(flow: Flow) -> str:
     """The transactional id adoptions commit positions under (fenced by the first lane)."""
     return f"ferry.{flow.source}->{flow.target}.adopt"
-
-
-def default_offsets_topic(flow: Flow) -> str:
-    """Where MM2 in dedicated mode keeps its progress for this flow (on the target)."""
-    return f"mm2-offsets.{flow.source}.internal"
-
-
-def connect_group(flow: Flow) -> str:
-    """The group MM2's Connect workers of this flow join in dedicated mode (on the target)."""
-    return f"{flow.source}-mm2"
 
 
 def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
@@ -162,29 +153,20 @@ def _partitions(flow: Flow, progress: dict[tuple[str, int], int],
 
 def _check_remote(part: PartitionAdoption, source_topics: dict[str, Any],
                   remote_topics: dict[str, Any]) -> None:
-    remote = remote_topics.get(part.remote)
-    if remote is None:
-        part.status = NO_REMOTE
-    elif part.topic in source_topics and \
-            remote.partitions < source_topics[part.topic].partitions:
-        # More source partitions than remote ones: they were not mirrored p to p. (More
-        # remote ones: partitions added on the source's side were not synced yet.)
-        part.status = PARTITIONS_DIFFER
-        part.reason = (f"{part.remote} has {remote.partitions} partitions, {part.topic} "
-                       f"{source_topics[part.topic].partitions}: partition "
-                       f"{part.partition} was not mirrored to partition {part.partition}")
-    elif part.partition >= remote.partitions:
-        part.status = NO_REMOTE_PARTITION
+    source, remote = source_topics.get(part.topic), remote_topics.get(part.remote)
+    part.status, part.reason = partition_check(
+        part.partition, source.partitions if source else None,
+        remote.partitions if remote else None, part.topic, part.remote)
 
 
 def _refuse_running(flow: Flow, old: str, offsets_topic: str | None, group: str | None
                     ) -> None:
     """Refuse while the old mirror's processes are still members of their group: MM2's
-    Connect workers in dedicated mode (`<source>-mm2` on the target), MM1's consumers."""
+    Connect workers (`Flow.mm2_worker_group` on the target), MM1's consumers."""
     from ferry.kafka.adoption import group_members
 
     if old == MM2 and offsets_topic is None:
-        client, name = flow.target_admin, connect_group(flow)
+        client, name = flow.target_admin, flow.mm2_worker_group
         who = f"MirrorMaker 2's workers (group {name} on {flow.target})"
     elif old == MM1 and group:
         client, name = flow.source_admin, group
@@ -203,7 +185,7 @@ def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCl
     if old == MM2:
         from ferry.kafka.adoption import connect_progress
 
-        topic = offsets_topic or default_offsets_topic(flow)
+        topic = offsets_topic or flow.mm2_offsets_topic
 
         def read_mm2() -> dict[tuple[str, int], int]:
             try:
@@ -257,6 +239,9 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
     started = time.monotonic()
     tp, remote = TopicPartition(part.topic, part.partition), \
         TopicPartition(part.remote, part.partition)
+    # The source's end before its last stable offset: a transaction opened in between
+    # starts at or past that end, so a stable offset below it is a transaction open before.
+    source_end = source.ends([tp])[tp]
     at_source, at_target = source.watermarks([tp])[tp], target.watermarks([remote])[remote]
     low, high, t_low, t_high = at_source.low, at_source.high, at_target.low, at_target.high
     if part.progress == NO_PROGRESS and t_high <= t_low:
@@ -276,7 +261,7 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
                                 group, timeout), window=window, summary=summary)
     with tempfile.TemporaryFile(prefix="ferry-adopt-") as spool:
         shown, after = _spool(pairs, spool, part, flow)
-        end = tail(after)
+        end = tail(after, part.progress)
         part.matched, part.doubled = summary.matched, summary.doubled
         part.extra = summary.extra + end.altered  # their source records are copied again
         part.altered, part.missing = summary.altered - end.altered, \
@@ -289,9 +274,15 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
         part.reason = not_aligned(summary.matched, summary.altered,
                                   summary.matched + summary.missing + summary.altered,
                                   summary.matched + summary.doubled + summary.extra
-                                  + summary.altered)
+                                  + summary.altered) or lost_step(end, window)
         if part.reason:
             part.status = NOT_ALIGNED
+            return
+        part.reason = open_transaction(f"{part.topic}-{part.partition}",
+                                       f"{part.remote}-{part.partition}", high, source_end,
+                                       end.unpaired_copies)
+        if part.reason:
+            part.status = OPEN_TRANSACTION
             return
         if writer is not None:
             ids, target_ids = writer.ids

@@ -246,6 +246,10 @@ class KafkaCluster:
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return self.admin.watermarks(tps)
 
+    def ends(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """High watermarks: beyond the last stable offset while a transaction is open."""
+        return self.admin.ends(tps)
+
     def offsets_at(self, tps: Iterable[TopicPartition], time_ms: int
                    ) -> dict[TopicPartition, int]:
         return self.admin.offsets_at(tps, time_ms)

@@ -202,3 +202,17 @@ def test_latin1_config_files_are_read_like_java(load: Loader, tmp_path: Path) ->
     from ferry.config import load_config
 
     assert load_config(path).flow("A->B").enabled
+
+
+@pytest.mark.parametrize(("extra", "topic", "group"), [
+    ("", "mm2-offsets.A.internal", "A-mm2"),
+    ("B.offset.storage.topic = b-offsets\nB.group.id = b-workers\n", "b-offsets", "b-workers"),
+    # the top-level storage settings go over the target's (MirrorMakerConfig.workerConfig)
+    ("offset.storage.topic = all-offsets\nB.offset.storage.topic = b-offsets\n",
+     "all-offsets", "A-mm2"),
+    ("group.id = ignored\n", "mm2-offsets.A.internal", "A-mm2"),  # not a worker setting
+])
+def test_where_mm2_in_dedicated_mode_keeps_a_flows_progress(
+        load: Loader, extra: str, topic: str, group: str) -> None:
+    flow = load(BASE + extra).flow("A->B")
+    assert (flow.mm2_offsets_topic, flow.mm2_worker_group) == (topic, group)

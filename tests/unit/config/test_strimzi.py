@@ -96,6 +96,35 @@ spec:
     assert config.clusters["central"].bootstrap_servers == "central:9092"
 
 
+def test_adopt_reads_the_connect_clusters_progress_where_strimzi_keeps_it(
+        load: Loader) -> None:
+    # Strimzi runs MM2's connectors on a Connect cluster: its defaults, unless the connect
+    # cluster's config (v1beta2) or spec.target (v1) names them
+    flow = load(RESOURCE, files=SECRETS, name="mm2.yaml").flow("src->dst")
+    assert (flow.mm2_offsets_topic, flow.mm2_worker_group) == (
+        "mirrormaker2-cluster-offsets", "mirrormaker2-cluster")
+
+    named = RESOURCE.replace("      bootstrapServers: dst-bootstrap:9092\n", (
+        "      bootstrapServers: dst-bootstrap:9092\n      config: {offset.storage.topic: "
+        "dr-offsets, group.id: dr-workers}\n"))
+    flow = load(named, files=SECRETS, name="mm2.yaml").flow("src->dst")
+    assert (flow.mm2_offsets_topic, flow.mm2_worker_group) == ("dr-offsets", "dr-workers")
+
+    v1 = load("""
+apiVersion: kafka.strimzi.io/v1
+kind: KafkaMirrorMaker2
+metadata: {name: m}
+spec:
+  target: {alias: central, bootstrapServers: "central:9092", groupId: mm2-central,
+           offsetStorageTopic: mm2-central-offsets}
+  mirrors:
+    - source: {alias: edge, bootstrapServers: "edge:9092"}
+      sourceConnector: {}
+""", name="mm2.yaml").flow("edge->central")
+    assert (v1.mm2_offsets_topic, v1.mm2_worker_group) == (
+        "mm2-central-offsets", "mm2-central")
+
+
 def test_missing_secret_file_is_an_error_naming_the_secret(load: Loader) -> None:
     with pytest.raises(ConfigError) as err:
         load(RESOURCE, files={k: v for k, v in SECRETS.items() if "writer" not in k},

@@ -7,13 +7,20 @@ import pytest
 from ferry.core.adoption import (
     ADOPTED,
     NO_PROGRESS,
+    NO_REMOTE,
+    NO_SOURCE,
+    NO_SOURCE_PARTITION,
     NOT_ALIGNED,
     PARTITIONS_DIFFER,
+    WOULD_ADOPT,
     AdoptReport,
     PartitionAdoption,
     finding_text,
+    lost_step,
     moving,
     not_aligned,
+    open_transaction,
+    partition_check,
     position,
     tail,
 )
@@ -55,6 +62,67 @@ def test_the_tail_after_the_last_pair_is_copied_again_or_reported() -> None:
     found = tail(after)
     assert (found.to_copy, found.missing, found.altered) == (10, 8, 2)
     assert [f.kind for f in found.shown] == [DOUBLED, EXTRA]
+
+
+@pytest.mark.parametrize(("after", "progress", "counted"), [
+    # a replay longer than the window: nothing pairs after record 59 though the old mirror
+    # counts up to 100 as copied; copying 60-99 again would double them
+    ([Finding(ALTERED, 60, 100, 60, 100, 40), Finding(EXTRA, None, None, 100, 130, 30)],
+     100, (40, 60)),
+    ([Finding(ALTERED, 60, 100, 60, 100, 40)], 70, (10, 60)),  # only those below progress
+    # copies of aborted records at the end, then records the old mirror never read
+    ([Finding(ALTERED, 100, 103, 100, 103, 3)], 100, (0, None)),
+    ([Finding(MISSING, 60, 100, None, None, 40)], 100, (0, None)),  # counted, not on target
+    ([Finding(ALTERED, 60, 100, 60, 100, 40)], NO_PROGRESS, (0, None)),
+])
+def test_records_the_old_mirror_counts_as_copied_must_pair(
+        after: list[Finding], progress: int, counted: tuple[int, int | None]) -> None:
+    end = tail(after, progress)
+
+    assert (end.counted, end.counted_from) == counted
+    assert bool(lost_step(end, 10)) is bool(counted[0])
+
+
+def test_a_lost_step_names_the_records_and_the_window() -> None:
+    end = tail([Finding(ALTERED, 60, 100, 60, 100, 40)], 100)
+    assert lost_step(end, 10) == (
+        "40 records the old mirror's progress counts as copied (from offset 60) do not pair "
+        "with the records after the last paired copy: the alignment lost step (a replay or a "
+        "hole longer than --window 10: raise it), or the remote partition holds other records")
+
+
+@pytest.mark.parametrize(("stable", "end", "unpaired", "waits"), [
+    (10, 15, 5, True),  # open, and copies the alignment could not pair: may be of it
+    (10, 15, 0, False),  # open, but nothing after the last pair: it copied none of it
+    (15, 15, 5, False),  # nothing open: unpaired copies are reported as extra
+    (16, 15, 5, False),  # committed since the end was read
+])
+def test_an_open_transaction_holds_back_a_partition_with_copies_after_the_last_pair(
+        stable: int, end: int, unpaired: int, waits: bool) -> None:
+    assert bool(open_transaction("t-0", "A.t-0", stable, end, unpaired)) is waits
+
+
+def test_copies_after_the_last_pair_are_the_altered_and_extra_ones_not_the_doubles() -> None:
+    after = [Finding(ALTERED, 10, 12, 10, 12, 2), Finding(DOUBLED, 5, 8, 12, 15, 3),
+             Finding(EXTRA, None, None, 15, 19, 4), Finding(MISSING, 12, 20, None, None, 8)]
+    assert tail(after).unpaired_copies == 6
+
+
+@pytest.mark.parametrize(("partition", "source", "remote", "status"), [
+    (0, 2, 2, WOULD_ADOPT),
+    (1, 2, 2, WOULD_ADOPT),
+    (0, 2, 1, PARTITIONS_DIFFER),  # MM1's producer picked among fewer
+    (0, 2, 4, PARTITIONS_DIFFER),  # ... or among more: half of 0 is in 2
+    (0, 2, None, NO_REMOTE),
+    (0, None, 2, NO_SOURCE),  # deleted since the old mirror stored progress
+    (3, 2, 2, NO_SOURCE_PARTITION),  # recreated with fewer partitions
+])
+def test_only_partitions_mirrored_partition_to_partition_are_adopted(
+        partition: int, source: int | None, remote: int | None, status: str) -> None:
+    found, reason = partition_check(partition, source, remote, "t", "A.t")
+
+    assert found == status
+    assert bool(reason) is (status == PARTITIONS_DIFFER)
 
 
 def test_progress_that_moved_between_two_reads_is_named() -> None:
