@@ -3,8 +3,9 @@
 One api-server per test module: its own AIRFLOW_HOME (SQLite, `airflow db migrate`),
 SimpleAuthManager with one user whose password the test sets, the Ferry plugin from the
 package's entry point, and FERRY_CONFIG pointing at a flow over the session's real
-clusters with a topic that has records not mirrored yet. Stopped at teardown, also when a
-test fails.
+clusters with a topic that has records not mirrored yet, and at a second flow whose
+clusters name Airflow connections that do not exist. Stopped at teardown, also when a test
+fails.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class AirflowServer:
     """The source topic: partition 0 has 7 records not mirrored yet, partition 1 none."""
     scrape_token: str
     log: Path
+    unconnected: str
+    """The flow whose clusters' connections Airflow does not have (`A->B`)."""
+    missing: str
+    """The id of its source's connection."""
 
     def token(self) -> str:
         """A JWT for USER from the api-server's token endpoint (as a CLI or script would)."""
@@ -134,6 +139,19 @@ def airflow_server(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFa
     run_cycle(flow)
     produce(clusters["source"], topic, [(None, b"late", 0)] * 7)  # lag: 7 on partition 0
     record_lag(flow, "after-mirroring")
+    # A second flow, between clusters known only by connections Airflow does not have
+    # (added once the first is set up: loading the file now would look them up).
+    tag = uuid.uuid4().hex[:6]
+    far, missing = (f"far_src_{tag}", f"far_tgt_{tag}"), f"kafka_gone_{tag}"
+    path = Path(config.path)
+    clusters_line = f"clusters = {flow.source}, {flow.target}\n"
+    text = path.read_text()
+    assert clusters_line in text
+    path.write_text(text.replace(clusters_line, clusters_line.rstrip("\n") + f", {far[0]}, "
+                                 f"{far[1]}\n")
+                    + f"{far[0]}.ferry.connection = {missing}\n"
+                    f"{far[1]}.ferry.connection = {missing}_target\n"
+                    f"{far[0]}->{far[1]}.enabled = true\n{far[0]}->{far[1]}.topics = {topic}\n")
 
     home = base / "airflow"
     port = _free_port()
@@ -150,6 +168,6 @@ def airflow_server(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFa
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, process, log)
-        yield AirflowServer(url, config, topic, scrape_token, log)
+        yield AirflowServer(url, config, topic, scrape_token, log, "->".join(far), missing)
     finally:
         _stop(process)

@@ -149,8 +149,35 @@ def test_an_airflow_token_opens_the_api_and_metrics(airflow_server: AirflowServe
     status, _, body = request(airflow_server, "/ferry/api/flows", f"Bearer {token}")
 
     assert status == 200
-    (flow,) = json.loads(body)["flows"]
+    flow, _unconnected = json.loads(body)["flows"]
     assert [(p["partition"], p["lag_records"]) for p in flow["status"]["partitions"]] == \
         [(0, 7), (1, 0)]
     assert [p["records"] for p in flow["lag_history"]] == [40, 7]
     assert request(airflow_server, "/ferry/metrics", cookie=f"_token={token}")[0] == 200
+
+
+def test_a_flow_whose_connection_is_missing_shows_why_and_the_other_flows_still_show(
+    airflow_server: AirflowServer,
+) -> None:
+    bearer, flow = f"Bearer {airflow_server.token()}", airflow_server.config.enabled_flows[0]
+
+    status, _, body = request(airflow_server, "/ferry/api/flows", bearer)
+
+    # the flow whose clusters are reachable shows its lag; the other names the connection
+    # Airflow does not have, and nothing of it can be read from the clusters
+    assert status == 200, body
+    flows = {f["flow"]: f for f in json.loads(body)["flows"]}
+    assert list(flows) == [flow.name, airflow_server.unconnected]
+    assert flows[flow.name]["error"] is None
+    assert [p["lag_records"] for p in flows[flow.name]["status"]["partitions"]] == [7, 0]
+    unconnected = flows[airflow_server.unconnected]
+    assert unconnected["status"] is None
+    assert airflow_server.missing in unconnected["error"], unconnected["error"]
+    # and so do the metrics a scraper reads, in one answer
+    status, _, body = request(airflow_server, "/ferry/metrics",
+                              f"Bearer {airflow_server.scrape_token}")
+    assert status == 200, body
+    source, target = airflow_server.unconnected.split("->")
+    lines = body.splitlines()
+    assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 1' in lines
+    assert f'ferry_flow_up{{source="{source}",target="{target}"}} 0' in lines

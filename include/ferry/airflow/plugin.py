@@ -80,20 +80,22 @@ async def airflow_user(request: Request) -> Any:
     return user
 
 
-def _config() -> tuple[str, Any]:
-    """(config path, loaded config); raises ConfigError."""
+def _config() -> tuple[str, Any, Any]:
+    """(config path, the config without its connections, a resolver that looks up one
+    flow's); raises ConfigError when the file itself is broken. A flow whose connection is
+    missing shows its error, and the other flows still show (`observe.collect`)."""
     from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
     path = config_path()
-    return path, load(path)
+    return path, load(path, connections=False), lambda flow: load(path, flow=flow.name)
 
 
 def _snapshots() -> tuple[str, list[FlowSnapshot]]:
     from ferry.observe.collect import collect
 
-    path, config = _config()
-    return path, collect(config)
+    path, config, resolve = _config()
+    return path, collect(config, resolve=resolve)
 
 
 def create_app() -> FastAPI:
@@ -149,7 +151,7 @@ def create_app() -> FastAPI:
         from ferry.observe.collect import metric_families
 
         try:
-            body = render(await run_in_threadpool(lambda: metric_families(_config()[1])))
+            body = render(await run_in_threadpool(lambda: metric_families(*_config()[1:])))
         except ConfigError as exc:
             return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
         return PlainTextResponse(body, media_type=CONTENT_TYPE)

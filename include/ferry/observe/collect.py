@@ -1,14 +1,16 @@
 """Gather what the Ferry page and the metrics endpoint show (adapter: Kafka through
 `ferry.observe.status`, the Delta state tables through delta-rs).
 
-One flow's clusters being down does not hide the others: its snapshot carries the error
-(and the metric `ferry_flow_up` 0), its Delta rows are still shown.
+One flow's clusters being down, or their Airflow connections missing, does not hide the
+others: its snapshot carries the error (and the metric `ferry_flow_up` 0), its Delta rows
+are still shown.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -26,21 +28,36 @@ LAG_WINDOW = timedelta(hours=24)
 """How much lag history the page's chart shows."""
 
 
-def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW
-            ) -> list[FlowSnapshot]:
+Resolve = Callable[[Flow], MirrorConfig]
+"""The config with one flow's clusters' connections looked up (`load_config(flow=...)`);
+raises ConfigError when one of them is missing or broken."""
+
+
+def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
+            resolve: Resolve | None = None) -> list[FlowSnapshot]:
     """A snapshot of every enabled flow; `lag_window` None skips the lag history (metrics
-    do not need it)."""
+    do not need it). With `resolve`, `config` need not have its connections looked up:
+    each flow's are, on their own, so a missing one fails only the flows of its cluster."""
     from ferry.steps.heartbeats import topology
 
     seen: dict[str, Topology | FerryError] = {}
     found = []
-    for flow in config.enabled_flows:
+    for named in config.enabled_flows:
+        flow_config, flow = config, named
+        if resolve is not None:
+            try:
+                flow_config = resolve(named)
+            except FerryError as exc:
+                log.warning("flow %s: %s", named.name, exc, extra={"flow": named.name})
+                found.append(snapshot(config, named, exc, lag_window))
+                continue
+            flow = flow_config.flow(named.name)
         if flow.target not in seen:  # each target's heartbeats read once
             try:
-                seen[flow.target] = topology(config, flow.target)
+                seen[flow.target] = topology(flow_config, flow.target)
             except FerryError as exc:
                 seen[flow.target] = exc
-        found.append(snapshot(config, flow, seen[flow.target], lag_window))
+        found.append(snapshot(flow_config, flow, seen[flow.target], lag_window))
     return found
 
 
@@ -77,8 +94,8 @@ def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | Non
     return snap
 
 
-def metric_families(config: MirrorConfig) -> list[Family]:
-    """Every metric of the config's enabled flows, read now."""
+def metric_families(config: MirrorConfig, resolve: Resolve | None = None) -> list[Family]:
+    """Every metric of the config's enabled flows, read now (`resolve`: see `collect`)."""
     from ferry.observe.metrics import families
 
-    return families(collect(config, lag_window=None), time.time())
+    return families(collect(config, lag_window=None, resolve=resolve), time.time())
