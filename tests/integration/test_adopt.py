@@ -646,5 +646,6 @@ def test_adopt_stops_before_writing_a_partition_ferry_began_mirroring_meanwhile(
         "position at 7, committed by another client): nothing of it was written; pause the "
         "flow's DAG, and adopt only partitions Ferry has not mirrored")
     assert positions(clusters, flow, [(topic_name, 0)]) == [7]
-    assert [r for r in read_all(clusters["target"], offset_map_topic(flow), 0)
-            if r.value is not None] == []
+    # (MM1 setups share their flow's aliases, so its offset map has other tests' entries)
+    assert [e for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+            if r.value is not None and (e := decode(r.value)).source_topic == topic_name] == []
