@@ -3,9 +3,9 @@
 One api-server per test module: its own AIRFLOW_HOME (SQLite, `airflow db migrate`),
 SimpleAuthManager with one user whose password the test sets, the Ferry plugin from the
 package's entry point, and FERRY_CONFIG pointing at a flow over the session's real
-clusters with a topic that has records not mirrored yet, and at a second flow whose
-clusters name Airflow connections that do not exist. Stopped at teardown, also when a test
-fails.
+clusters with a topic that has records not mirrored yet, and at a second flow into the same
+target whose source names an Airflow connection that does not exist (its heartbeats on the
+target). Stopped at teardown, also when a test fails.
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import MirrorConfig, load_config
+from ferry.core.heartbeats import Heartbeat, encode
+from ferry.core.internal import offset_map_topic
+from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.offsetmap import encode as map_record
 from ferry.steps.lag import record_lag
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_lane import run_cycle
@@ -139,19 +143,26 @@ def airflow_server(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFa
     run_cycle(flow)
     produce(clusters["source"], topic, [(None, b"late", 0)] * 7)  # lag: 7 on partition 0
     record_lag(flow, "after-mirroring")
-    # A second flow, between clusters known only by connections Airflow does not have
-    # (added once the first is set up: loading the file now would look them up).
+    # A second flow into the same target, from a cluster known only by a connection Airflow
+    # does not have (added once the first is set up: loading the file now would look it
+    # up); its heartbeats reached the target, as an earlier setup of it mirrored them.
     tag = uuid.uuid4().hex[:6]
-    far, missing = (f"far_src_{tag}", f"far_tgt_{tag}"), f"kafka_gone_{tag}"
+    far, missing = f"far_src_{tag}", f"kafka_gone_{tag}"
     path = Path(config.path)
     clusters_line = f"clusters = {flow.source}, {flow.target}\n"
     text = path.read_text()
     assert clusters_line in text
-    path.write_text(text.replace(clusters_line, clusters_line.rstrip("\n") + f", {far[0]}, "
-                                 f"{far[1]}\n")
-                    + f"{far[0]}.ferry.connection = {missing}\n"
-                    f"{far[1]}.ferry.connection = {missing}_target\n"
-                    f"{far[0]}->{far[1]}.enabled = true\n{far[0]}->{far[1]}.topics = {topic}\n")
+    path.write_text(text.replace(clusters_line, clusters_line.rstrip("\n") + f", {far}\n")
+                    + f"{far}.ferry.connection = {missing}\n"
+                    f"{far}->{flow.target}.enabled = true\n{far}->{flow.target}.topics = {topic}\n")
+    beats, now_ms = f"{far}.heartbeats", int(time.time() * 1000)
+    create_topic(clusters["target"], beats, 1)
+    produce(clusters["target"], beats, [(*encode(Heartbeat(far, flow.target, now_ms)), 0)])
+    far_flow = load_config(path, connections=False).flow(f"{far}->{flow.target}")
+    create_topic(clusters["target"], offset_map_topic(far_flow), 1)
+    produce(clusters["target"], offset_map_topic(far_flow), [(*map_record(MapEntry(
+        far_flow.name, "earlier", 0, "heartbeats", 0, beats, 0, 0, 1, (Segment(0, 0, 1),),
+        now_ms)), 0)])
 
     home = base / "airflow"
     port = _free_port()
@@ -168,6 +179,7 @@ def airflow_server(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFa
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, process, log)
-        yield AirflowServer(url, config, topic, scrape_token, log, "->".join(far), missing)
+        yield AirflowServer(url, config, topic, scrape_token, log, f"{far}->{flow.target}",
+                            missing)
     finally:
         _stop(process)

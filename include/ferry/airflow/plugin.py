@@ -81,14 +81,16 @@ async def airflow_user(request: Request) -> Any:
 
 
 def _config() -> tuple[str, Any, Any]:
-    """(config path, the config without its connections, a resolver that looks up one
-    flow's); raises ConfigError when the file itself is broken. A flow whose connection is
-    missing shows its error, and the other flows still show (`observe.collect`)."""
+    """(config path, the config without its connections, a resolver that looks up those
+    of the clusters it is given); raises ConfigError when the file itself is broken. A flow
+    whose connection is missing shows its error, and the other flows still show
+    (`observe.collect`)."""
     from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
     path = config_path()
-    return path, load(path, connections=False), lambda flow: load(path, flow=flow.name)
+    return path, load(path, connections=False), \
+        lambda aliases: load(path, connections=tuple(aliases))
 
 
 def _snapshots() -> tuple[str, list[FlowSnapshot]]:

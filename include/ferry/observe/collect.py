@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -28,9 +29,9 @@ LAG_WINDOW = timedelta(hours=24)
 """How much lag history the page's chart shows."""
 
 
-Resolve = Callable[[Flow], MirrorConfig]
-"""The config with one flow's clusters' connections looked up (`load_config(flow=...)`);
-raises ConfigError when one of them is missing or broken."""
+Resolve = Callable[[Collection[str]], MirrorConfig]
+"""The config with these clusters' connections looked up (`load_config(connections=...)`);
+raises a FerryError when one of them is missing or broken."""
 
 
 def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
@@ -46,19 +47,38 @@ def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
         flow_config, flow = config, named
         if resolve is not None:
             try:
-                flow_config = resolve(named)
-            except FerryError as exc:
-                log.warning("flow %s: %s", named.name, exc, extra={"flow": named.name})
-                found.append(snapshot(config, named, exc, lag_window))
+                flow_config = resolve((named.source, named.target))
+                flow = flow_config.flow(named.name)
+            except (FerryError, KeyError) as exc:  # KeyError: the file changed meanwhile
+                error = exc if isinstance(exc, FerryError) else FerryError(str(exc))
+                log.warning("flow %s: %s", named.name, error, extra={"flow": named.name})
+                found.append(snapshot(config, named, error, lag_window))
                 continue
-            flow = flow_config.flow(named.name)
         if flow.target not in seen:  # each target's heartbeats read once
             try:
-                seen[flow.target] = topology(flow_config, flow.target)
+                seen[flow.target] = topology(
+                    _into(config, flow_config, flow, resolve), flow.target)
             except FerryError as exc:
                 seen[flow.target] = exc
         found.append(snapshot(flow_config, flow, seen[flow.target], lag_window))
     return found
+
+
+def _into(config: MirrorConfig, flow_config: MirrorConfig, flow: Flow,
+          resolve: Resolve | None) -> MirrorConfig:
+    """The config to read `flow`'s target's heartbeats with: the arrival of each
+    upstream cluster's heartbeats is looked up in its own flow's offset map, which needs
+    that flow's connections. When one of them cannot be looked up, the flows into the
+    target are left out but `flow`, so their heartbeats show without arrival times
+    (instead of waiting on a cluster without a bootstrap address, at every refresh)."""
+    if resolve is None:
+        return flow_config
+    into = {a for f in config.enabled_flows if f.target == flow.target
+            for a in (f.source, f.target)}
+    try:
+        return resolve(into)
+    except (FerryError, KeyError):
+        return replace(flow_config, flows=(flow,))
 
 
 def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | None = None,
