@@ -6,8 +6,8 @@ The statuses of a partition:
 
 - `would-adopt` (dry run) / `adopted`: aligned; positions and entries (to be) written.
 - `already-adopted`: an earlier adoption committed its position; left as it is.
-- `no-remote-topic` / `no-remote-partition`: nothing on the target to adopt; the flow
-  copies the partition as a new one.
+- `no-remote-topic`: nothing on the target to adopt; the flow copies the partition as a
+  new one.
 - `nothing-copied`: no stored progress and an empty remote partition.
 - `no-source-topic` / `no-source-partition`: the old mirror stored progress for a source
   partition that no longer exists; nothing to copy, left as it is.
@@ -32,8 +32,7 @@ from typing import Any
 from ferry.core.alignment import ALTERED, EXTRA, MISSING, Finding
 
 WOULD_ADOPT, ADOPTED, ALREADY = "would-adopt", "adopted", "already-adopted"
-NO_REMOTE, NO_REMOTE_PARTITION, NOTHING = "no-remote-topic", "no-remote-partition", \
-    "nothing-copied"
+NO_REMOTE, NOTHING = "no-remote-topic", "nothing-copied"
 NO_SOURCE, NO_SOURCE_PARTITION = "no-source-topic", "no-source-partition"
 PARTITIONS_DIFFER, NOT_ALIGNED, OPEN_TRANSACTION = "partitions-differ", "not-aligned", \
     "open-transaction"
