@@ -88,16 +88,17 @@ class Flow:
     heartbeats_replication_factor: int = 3
     """`heartbeats.topic.replication.factor`: for `heartbeats` on the target."""
     settings: Mapping[str, str] = field(default_factory=dict)
+    """The flow's resolved MM2 connector settings (secrets masked), for display."""
     target_partition_limit: int | None = None
     """Partitions per topic the target takes (an Event Hubs namespace's tier), or None."""
     mm2_offsets_topic: str = ""
-    """Where MirrorMaker 2 in dedicated mode, run with this config, keeps this flow's
-    progress on the target: `offset.storage.topic`, else `<target>.offset.storage.topic`,
-    else `mm2-offsets.<source>.internal` (what `ferry adopt` reads by default)."""
+    """Where MirrorMaker 2 run with this config keeps this flow's progress on the target
+    (what `ferry adopt` reads by default): `offset.storage.topic`, else
+    `<target>.offset.storage.topic`, else `mm2-offsets.<source>.internal`; a Strimzi
+    resource sets the second to its Connect cluster's topic."""
     mm2_worker_group: str = ""
     """The group its Connect workers for this flow join on the target: `<target>.group.id`,
     else `<source>-mm2`."""
-    """The flow's resolved MM2 connector settings (secrets masked), for display."""
 
     @property
     def name(self) -> str:

@@ -43,11 +43,12 @@ def is_connect(master: str) -> bool:
 
 
 SERVER_HEAP = "1g"
-"""The warm server's heap by default, fixed: its live data after a full GC stays near 180 MB across
-hundreds of cycles, but G1 grows a heap it may grow (to this maximum) instead of collecting
-fully, so the server's RSS crept up cycle after cycle (+51% after 200). Committed and
-touched at start (`-Xms` = `-Xmx`, `AlwaysPreTouch`, as Kafka's and Elasticsearch's
-guides advise for servers), its footprint is what it is after the first cycle."""
+"""The warm server's heap by default, fixed: its live data after a full GC stays near
+180 MB across hundreds of cycles, but G1 grows a heap it may grow (to this maximum) instead
+of collecting fully, so the server's RSS crept up cycle after cycle (+51% after 200).
+Committed and touched at start (`-Xms` = `-Xmx`, `AlwaysPreTouch`, as Kafka's and
+Elasticsearch's guides advise for servers), its footprint is what it is after the first
+cycle."""
 
 
 HEAP_SIZE = re.compile(r"[1-9][0-9]*[kmgt]")

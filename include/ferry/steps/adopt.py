@@ -1,11 +1,11 @@
 """Take over from MirrorMaker 2 or 1 in place (`ferry adopt`): no re-copy, no seam.
 
-1. **The old mirror's progress.** MM2's is in Kafka Connect's offset storage
-   (on the target: where the config puts it, `Flow.mm2_offsets_topic`, or the Connect
-   cluster's offsets topic the user names); MM1's is its consumer group's committed offsets on the
+1. **The old mirror's progress.** MM2's is in Kafka Connect's offset storage on the
+   target (where the config puts it, `Flow.mm2_offsets_topic`, or the Connect cluster's
+   offsets topic the user names); MM1's is its consumer group's committed offsets on the
    source. It is read twice, `settle_s` apart: progress that still moves, or workers still
-   members of their group (MM2's Connect workers in dedicated mode, MM1's consumers), mean
-   the old mirror still runs, and nothing is adopted.
+   members of their group (MM2's Connect workers, MM1's consumers), mean the old mirror
+   still runs, and nothing is adopted.
 2. **Ferry's own positions.** A partition Ferry already has a position for (other than an
    earlier adoption's) refuses the whole adoption: the flow mirrored already.
 3. **Alignment.** Every partition of the flow's topics with stored progress or a remote
