@@ -22,11 +22,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import decode, lookup
+from ferry.kafka.retry import transient
 from ferry.spark.jars import kafka_jars, log4j_config
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
@@ -112,10 +113,22 @@ def killed(process: subprocess.Popen[bytes]) -> None:
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 180.0) -> None:
+    """Poll `predicate` until it holds. A transient Kafka error from it counts as not yet:
+    MM2 creates the remote topics, and a topic in the metadata may still have no leader
+    (NOT_LEADER_FOR_PARTITION from the watermarks) or be unknown to the broker asked."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not _holds(predicate):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
+
+
+def _holds(predicate: Callable[[], bool]) -> bool:
+    try:
+        return predicate()
+    except KafkaException as failure:
+        if transient(failure, also=(KafkaError.UNKNOWN_TOPIC_OR_PART,)):
+            return False
+        raise
 
 
 def records_from(bootstrap: str, topic: str, partition: int, offset: int
