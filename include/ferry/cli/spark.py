@@ -10,17 +10,23 @@ from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, emit, verb
 
 _DIR_HELP = "where the server's state and log live (default: $FERRY_HOME/local/spark)"
 _HEAP_HELP = ("its JVM heap, fixed at start (-Xms = -Xmx, pre-touched): a size such as 512m or "
-              "4g (default 1g)")
+              "4g, at least 512m (default 1g)")
 
 
 def _heap(value: str) -> str:
-    """--heap's value, lower-cased, when it is a JVM size (argparse reports the rest)."""
-    from ferry.spark.connect import HEAP_SIZE
+    """--heap's value, lower-cased, when it is a JVM size a Spark driver starts with
+    (argparse reports the rest)."""
+    from ferry.spark.connect import HEAP_SIZE, check_heap
 
-    if not HEAP_SIZE.fullmatch(value.strip().lower()):
+    heap = value.strip().lower()
+    if not HEAP_SIZE.fullmatch(heap):
         raise argparse.ArgumentTypeError(f"{value!r} is not a heap size: give one such as "
                                          "512m, 1g or 4g")
-    return value.strip().lower()
+    try:
+        check_heap(heap)
+    except ValueError as refused:
+        raise argparse.ArgumentTypeError(str(refused)) from None
+    return heap
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:

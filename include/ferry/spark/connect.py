@@ -54,14 +54,35 @@ cycle."""
 HEAP_SIZE = re.compile(r"[1-9][0-9]*[kmgt]")
 """A JVM heap size as `spark.driver.memory` and `-Xms` both read it: 512m, 1g, 4g."""
 
+LEAST_HEAP = "512m"
+"""The smallest heap the server takes. Spark's driver refuses to start below 450 MiB
+(`UnifiedMemoryManager`: 1.5 × its 300 MiB reserve), and the JVM's usable maximum is a
+little under `-Xmx`, so a round 512m is the least that starts."""
+
+_UNIT = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def heap_bytes(heap: str) -> int:
+    """`heap`, a HEAP_SIZE, in bytes."""
+    return int(heap[:-1]) * _UNIT[heap[-1]]
+
+
+def check_heap(heap: str) -> None:
+    """Raise ValueError, in one line naming `heap`, unless it is a HEAP_SIZE of at least
+    LEAST_HEAP."""
+    if not HEAP_SIZE.fullmatch(heap):
+        raise ValueError(f"heap {heap!r} is not a size such as 512m or 2g")
+    if heap_bytes(heap) < heap_bytes(LEAST_HEAP):
+        raise ValueError(f"heap {heap} is too small for a Spark driver: give at least "
+                         f"{LEAST_HEAP}")
+
 
 def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
                    name: str = "ferry-connect", spark_submit: str | None = None,
                    heap: str = SERVER_HEAP) -> list[str]:
     """spark-submit starting a Connect server on `host:port` with Ferry's settings and a
-    fixed heap of `heap` (a HEAP_SIZE); its Python workers run this interpreter."""
-    if not HEAP_SIZE.fullmatch(heap):
-        raise ValueError(f"heap {heap!r} is not a size such as 512m or 2g")
+    fixed heap of `heap` (see check_heap); its Python workers run this interpreter."""
+    check_heap(heap)
     log4j = Path(__file__).with_name("log4j2.properties")
     binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
     conf = spark_conf(master)

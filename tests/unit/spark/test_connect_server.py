@@ -1,5 +1,6 @@
 """The warm server's command line: a fixed heap, 1 GiB unless `--heap` says otherwise, and
-a heap that is not a JVM size refused before anything starts."""
+a heap that is not a JVM size, or too small for a Spark driver, refused before anything
+starts."""
 
 from __future__ import annotations
 
@@ -31,6 +32,32 @@ def test_the_server_starts_with_its_heap_committed_and_touched_at_start(
 def test_a_heap_that_is_not_a_jvm_size_is_refused(heap: str) -> None:
     with pytest.raises(ValueError, match="is not a size such as 512m or 2g"):
         server_command(15002, spark_submit="spark-submit", heap=heap)
+
+
+@pytest.mark.parametrize("heap", ["1k", "1m", "256m", "450m", "511m", "524287k"])
+def test_a_heap_below_what_a_spark_driver_needs_is_refused_naming_the_least(heap: str) -> None:
+    # Spark's driver refuses to start below 450 MiB of heap ("System memory ... must be at
+    # least 471859200"), and the JVM's usable maximum is a little under -Xmx.
+    with pytest.raises(ValueError, match=f"heap {heap} is too small for a Spark driver: "
+                                         "give at least 512m"):
+        server_command(15002, spark_submit="spark-submit", heap=heap)
+
+
+@pytest.mark.parametrize("heap", ["512m", "524288k", "1g", "16g", "1t"])
+def test_a_heap_of_at_least_512m_is_taken(heap: str) -> None:
+    conf = _conf(server_command(15002, spark_submit="spark-submit", heap=heap))
+    assert conf["spark.driver.memory"] == heap
+
+
+def test_the_cli_refuses_a_heap_too_small_for_spark_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["spark", "up", "--heap", "1M"])
+
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.splitlines() == [
+        "ferry: argument --heap: heap 1m is too small for a Spark driver: give at least 512m "
+        "(see 'ferry spark up --help')"]
 
 
 @pytest.mark.parametrize("verb", ["up", "serve"])
