@@ -4,14 +4,20 @@ The offset map pairs each mirrored source offset with its target offset. Each si
 record becomes a digest of its key, value, headers and timestamp; a pair whose digests
 differ is *altered*, a pair whose target record is gone is *missing*. Source records that
 retention already deleted cannot be checked and are counted apart.
+
+Where the map's target offsets rise with its source offsets (a partition Ferry or an
+adopted mirror copied in order, the usual case), both sides are compared as they are read,
+in memory flat in the partition's size (`compare_in_order`). A map whose targets do not
+rise (a range written after a later one, as a refill of a recreated remote topic may be)
+is compared in memory (`compare_in_memory`), to the same result.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ferry.core.offsetmap import MapEntry
 
@@ -35,11 +41,51 @@ def digest(key: bytes | None, value: bytes | None,
     return h.digest()
 
 
-def pairs(entries: Iterable[MapEntry], low: int = 0) -> list[tuple[int, int]]:
-    """(source offset, target offset) of every mirrored record at or after source `low`."""
-    return [(s, seg.target_start + (s - seg.source_start))
+def iter_pairs(entries: Iterable[MapEntry], low: int = 0) -> Iterator[tuple[int, int]]:
+    """(source offset, target offset) of every mirrored record at or after source `low`,
+    in the entries' order, one at a time."""
+    return ((s, seg.target_start + (s - seg.source_start))
             for entry in entries for seg in entry.segments
-            for s in range(max(seg.source_start, low), seg.source_end)]
+            for s in range(max(seg.source_start, low), seg.source_end))
+
+
+def pairs(entries: Iterable[MapEntry], low: int = 0) -> list[tuple[int, int]]:
+    """iter_pairs as a list."""
+    return list(iter_pairs(entries, low))
+
+
+@dataclass(frozen=True)
+class TargetSpan:
+    """The target offsets a partition's pairs point into."""
+
+    start: int
+    """The lowest target offset paired."""
+    end: int
+    """One past the highest."""
+    in_order: bool
+    """Whether, in the entries' order, source and target offsets both rise (no source
+    offset paired twice, no target offset before one already passed): then both sides can
+    be compared as they are read."""
+
+
+def target_span(entries: Iterable[MapEntry], low: int = 0) -> TargetSpan | None:
+    """The span of the pairs at or after source `low`; None when there are none. Reads the
+    segments only, never each pair."""
+    start = end = None
+    in_order = True
+    source_end = -1
+    for entry in entries:
+        for seg in entry.segments:
+            first = max(seg.source_start, low)
+            if first >= seg.source_end:
+                continue
+            target_first = seg.target_start + (first - seg.source_start)
+            if end is not None and (target_first < end or first < source_end):
+                in_order = False
+            start = target_first if start is None else min(start, target_first)
+            end = seg.target_end if end is None else max(end, seg.target_end)
+            source_end = max(source_end, seg.source_end)
+    return None if start is None or end is None else TargetSpan(start, end, in_order)
 
 
 @dataclass(frozen=True)
@@ -47,6 +93,63 @@ class Mismatch:
     source_offset: int
     target_offset: int
     kind: str
+
+
+@dataclass
+class Comparison:
+    """What comparing one partition found."""
+
+    checked: int = 0
+    """Pairs whose source record is still in the log."""
+    mismatches: list[Mismatch] = field(default_factory=list)
+    """Pairs whose target record is altered or missing, in source order."""
+    skipped: list[int] = field(default_factory=list)
+    """Source records read that no pair names (never mirrored), in order."""
+    extra: int = 0
+    """Target records read that no pair names (duplicates an at_least_once crash left)."""
+
+
+def compare_in_order(paired: Iterable[tuple[int, int]], source: Iterable[tuple[int, bytes]],
+                     target: Iterable[tuple[int, bytes]]) -> Comparison:
+    """Compare as the three are read, each consumed once and never held: `paired` with
+    source and target offsets both rising (TargetSpan.in_order), `source` the (offset,
+    digest) of its records over the pairs' source range, `target` those over their target
+    span, each in offset order."""
+    found = Comparison()
+    sources, targets = iter(source), iter(target)
+    at_source, at_target = next(sources, None), next(targets, None)
+    for s, t in paired:
+        while at_source is not None and at_source[0] < s:
+            found.skipped.append(at_source[0])
+            at_source = next(sources, None)
+        while at_target is not None and at_target[0] < t:
+            found.extra += 1
+            at_target = next(targets, None)
+        copy = at_target if at_target is not None and at_target[0] == t else None
+        if at_source is not None and at_source[0] == s:  # else deleted: cannot be checked
+            found.checked += 1
+            if copy is None:
+                found.mismatches.append(Mismatch(s, t, MISSING))
+            elif copy[1] != at_source[1]:
+                found.mismatches.append(Mismatch(s, t, ALTERED))
+            at_source = next(sources, None)
+        if copy is not None:
+            at_target = next(targets, None)
+    while at_source is not None:
+        found.skipped.append(at_source[0])
+        at_source = next(sources, None)
+    found.extra += sum(1 for _ in targets) + (at_target is not None)
+    return found
+
+
+def compare_in_memory(paired: Sequence[tuple[int, int]], source: Mapping[int, bytes],
+                      target: Mapping[int, bytes]) -> Comparison:
+    """Compare pairs in any order with the (offset -> digest) records read of each side."""
+    checked, mismatches = compare(paired, source, target)
+    mirrored = {s for s, _ in paired}
+    written = {t for _, t in paired}
+    return Comparison(checked, mismatches, sorted(s for s in source if s not in mirrored),
+                      sum(1 for t in target if t not in written))
 
 
 def compare(paired: Sequence[tuple[int, int]], source: Mapping[int, bytes],

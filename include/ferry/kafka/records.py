@@ -91,12 +91,6 @@ def _headers(raw: object) -> list[tuple[str, bytes | None]]:
     return [(str(k), v.encode() if isinstance(v, str) else v) for k, v in raw]
 
 
-def digests(client: ClientConfig, topic: str, partition: int, start: int, end: int,
-            group: str) -> dict[int, bytes]:
-    """offset -> digest of every committed record in [start, end) still in the log."""
-    return dict(digest_stream(client, topic, partition, start, end, group, timeout=300.0))
-
-
 def digest_stream(client: ClientConfig, topic: str, partition: int, start: int, end: int,
                   group: str, timeout: float) -> Iterator[tuple[int, bytes]]:
     """(offset, digest) of every committed record in [start, end) still in the log, in

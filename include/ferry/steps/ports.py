@@ -57,9 +57,10 @@ class ReadsGroupOffsets(Protocol):
 
 
 class ReadsDigests(Protocol):
-    def digests(self, topic: str, partition: int, start: int, end: int, group: str
-                ) -> dict[int, bytes]:
-        """offset -> digest of every committed record in [start, end) still in the log."""
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str,
+                timeout: float) -> Iterator[tuple[int, bytes]]:
+        """(offset, digest) of every committed record in [start, end) still in the log, in
+        offset order, as it is read; all of it within `timeout` seconds."""
         ...
 
 
@@ -318,11 +319,11 @@ class KafkaCluster:
 
         return mm2topics.read_all(self.client, topic, group)
 
-    def digests(self, topic: str, partition: int, start: int, end: int, group: str
-                ) -> dict[int, bytes]:
-        from ferry.kafka.records import digests
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str,
+                timeout: float) -> Iterator[tuple[int, bytes]]:
+        from ferry.kafka.records import digest_stream
 
-        return digests(self.client, topic, partition, start, end, group)
+        return digest_stream(self.client, topic, partition, start, end, group, timeout)
 
     def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
         from ferry.kafka.records import timestamp_at

@@ -7,7 +7,7 @@ a cluster, runs a step and reads the cluster back. They fake Ferry's own ports, 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ferry.config import Flow
@@ -189,10 +189,10 @@ class FakeCluster:
     def read_all(self, topic: str, group: str) -> list[Record]:
         return list(self.records.get(topic, []))
 
-    def digests(self, topic: str, partition: int, start: int, end: int, group: str
-                ) -> dict[int, bytes]:
+    def digests(self, topic: str, partition: int, start: int, end: int, group: str,
+                timeout: float) -> Iterator[tuple[int, bytes]]:
         found = self.digested.get((topic, partition), {})
-        return {o: d for o, d in found.items() if start <= o < end}
+        return iter(sorted((o, d) for o, d in found.items() if start <= o < end))
 
     def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
         self.timestamps_read.append((topic, partition, offset))

@@ -80,6 +80,31 @@ def test_a_target_record_the_map_does_not_name_is_reported_as_extra_not_as_a_fai
     assert "(1 extra target records)" in check.text(flow)
 
 
+@pytest.mark.parametrize(("stray", "extra"), [({}, 0), ({104: b"dup"}, 1)],
+                         ids=["every-record-paired", "a-record-nobody-mapped-between"])
+def test_a_map_whose_later_range_was_written_first_is_still_checked_record_by_record(
+    config: MirrorConfig, stray: dict[int, bytes], extra: int
+) -> None:
+    # given: source 3..5 went to the remote topic (100..102) before source 0..2 (110..112),
+    # as a refill of a recreated remote topic writes an earlier range after a later one
+    flow = config.enabled_flows[0]
+    source = FakeCluster("A").topic("orders", 6)
+    source.digested[("orders", 0)] = dict(SAME)
+    at_target = FakeCluster("B")
+    at_target.digested[("A.orders", 0)] = {
+        **{110 + o: SAME[o] for o in range(3)}, 100: SAME[3], 101: b"other", **stray}
+    claims = FakeOffsetMaps([entry("orders", 0, (0, 3), [(0, 110, 3)]),
+                             entry("orders", 0, (3, 6), [(3, 100, 3)])])
+
+    (check,) = verify(flow, source=source, target=at_target,
+                      claims=lambda f: claims(f, {"orders"}))
+
+    assert check.checked == 6
+    assert [(m.source_offset, m.target_offset, m.kind) for m in check.mismatches] == [
+        (4, 101, "altered"), (5, 102, "missing")]
+    assert (check.skipped, check.extra) == ([], extra)
+
+
 def test_every_partition_is_checked_and_recorded_once(config: MirrorConfig) -> None:
     flow = config.enabled_flows[0]
     source = FakeCluster("A").topic("orders", 1, 1)
