@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from ferry.cli.main import main
-from ferry.config import MirrorConfig
+from ferry.config import MirrorConfig, load_config
 from ferry.core.tables import CHECKPOINTS_DDL, RUNS_DDL, StatePaths
+from ferry.errors import FerryError
 from ferry.observe.collect import collect
 from ferry.observe.metrics import SOURCE
 from ferry.state import digest
@@ -97,6 +98,64 @@ def test_lag_history_records_one_row_per_partition_and_run(
     (snap,) = collect(config)  # the page's chart: one point per run, partitions summed
     assert sorted((r["run_id"], r["lag_records"]) for r in snap.lag) == [("after", 3),
                                                                          ("before", 20)]
+
+
+def two_sources_into_one_target(tmp: Path, clusters: dict[str, str], topic: str
+                                ) -> MirrorConfig:
+    """Flows `src_<id>->tgt_<id>` and `edge_<id>->tgt_<id>` (the edge alias names the same
+    source cluster), both mirroring `topic`."""
+    config = flow_config(tmp, clusters, topic)
+    flow = config.enabled_flows[0]
+    edge = "edge_" + flow.source[4:]
+    path = Path(config.path)
+    text = path.read_text().replace(f"clusters = {flow.source}, ",
+                                    f"clusters = {flow.source}, {edge}, ")
+    path.write_text(text + f"{edge}.bootstrap.servers = {clusters['source']}\n"
+                    f"{edge}->{flow.target}.enabled = true\n"
+                    f"{edge}->{flow.target}.topics = {topic}\n")
+    return load_config(path)
+
+
+def test_the_clusters_of_the_flows_into_a_target_are_looked_up_once_per_refresh(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    config = two_sources_into_one_target(tmp_path, clusters, topic_name)
+    main_flow, edge_flow = config.enabled_flows
+    asked: list[set[str]] = []
+
+    def resolve(aliases: Collection[str]) -> MirrorConfig:
+        asked.append(set(aliases))
+        return load_config(config.path)
+
+    snaps = collect(config, lag_window=None, resolve=resolve)
+
+    assert asked == [{main_flow.source, edge_flow.source, main_flow.target}]
+    assert [(s.flow, s.error) for s in snaps] == [(main_flow.name, None), (edge_flow.name, None)]
+
+
+def test_when_one_flows_clusters_cannot_be_looked_up_the_others_flows_still_show(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+) -> None:
+    create_topic(clusters["source"], topic_name, 1)
+    config = two_sources_into_one_target(tmp_path, clusters, topic_name)
+    main_flow, edge_flow = config.enabled_flows
+    missing = f"cluster {edge_flow.source}: the Airflow connection 'ferry_edge' does not exist"
+    asked: list[set[str]] = []
+
+    def resolve(aliases: Collection[str]) -> MirrorConfig:
+        asked.append(set(aliases))
+        if edge_flow.source in aliases:
+            raise FerryError(missing)
+        return load_config(config.path)
+
+    snaps = collect(config, lag_window=None, resolve=resolve)
+
+    assert asked == [{main_flow.source, edge_flow.source, main_flow.target},
+                     {main_flow.source, main_flow.target},
+                     {edge_flow.source, edge_flow.target}]
+    assert [(s.flow, s.error) for s in snaps] == [(main_flow.name, None),
+                                                  (edge_flow.name, missing)]
 
 
 def runs_row(run: int, partition: int, outcome: str = "copied") -> dict[str, Any]:

@@ -38,47 +38,58 @@ def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
             resolve: Resolve | None = None) -> list[FlowSnapshot]:
     """A snapshot of every enabled flow; `lag_window` None skips the lag history (metrics
     do not need it). With `resolve`, `config` need not have its connections looked up:
-    each flow's are, on their own, so a missing one fails only the flows of its cluster."""
+    the clusters of all flows into a target are looked up together, once; when that
+    fails, each of those flows' on their own, so a missing one fails only the flows of its
+    cluster."""
     from ferry.steps.heartbeats import topology
 
-    seen: dict[str, Topology | FerryError] = {}
-    found = []
+    into: dict[str, list[Flow]] = {}
     for named in config.enabled_flows:
-        flow_config, flow = config, named
-        if resolve is not None:
+        into.setdefault(named.target, []).append(named)
+    found: dict[str, FlowSnapshot] = {}
+    for target, flows in into.items():
+        together = _resolved(config, flows, resolve)
+        seen: Topology | FerryError | None = None
+        for named in flows:
+            looked_up = together if isinstance(together, MirrorConfig) \
+                else _resolved(config, [named], resolve)
             try:
-                flow_config = resolve((named.source, named.target))
-                flow = flow_config.flow(named.name)
+                if isinstance(looked_up, FerryError):
+                    raise looked_up
+                flow = looked_up.flow(named.name)
             except (FerryError, KeyError) as exc:  # KeyError: the file changed meanwhile
                 error = exc if isinstance(exc, FerryError) else FerryError(str(exc))
                 log.warning("flow %s: %s", named.name, error, extra={"flow": named.name})
-                found.append(snapshot(config, named, error, lag_window))
+                found[named.name] = snapshot(config, named, error, lag_window)
                 continue
-        if flow.target not in seen:  # each target's heartbeats read once
-            try:
-                seen[flow.target] = topology(
-                    _into(config, flow_config, flow, resolve), flow.target)
-            except FerryError as exc:
-                seen[flow.target] = exc
-        found.append(snapshot(flow_config, flow, seen[flow.target], lag_window))
-    return found
+            if seen is None:  # the target's heartbeats read once
+                # Their arrival times are looked up in each upstream flow's offset map,
+                # which needs that flow's connections: when the flows into the target
+                # could not be looked up together, the others' heartbeats show without
+                # them (instead of waiting on a cluster without a bootstrap address, at
+                # every refresh).
+                heartbeats = looked_up if looked_up is together \
+                    else replace(looked_up, flows=(flow,))
+                try:
+                    seen = topology(heartbeats, target)
+                except FerryError as exc:
+                    seen = exc
+            found[named.name] = snapshot(looked_up, flow, seen, lag_window)
+    return [found[named.name] for named in config.enabled_flows]
 
 
-def _into(config: MirrorConfig, flow_config: MirrorConfig, flow: Flow,
-          resolve: Resolve | None) -> MirrorConfig:
-    """The config to read `flow`'s target's heartbeats with: the arrival of each
-    upstream cluster's heartbeats is looked up in its own flow's offset map, which needs
-    that flow's connections. When one of them cannot be looked up, the flows into the
-    target are left out but `flow`, so their heartbeats show without arrival times
-    (instead of waiting on a cluster without a bootstrap address, at every refresh)."""
+def _resolved(config: MirrorConfig, flows: list[Flow], resolve: Resolve | None
+              ) -> MirrorConfig | FerryError:
+    """The config with the clusters of `flows` looked up (`config` itself without
+    `resolve`), or why one of them cannot be."""
     if resolve is None:
-        return flow_config
-    into = {a for f in config.enabled_flows if f.target == flow.target
-            for a in (f.source, f.target)}
+        return config
     try:
-        return resolve(into)
-    except (FerryError, KeyError):
-        return replace(flow_config, flows=(flow,))
+        return resolve({a for f in flows for a in (f.source, f.target)})
+    except FerryError as exc:
+        return exc
+    except KeyError as exc:  # the file changed meanwhile
+        return FerryError(str(exc))
 
 
 def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | None = None,
