@@ -567,8 +567,8 @@ def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied
     assert part["status"] == "open-transaction", part
     assert part["reason"] == (
         f"{topic_name}-0 has a transaction open from offset 10 (its end is 15), and "
-        f"{topic_name}-0 holds 5 records after the last one paired: the old mirror read "
-        "uncommitted records and may have copied some of that transaction; adopt again "
+        f"{topic_name}-0 holds 5 records after the last one paired, among them copies of "
+        "records of that transaction (the old mirror read uncommitted records): adopt again "
         "once it is committed or aborted")
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
 
@@ -581,6 +581,47 @@ def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied
     assert (part["status"], part["position"], part["matched"], part["to_copy"]) == (
         "adopted", 15, 15, 0), part  # (the commit marker at 15 is skipped as any)
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [15]
+
+
+def test_adopt_does_not_wait_for_an_open_transaction_the_old_mirror_copied_nothing_of(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: 10 committed records and 5 of a transaction an MM1-style mirror copied (reading
+    # uncommitted) before it was aborted; the group committed at 15; then, the mirror
+    # stopped, a new transaction opened on the source (as a Kafka Streams source always has
+    # one open), of which the mirror copied nothing
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(10)])
+    txn = Producer(conf(clusters["source"], **{"transactional.id": f"{topic_name}-txn"}))
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(5):
+        txn.produce(topic_name, b"aborted", f"a{i}".encode(), partition=0)
+    assert txn.flush(30) == 0
+    assert copy_uncommitted(clusters, topic_name, 0) == 15
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    for i in range(3):
+        txn.produce(topic_name, b"open", f"o{i}".encode(), partition=0)
+    assert txn.flush(30) == 0
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 15})
+    setup = command_line(tmp_path, clusters, topic_name)
+
+    # when
+    report = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+                              "--group", group, "--settle", "0", "--execute", "--json").stdout)
+
+    # then: adopted at once: the 5 unpaired copies are of aborted records, not of the open
+    # transaction, so no wait can pair them; they are reported as extra
+    (part,) = report["partitions"]
+    assert (part["status"], part["position"], part["matched"], part["extra"]) == (
+        "adopted", 10, 10, 5), part
+    assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [10]
+    txn.commit_transaction(30)
 
 
 def test_a_replay_longer_than_the_window_is_not_adopted(

@@ -223,14 +223,22 @@ def lost_step(end: Tail, window: int) -> str:
 def open_transaction(source: str, remote: str, stable: int, end: int, unpaired: int) -> str:
     """Why a partition must wait ("" when it need not): a transaction open on the source
     (its last stable offset `stable` below its end) hides records Ferry reads only once
-    committed, while the remote partition holds `unpaired` records after the last pair,
-    which the old mirror, reading uncommitted, may have copied from that transaction."""
+    committed, and `unpaired` records after the last pair on the remote partition are
+    copies of records there (`any_shared`): the old mirror, reading uncommitted, copied
+    some of that transaction, which pair only once it is committed."""
     if stable >= end or not unpaired:
         return ""
     return (f"{source} has a transaction open from offset {stable} (its end is {end}), and "
-            f"{remote} holds {unpaired:,} records after the last one paired: the old mirror "
-            "read uncommitted records and may have copied some of that transaction; adopt "
-            "again once it is committed or aborted")
+            f"{remote} holds {unpaired:,} records after the last one paired, among them "
+            "copies of records of that transaction (the old mirror read uncommitted "
+            "records): adopt again once it is committed or aborted")
+
+
+def any_shared(few: Iterable[bytes], many: Iterable[bytes]) -> bool:
+    """Whether a digest of `many` is among `few` (held in memory: pass the smaller side
+    as `few`; `many` is read only up to the first one shared)."""
+    held = set(few)
+    return bool(held) and any(d in held for d in many)
 
 
 def partition_check(partition: int, source_partitions: int | None,

@@ -22,17 +22,19 @@ _MISSING = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
 
 
 def scan(client: ClientConfig, topic: str, partition: int, start: int, group: str,
-         end: int | None = None, missing_ok: bool = False, timeout: float = 300.0
-         ) -> Iterator[Message]:
+         end: int | None = None, missing_ok: bool = False, timeout: float = 300.0,
+         committed: bool = True) -> Iterator[Message]:
     """Committed records of the partition from `start` (or the log start, if later) up to
     `end` (default: the last stable offset when the scan begins), with an assigned consumer
-    that never joins `group` (librdkafka insists on one). A missing topic yields nothing
-    with `missing_ok`. Transient broker states are waited out (reading the offsets: up to
-    the client's `retry_seconds`; reading records: within `timeout`); any other failure is
-    a Ferry error naming the principal."""
+    that never joins `group` (librdkafka insists on one). With `committed` False, every
+    record up to the high watermark, of open and aborted transactions too (as MM1 and MM2
+    read). A missing topic yields nothing with `missing_ok`. Transient broker states are
+    waited out (reading the offsets: up to the client's `retry_seconds`; reading records:
+    within `timeout`); any other failure is a Ferry error naming the principal."""
     consumer = Consumer(client.confluent({
         "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
+        "auto.offset.reset": "earliest",
         # The end is known and the records are there: the fetch that finds the end (the
         # partition EOF) would otherwise wait the broker's default 500 ms for more.
         "fetch.wait.max.ms": SCAN_FETCH_WAIT_MS, "log_level": 3}))
@@ -92,11 +94,14 @@ def _headers(raw: object) -> list[tuple[str, bytes | None]]:
 
 
 def digest_stream(client: ClientConfig, topic: str, partition: int, start: int, end: int,
-                  group: str, timeout: float) -> Iterator[tuple[int, bytes]]:
-    """(offset, digest) of every committed record in [start, end) still in the log, in
-    order, read as it is consumed (memory flat in the partition's size); all of it within
-    `timeout` seconds, counted from the first record asked for."""
-    for msg in scan(client, topic, partition, start, group, end, timeout=timeout):
+                  group: str, timeout: float, committed: bool = True
+                  ) -> Iterator[tuple[int, bytes]]:
+    """(offset, digest) of every committed record (every record, with `committed` False)
+    in [start, end) still in the log, in order, read as it is consumed (memory flat in the
+    partition's size); all of it within `timeout` seconds, counted from the first record
+    asked for."""
+    for msg in scan(client, topic, partition, start, group, end, timeout=timeout,
+                    committed=committed):
         yield (msg.offset() or 0, digest(msg.key(), msg.value(), _headers(msg.headers()),
                                          msg.timestamp()[1]))
 

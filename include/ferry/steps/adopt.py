@@ -35,6 +35,7 @@ import logging
 import tempfile
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -51,6 +52,7 @@ from ferry.core.adoption import (
     WOULD_ADOPT,
     AdoptReport,
     PartitionAdoption,
+    any_shared,
     finding_text,
     lost_step,
     moving,
@@ -60,7 +62,14 @@ from ferry.core.adoption import (
     position,
     tail,
 )
-from ferry.core.alignment import AlignmentSummary, Finding, adopted_entries, align
+from ferry.core.alignment import (
+    ALTERED,
+    EXTRA,
+    AlignmentSummary,
+    Finding,
+    adopted_entries,
+    align,
+)
 from ferry.core.internal import positions_group, reader_group
 from ferry.core.offsetmap import Segment
 from ferry.core.planner import TopicPartition
@@ -278,10 +287,11 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
         if part.reason:
             part.status = NOT_ALIGNED
             return
-        part.reason = open_transaction(f"{part.topic}-{part.partition}",
-                                       f"{part.remote}-{part.partition}", high, source_end,
-                                       end.unpaired_copies)
-        if part.reason:
+        if high < source_end and end.unpaired_copies and _copied_from_open(
+                flow, part, after, (high, source_end), end.unpaired_copies, group, timeout):
+            part.reason = open_transaction(f"{part.topic}-{part.partition}",
+                                           f"{part.remote}-{part.partition}", high,
+                                           source_end, end.unpaired_copies)
             part.status = OPEN_TRANSACTION
             return
         if writer is not None:
@@ -296,6 +306,38 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
                                         t_high, ids.get(part.topic, ""))
             part.status = ADOPTED
     part.seconds = round(time.monotonic() - started, 3)
+
+
+def _copied_from_open(flow: Flow, part: PartitionAdoption, after: list[Finding],
+                      open_range: tuple[int, int], unpaired: int, group: str, timeout: float
+                      ) -> bool:
+    """Whether a target record after the last pair (altered or extra, `after`) is a copy of
+    a source record in `open_range` [last stable offset, end), read uncommitted as the old
+    mirror read: one of an open transaction, which pairs once it is committed. Copies of
+    aborted records, say, never pair: waiting for them would never end on a source that
+    always has a transaction open. The smaller side is held in memory."""
+    from ferry.kafka.records import digest_stream
+
+    ranges = sorted((f.target_start, f.target_end) for f in after
+                    if f.kind in (ALTERED, EXTRA) and f.target_start is not None
+                    and f.target_end is not None)
+    if not ranges:
+        return False
+    starts = [start for start, _ in ranges]
+
+    def unpaired_at(offset: int) -> bool:
+        i = bisect_right(starts, offset) - 1
+        return i >= 0 and offset < ranges[i][1]
+
+    copies = (d for o, d in digest_stream(flow.target_admin, part.remote, part.partition,
+                                          ranges[0][0], ranges[-1][1], group, timeout)
+              if unpaired_at(o))
+    stable, end = open_range
+    uncommitted = (d for _, d in digest_stream(flow.source_admin, part.topic, part.partition,
+                                               stable, end, group, timeout, committed=False))
+    if unpaired <= end - stable:
+        return any_shared(copies, uncommitted)
+    return any_shared(uncommitted, copies)
 
 
 def _log_findings(flow: Flow, part: PartitionAdoption, more: list[Finding], logged: int

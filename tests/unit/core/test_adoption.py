@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from ferry.core.adoption import (
@@ -15,6 +17,7 @@ from ferry.core.adoption import (
     WOULD_ADOPT,
     AdoptReport,
     PartitionAdoption,
+    any_shared,
     finding_text,
     lost_step,
     moving,
@@ -100,6 +103,26 @@ def test_a_lost_step_names_the_records_and_the_window() -> None:
 def test_an_open_transaction_holds_back_a_partition_with_copies_after_the_last_pair(
         stable: int, end: int, unpaired: int, waits: bool) -> None:
     assert bool(open_transaction("t-0", "A.t-0", stable, end, unpaired)) is waits
+
+
+@pytest.mark.parametrize(("few", "many", "shared"), [
+    ([], [b"a"], False),
+    ([b"a"], [], False),
+    ([b"a", b"b"], [b"c", b"b"], True),
+    ([b"a", b"b"], [b"c", b"d"], False),
+])
+def test_any_shared_tells_whether_a_copy_is_of_an_uncommitted_record(
+        few: list[bytes], many: list[bytes], shared: bool) -> None:
+    assert any_shared(few, many) is shared
+
+
+def test_any_shared_reads_the_larger_side_only_up_to_the_first_shared() -> None:
+    def endless() -> Iterator[bytes]:
+        yield b"x"
+        yield b"b"
+        raise AssertionError("read past the first shared digest")
+
+    assert any_shared([b"a", b"b"], endless())
 
 
 def test_copies_after_the_last_pair_are_the_altered_and_extra_ones_not_the_doubles() -> None:
