@@ -42,6 +42,23 @@ JUST_CREATED = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                 KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
 """Transient for a topic this Admin created within its retry budget: new metadata takes a
 moment to reach every broker. For any other topic they are an error reported at once."""
+STALE_LEADER = frozenset({*JUST_CREATED, KafkaError.NOT_LEADER_FOR_PARTITION,
+                          KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_LEADER_EPOCH,
+                          KafkaError.FENCED_LEADER_EPOCH})
+"""Failures after which the topic's metadata is asked for again before the next attempt."""
+_DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED,)
+_REFRESHED = 20  # topics whose metadata one failed attempt refreshes, at most
+_REFRESH_S = 5.0
+
+
+def _topic(key: object) -> str | None:
+    """The topic a request's key names (a `TP` or a topic name), if any."""
+    return key.topic if isinstance(key, TP) else key if isinstance(key, str) else None
+
+
+def _stale_leader(failure: BaseException) -> bool:
+    error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
+    return isinstance(error, KafkaError) and error.code() in STALE_LEADER
 
 
 class _Refusals:
@@ -219,6 +236,8 @@ class Admin:
                         raise self.error(exc, action, needs) from None
                 pending.pop(k, None)
             if failing:
+                self._refresh({t for k, exc in failing if (t := _topic(k)) is not None
+                               and _stale_leader(exc)})
                 raise Again(failing[0][1])
             return results
 
@@ -236,7 +255,7 @@ class Admin:
         return created is not None and time.monotonic() - created < self.retry_seconds
 
     def _also(self, key: object) -> Collection[int]:
-        topic = key.topic if isinstance(key, TP) else key if isinstance(key, str) else None
+        topic = _topic(key)
         created = self._created.get(topic) if topic is not None else None
         fresh = created is not None and time.monotonic() - created < self.retry_seconds
         return JUST_CREATED if fresh else ()
@@ -262,7 +281,7 @@ class Admin:
         """Create the topics that are missing; one that exists already is no error (another
         run may have made it, or an attempt of this call whose answer was lost).
         `action(name)` says what a failure was creating. Returns the names this call
-        created."""
+        created, once each of their partitions has a leader."""
         done = self.batch(
             {t.topic: t for t in topics},
             lambda todo, timeout: self.raw.create_topics(todo, request_timeout=timeout),
@@ -272,7 +291,38 @@ class Admin:
         created = [t.topic for t in topics if done[t.topic] is None]
         now = time.monotonic()
         self._created.update((name, now) for name in done)
+        self._await_leaders(created)
         return created
+
+    def _await_leaders(self, topics: Collection[str]) -> None:
+        """Wait until every partition of `topics` has a leader in this client's metadata:
+        a topic's creation returns before its leaders are elected, and librdkafka's
+        ListOffsets that first finds none kept failing (`_NOENT`) until the budget ran out.
+        A topic whose metadata the principal may not read is not waited for."""
+
+        def attempt(timeout: float) -> None:
+            for name in topics:
+                meta = self.raw.list_topics(topic=name, timeout=min(1.0, timeout))
+                topic = meta.topics.get(name)
+                if topic is not None and topic.error is not None \
+                        and topic.error.code() in _DENIED:
+                    continue
+                if topic is None or topic.error is not None or not topic.partitions or any(
+                        p.leader < 0 for p in topic.partitions.values()):
+                    raise Again(LookupError(f"{name}, created moments ago, has no leader yet"))
+
+        if topics:
+            self.retry(attempt, "waiting for the leaders of new topics", "DESCRIBE on TOPIC *")
+
+    def _refresh(self, topics: Collection[str]) -> None:
+        """Ask for the metadata of `topics` again: after a request failed on a partition
+        whose leader the client's cached metadata lacks or has wrong, librdkafka does not
+        always refresh it by itself (a ListOffsets failing with `_NOENT` stayed so)."""
+        for name in sorted(topics)[:_REFRESHED]:
+            try:
+                self.raw.list_topics(topic=name, timeout=_REFRESH_S)
+            except KafkaException:
+                return  # the next attempt reports what is wrong
 
     def topics(self) -> dict[str, TopicInfo]:
         """Every topic with its partition count (internal ones included). A topic whose

@@ -27,15 +27,20 @@ class Record:
     timestamp_ms: int
 
 
-def ensure(admin: Admin, topic: str, replication_factor: int, setting: str) -> None:
+def ensure(admin: Admin, topic: str, replication_factor: int, setting: str) -> bool:
     """Create `topic` as MM2 does (one partition, compacted) when missing; `setting` is the
-    key that sets its replication factor (named when the broker refuses it)."""
+    key that sets its replication factor (named when the broker refuses it). True when
+    this call created it (its leader elected, see `Admin.create_topics`): it holds
+    nothing, and another client asked at once may not know it yet, so its creator need
+    not read it back."""
     if topic in admin.topics():
-        return
+        return False
     new = NewTopic(topic, 1, replication_factor, config={"cleanup.policy": "compact"})
-    if admin.create_topics([new], lambda name: f"creating {name} (replication factor "
-                                               f"{replication_factor}: {setting})"):
-        log.info("created %s on %s", topic, admin.cluster, extra={"topic": topic})
+    if not admin.create_topics([new], lambda name: f"creating {name} (replication factor "
+                                                   f"{replication_factor}: {setting})"):
+        return False  # created meanwhile by another run
+    log.info("created %s on %s", topic, admin.cluster, extra={"topic": topic})
+    return True
 
 
 def read_all(client: ClientConfig, topic: str, group: str) -> list[Record]:

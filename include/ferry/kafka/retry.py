@@ -38,8 +38,10 @@ TRANSIENT_CODES: frozenset[int] = frozenset({
     # a group or transaction coordinator loading its state, moving, or not elected yet
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.NOT_COORDINATOR, KafkaError._WAIT_COORD,
-    # a partition leader moving or not elected yet, a replica catching up
+    # a partition leader moving or not elected yet (or its epoch not yet known to the
+    # broker asked, or newer than the client's metadata), a replica catching up
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.BROKER_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE,
     KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     # the network, or a broker that is down or restarting

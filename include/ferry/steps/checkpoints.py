@@ -166,9 +166,10 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
         flow, reverse=reverse, source=source, entries_of=entries_of))
     target = target or KafkaCluster(flow.target_admin)
     topic = checkpoints_topic(flow)
-    target.ensure_mm2_topic(topic, flow.checkpoints_replication_factor,
-                            "checkpoints.topic.replication.factor")
-    before = latest(target.read_checkpoints(flow, topic))
+    created = target.ensure_mm2_topic(topic, flow.checkpoints_replication_factor,
+                                      "checkpoints.topic.replication.factor")
+    # A topic created now holds no checkpoints; a consumer asked at once may not know it.
+    before = {} if created else latest(target.read_checkpoints(flow, topic))
     current = [c for t in report.translations if (c := t.checkpoint()) is not None]
     report.emitted = [c for c in current if should_emit(c, before.get(c.key))]
     target.write_checkpoints(flow, topic, report.emitted)

@@ -108,8 +108,9 @@ class GroupsSource(ListsTopics, ReadsCommitted, Protocol):
 class CheckpointsTarget(Protocol):
     """The target as the checkpoint step writes it."""
 
-    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
-        """Create one of MM2's compacted one-partition topics when it is missing."""
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
+        """Create one of MM2's compacted one-partition topics when it is missing; True
+        when this call created it (it holds nothing yet)."""
         ...
 
     def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
@@ -129,7 +130,7 @@ class CheckpointsTarget(Protocol):
 
 
 class HeartbeatsTarget(Protocol):
-    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
         ...
 
     def append(self, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
@@ -299,10 +300,10 @@ class KafkaCluster:
 
         write_checkpoints(flow, topic, checkpoints)
 
-    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
         from ferry.kafka import mm2topics
 
-        mm2topics.ensure(self.admin, topic, replication_factor, setting)
+        return mm2topics.ensure(self.admin, topic, replication_factor, setting)
 
     @cached_property
     def _appender(self) -> Appender:

@@ -170,9 +170,11 @@ class FakeCluster:
         self.alter_offsets(group, [(c.topic, c.partition, c.downstream_offset, c.metadata)
                                    for c in checkpoints], "commit", {})
 
-    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> None:
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
         self.ensured.append((topic, replication_factor, setting))
+        created = topic not in self.partitions
         self.partitions.setdefault(topic, 1)
+        return created
 
     def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
         return list(self.checkpoints.get(topic, []))

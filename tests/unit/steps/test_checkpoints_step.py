@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Flow, MirrorConfig
 from ferry.core.checkpoints import BOUNDED, EXACT, Checkpoint
 from ferry.core.tables import StatePaths
-from ferry.errors import UsageError
+from ferry.errors import TerminalError, UsageError
 from ferry.state.reader import rows
 from ferry.steps.checkpoints import NOT_MIRRORED, Translation, run, translate_groups
 from tests.unit.conftest import Loader
@@ -135,6 +135,40 @@ def test_a_run_emits_a_checkpoint_per_translated_partition_to_the_checkpoints_to
     assert target.checkpoints[TOPIC] == report.emitted == [
         Checkpoint("app", "A.orders", 0, 30, 30, "a"),
         Checkpoint("app", "A.orders", 1, 40, 540, "b")]
+
+
+class NewTarget(FakeCluster):
+    """A target on which a topic just created cannot be read yet: a consumer asked at once
+    may not know it (`_UNKNOWN_PARTITION` from its offsets, seen in CI)."""
+
+    fresh = False
+    """Whether the last topic ensured was created then."""
+
+    def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
+        if self.fresh:
+            raise TerminalError(f"cluster B: reading {topic}-0 failed: Failed to get "
+                                "watermark offsets: Local: Unknown partition")
+        return super().read_checkpoints(flow, topic)
+
+    def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
+        self.fresh = topic not in self.partitions
+        return super().ensure_mm2_topic(topic, replication_factor, setting)
+
+
+def test_the_first_run_does_not_read_back_the_checkpoints_topic_it_created(
+    config: MirrorConfig
+) -> None:
+    # given: a target without the checkpoints topic
+    source = source_with({"app": {("orders", 0): (30, "a")}})
+    target = NewTarget("B")
+
+    # when: the first run creates it (a topic created now holds no checkpoints)
+    first = run(config.flow("A->B"), "r1", source=source, target=target, entries_of=MAPS)
+    # and a later run finds it there
+    again = run(config.flow("A->B"), "r2", source=source, target=target, entries_of=MAPS)
+
+    assert [c.upstream_offset for c in first.emitted] == [30]
+    assert again.emitted == []  # read back: unchanged, not repeated
 
 
 @pytest.mark.parametrize(
