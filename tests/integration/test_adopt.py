@@ -533,6 +533,24 @@ def copy_uncommitted(clusters: dict[str, str], topic: str, partition: int,
     return len(picked)
 
 
+def copied_with_an_open_transaction(clusters: dict[str, str], topic: str, value: bytes
+                                    ) -> Producer:
+    """A one-partition topic of 10 committed records and 5 (of `value`) in a transaction
+    left open, all 15 copied to its remote partition as MM1 read them (uncommitted too);
+    the transaction's producer."""
+    create_topic(clusters["source"], topic, 1)
+    create_topic(clusters["target"], topic, 1)
+    produce(clusters["source"], topic, [(f"k{i}".encode(), b"v", 0) for i in range(10)])
+    txn = Producer(conf(clusters["source"], **{"transactional.id": f"{topic}-txn"}))
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(5):
+        txn.produce(topic, value, f"t{i}".encode(), partition=0)
+    assert txn.flush(30) == 0
+    assert copy_uncommitted(clusters, topic, 0) == 15
+    return txn
+
+
 def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -541,16 +559,7 @@ def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied
     # given: 10 committed records and a transaction of 5 still open on the source; an
     # MM1-style mirror (read_uncommitted, as MM1 and MM2 read) copied all 15 and committed
     # its group at 15
-    create_topic(clusters["source"], topic_name, 1)
-    create_topic(clusters["target"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(10)])
-    open_txn = Producer(conf(clusters["source"], **{"transactional.id": f"{topic_name}-txn"}))
-    open_txn.init_transactions(30)
-    open_txn.begin_transaction()
-    for i in range(5):
-        open_txn.produce(topic_name, b"t", f"t{i}".encode(), partition=0)
-    assert open_txn.flush(30) == 0
-    assert copy_uncommitted(clusters, topic_name, 0) == 15
+    open_txn = copied_with_an_open_transaction(clusters, topic_name, b"t")
     group = f"{topic_name}-mm1"
     commit_group(clusters["source"], group, topic_name, {0: 15})
     setup = command_line(tmp_path, clusters, topic_name)
@@ -592,16 +601,7 @@ def test_adopt_does_not_wait_for_an_open_transaction_the_old_mirror_copied_nothi
     # uncommitted) before it was aborted; the group committed at 15; then, the mirror
     # stopped, a new transaction opened on the source (as a Kafka Streams source always has
     # one open), of which the mirror copied nothing
-    create_topic(clusters["source"], topic_name, 1)
-    create_topic(clusters["target"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(10)])
-    txn = Producer(conf(clusters["source"], **{"transactional.id": f"{topic_name}-txn"}))
-    txn.init_transactions(30)
-    txn.begin_transaction()
-    for i in range(5):
-        txn.produce(topic_name, b"aborted", f"a{i}".encode(), partition=0)
-    assert txn.flush(30) == 0
-    assert copy_uncommitted(clusters, topic_name, 0) == 15
+    txn = copied_with_an_open_transaction(clusters, topic_name, b"aborted")
     txn.abort_transaction(30)
     txn.begin_transaction()
     for i in range(3):

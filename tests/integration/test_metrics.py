@@ -103,7 +103,8 @@ def test_lag_history_records_one_row_per_partition_and_run(
 def two_sources_into_one_target(tmp: Path, clusters: dict[str, str], topic: str
                                 ) -> MirrorConfig:
     """Flows `src_<id>->tgt_<id>` and `edge_<id>->tgt_<id>` (the edge alias names the same
-    source cluster), both mirroring `topic`."""
+    source cluster), both mirroring `topic`, created with one partition."""
+    create_topic(clusters["source"], topic, 1)
     config = flow_config(tmp, clusters, topic)
     flow = config.enabled_flows[0]
     edge = "edge_" + flow.source[4:]
@@ -119,7 +120,6 @@ def two_sources_into_one_target(tmp: Path, clusters: dict[str, str], topic: str
 def test_the_clusters_of_the_flows_into_a_target_are_looked_up_once_per_refresh(
     clusters: dict[str, str], topic_name: str, tmp_path: Path,
 ) -> None:
-    create_topic(clusters["source"], topic_name, 1)
     config = two_sources_into_one_target(tmp_path, clusters, topic_name)
     main_flow, edge_flow = config.enabled_flows
     asked: list[set[str]] = []
@@ -137,7 +137,6 @@ def test_the_clusters_of_the_flows_into_a_target_are_looked_up_once_per_refresh(
 def test_when_one_flows_clusters_cannot_be_looked_up_the_others_flows_still_show(
     clusters: dict[str, str], topic_name: str, tmp_path: Path,
 ) -> None:
-    create_topic(clusters["source"], topic_name, 1)
     config = two_sources_into_one_target(tmp_path, clusters, topic_name)
     main_flow, edge_flow = config.enabled_flows
     missing = f"cluster {edge_flow.source}: the Airflow connection 'ferry_edge' does not exist"
