@@ -185,7 +185,10 @@ KEYS: tuple[FerryKey, ...] = (
              "How long each Kafka call waits out a transient broker state (a coordinator "
              "loading or moving, a leader election, a broker restarting or unreachable), "
              "retrying with backoff, before the run fails naming the cluster, the call and the "
-             "last error. Denied access and other lasting errors fail at once.",
+             "last error. A topic Ferry creates is used only once each of its partitions has "
+             "a leader, and a call that failed on a partition's leader asks for the topic's "
+             "metadata again before the next try. Denied access and other lasting errors fail "
+             "at once.",
              _positive_seconds, "300"),
     FerryKey("ferry.mirror.timeout.seconds", "21600",
              "The longest a flow's copy (the DAG's mirror task) may run before Airflow stops "
