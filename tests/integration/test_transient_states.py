@@ -265,6 +265,42 @@ def test_the_offsets_of_a_topic_just_created_answer_at_once(
         assert admin.ends([TP(topic, 0), TP(topic, 1)]) == {TP(topic, 0): 0, TP(topic, 1): 0}
 
 
+class CountingListings:
+    """A real AdminClient whose metadata requests are counted."""
+
+    def __init__(self, raw: AdminClient) -> None:
+        self.raw, self.by_name, self.whole = raw, 0, 0
+
+    def list_topics(self, *args: object, **kwargs: object) -> object:
+        if kwargs.get("topic"):
+            self.by_name += 1
+        else:
+            self.whole += 1
+        return self.raw.list_topics(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.raw, name)
+
+
+def test_many_topics_created_at_once_are_waited_for_in_a_few_listings_not_one_request_each(
+    clusters: dict[str, str], topic_name: str
+) -> None:
+    """A sync that creates many remote topics waits for their leaders: asking about each
+    by name cost one metadata request per topic, each attempt again. Beyond a few, one
+    listing of the cluster's topics answers for all of them, and a topic found led is not
+    asked about again."""
+    client = ClientConfig("target", "admin", {"bootstrap.servers": clusters["target"]})
+    admin = Admin(client)
+    counted = CountingListings(admin.raw)
+    admin._admin = counted  # type: ignore[assignment]
+    names = [f"{topic_name}-{i}" for i in range(30)]
+    created = admin.create_topics([NewTopic(n, 2, 1) for n in names], lambda n: f"creating {n}")
+    assert sorted(created) == sorted(names)
+    assert counted.by_name == 0 and 1 <= counted.whole <= 10, (counted.by_name, counted.whole)
+    tps = [TP(n, p) for n in names for p in (0, 1)]
+    assert admin.ends(tps) == dict.fromkeys(tps, 0)
+
+
 def test_an_mm2_topic_just_created_is_said_so_and_reads_empty(
     clusters: dict[str, str], topic_name: str
 ) -> None:

@@ -49,6 +49,7 @@ STALE_LEADER = frozenset({*JUST_CREATED, KafkaError.NOT_LEADER_FOR_PARTITION,
 _DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED,)
 _REFRESHED = 20  # topics whose metadata one failed attempt refreshes, at most
 _REFRESH_S = 5.0
+_ONE_BY_ONE = 8  # new topics whose leaders are asked about by name; more: one listing first
 
 
 def _topic(key: object) -> str | None:
@@ -298,20 +299,33 @@ class Admin:
         """Wait until every partition of `topics` has a leader in this client's metadata:
         a topic's creation returns before its leaders are elected, and librdkafka's
         ListOffsets that first finds none kept failing (`_NOENT`) until the budget ran out.
-        A topic whose metadata the principal may not read is not waited for."""
+        A topic whose metadata the principal may not read is not waited for. A topic found
+        led is not asked about again; more than a few are asked about in one listing of the
+        cluster's topics, not one request each."""
+        pending = set(topics)
+
+        def led(name: str, topic: Any) -> bool:
+            if topic is None:
+                return False
+            if topic.error is not None:
+                return bool(topic.error.code() in _DENIED)
+            return bool(topic.partitions) and all(
+                p.leader >= 0 for p in topic.partitions.values())
 
         def attempt(timeout: float) -> None:
-            for name in topics:
-                meta = self.raw.list_topics(topic=name, timeout=min(1.0, timeout))
-                topic = meta.topics.get(name)
-                if topic is not None and topic.error is not None \
-                        and topic.error.code() in _DENIED:
-                    continue
-                if topic is None or topic.error is not None or not topic.partitions or any(
-                        p.leader < 0 for p in topic.partitions.values()):
-                    raise Again(LookupError(f"{name}, created moments ago, has no leader yet"))
+            found: dict[str, Any] = {}
+            if len(pending) > _ONE_BY_ONE:
+                found = dict(self.raw.list_topics(timeout=min(_REFRESH_S, timeout)).topics)
+            # a listing leaves out what the principal may not describe: ask those by name
+            for name in sorted(n for n in pending if n not in found):
+                found[name] = self.raw.list_topics(
+                    topic=name, timeout=min(1.0, timeout)).topics.get(name)
+            pending.difference_update([n for n in list(pending) if led(n, found.get(n))])
+            if pending:
+                raise Again(LookupError(f"{min(pending)}, created moments ago, has no leader "
+                                        f"yet ({len(pending)} new topics wait for one)"))
 
-        if topics:
+        if pending:
             self.retry(attempt, "waiting for the leaders of new topics", "DESCRIBE on TOPIC *")
 
     def _refresh(self, topics: Collection[str]) -> None:
