@@ -67,8 +67,9 @@ def test_an_altered_and_a_missing_target_record_are_named(
     (check,) = verify(flow)
 
     assert not check.ok and check.checked == 30
-    assert [(m.kind, m.source_offset, m.target_offset) for m in check.mismatches] == [
-        (MISSING, 0, 0), (MISSING, 1, 1), (MISSING, 2, 2), (ALTERED, 12, 12)]
+    assert [(m.kind, m.source_offset, m.target_offset, m.records)
+            for m in check.mismatches] == [(MISSING, 0, 0, 3), (ALTERED, 12, 12, 1)]
+    assert f"missing {topic_name}-0@0..2 -> {remote}-0@0..2" in check.text(flow)
     assert f"altered {topic_name}-0@12 -> {remote}-0@12" in check.text(flow)
     (row,) = rows(StatePaths(flow.ferry.state_dir).verify, flow.name)
     assert (row["outcome"], row["altered"], row["missing"]) == ("mismatch", 1, 3)

@@ -265,7 +265,7 @@ def verify_row(flow: str, run_id: str, topic: str, partition: int, source_start:
                source_end: int, checked: int, altered: int, missing: int, skipped: int,
                extra: int, mismatches: list[dict[str, Any]], ok: bool,
                verified_at: datetime) -> dict[str, Any]:
-    """A verified partition's row; `mismatches` keeps the first 100."""
+    """A verified partition's row; `mismatches` keeps the first 100 runs of mismatched pairs."""
     return {"flow": flow, "run_id": run_id, "topic": topic, "partition": partition,
             "source_start": source_start, "source_end": source_end, "checked": checked,
             "altered": altered, "missing": missing, "skipped": skipped, "extra": extra,

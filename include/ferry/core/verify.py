@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ferry.core.offsetmap import MapEntry
 
@@ -90,23 +90,66 @@ def target_span(entries: Iterable[MapEntry], low: int = 0) -> TargetSpan | None:
 
 @dataclass(frozen=True)
 class Mismatch:
+    """`records` pairs of one kind, from (source_offset, target_offset) on, each the next
+    offset on both sides."""
+
     source_offset: int
     target_offset: int
     kind: str
+    records: int = 1
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Source offsets [start, end), every one a record no pair names."""
+
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        return self.end - self.start
 
 
 @dataclass
 class Comparison:
-    """What comparing one partition found."""
+    """What comparing one partition found. Problems are kept as runs of consecutive
+    offsets, so what a comparison holds grows with the runs, not the records in them."""
 
     checked: int = 0
     """Pairs whose source record is still in the log."""
     mismatches: list[Mismatch] = field(default_factory=list)
-    """Pairs whose target record is altered or missing, in source order."""
-    skipped: list[int] = field(default_factory=list)
-    """Source records read that no pair names (never mirrored), in order."""
+    """Runs of pairs whose target record is altered or missing, in the pairs' order."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """Runs of source records read that no pair names (never mirrored), in order."""
     extra: int = 0
     """Target records read that no pair names (duplicates an at_least_once crash left)."""
+
+    def mismatch(self, source_offset: int, target_offset: int, kind: str) -> None:
+        """Add one mismatched pair, to the last run when it continues that."""
+        last = self.mismatches[-1] if self.mismatches else None
+        if last is not None and last.kind == kind \
+                and last.source_offset + last.records == source_offset \
+                and last.target_offset + last.records == target_offset:
+            self.mismatches[-1] = replace(last, records=last.records + 1)
+        else:
+            self.mismatches.append(Mismatch(source_offset, target_offset, kind))
+
+    def skip(self, source_offset: int) -> None:
+        """Add one skipped source record, to the last run when it continues that."""
+        last = self.skipped[-1] if self.skipped else None
+        if last is not None and last.end == source_offset:
+            self.skipped[-1] = Skipped(last.start, source_offset + 1)
+        else:
+            self.skipped.append(Skipped(source_offset, source_offset + 1))
+
+    def count(self, kind: str) -> int:
+        """Records mismatched so (ALTERED or MISSING)."""
+        return sum(m.records for m in self.mismatches if m.kind == kind)
+
+    @property
+    def skipped_records(self) -> int:
+        return sum(s.records for s in self.skipped)
 
 
 def compare_in_order(paired: Iterable[tuple[int, int]], source: Iterable[tuple[int, bytes]],
@@ -120,7 +163,7 @@ def compare_in_order(paired: Iterable[tuple[int, int]], source: Iterable[tuple[i
     at_source, at_target = next(sources, None), next(targets, None)
     for s, t in paired:
         while at_source is not None and at_source[0] < s:
-            found.skipped.append(at_source[0])
+            found.skip(at_source[0])
             at_source = next(sources, None)
         while at_target is not None and at_target[0] < t:
             found.extra += 1
@@ -129,14 +172,14 @@ def compare_in_order(paired: Iterable[tuple[int, int]], source: Iterable[tuple[i
         if at_source is not None and at_source[0] == s:  # else deleted: cannot be checked
             found.checked += 1
             if copy is None:
-                found.mismatches.append(Mismatch(s, t, MISSING))
+                found.mismatch(s, t, MISSING)
             elif copy[1] != at_source[1]:
-                found.mismatches.append(Mismatch(s, t, ALTERED))
+                found.mismatch(s, t, ALTERED)
             at_source = next(sources, None)
         if copy is not None:
             at_target = next(targets, None)
     while at_source is not None:
-        found.skipped.append(at_source[0])
+        found.skip(at_source[0])
         at_source = next(sources, None)
     found.extra += sum(1 for _ in targets) + (at_target is not None)
     return found
@@ -145,24 +188,19 @@ def compare_in_order(paired: Iterable[tuple[int, int]], source: Iterable[tuple[i
 def compare_in_memory(paired: Sequence[tuple[int, int]], source: Mapping[int, bytes],
                       target: Mapping[int, bytes]) -> Comparison:
     """Compare pairs in any order with the (offset -> digest) records read of each side."""
-    checked, mismatches = compare(paired, source, target)
-    mirrored = {s for s, _ in paired}
-    written = {t for _, t in paired}
-    return Comparison(checked, mismatches, sorted(s for s in source if s not in mirrored),
-                      sum(1 for t in target if t not in written))
-
-
-def compare(paired: Sequence[tuple[int, int]], source: Mapping[int, bytes],
-            target: Mapping[int, bytes]) -> tuple[int, list[Mismatch]]:
-    """(records checked, mismatches) over `paired` offsets whose source record exists."""
-    checked = 0
-    found: list[Mismatch] = []
+    found = Comparison()
     for s, t in paired:
         if s not in source:
             continue  # deleted on the source since (retention): cannot be checked
-        checked += 1
+        found.checked += 1
         if t not in target:
-            found.append(Mismatch(s, t, MISSING))
+            found.mismatch(s, t, MISSING)
         elif target[t] != source[s]:
-            found.append(Mismatch(s, t, ALTERED))
-    return checked, found
+            found.mismatch(s, t, ALTERED)
+    mirrored = {s for s, _ in paired}
+    for s in sorted(source):
+        if s not in mirrored:
+            found.skip(s)
+    written = {t for _, t in paired}
+    found.extra = sum(1 for t in target if t not in written)
+    return found

@@ -21,7 +21,10 @@ from typing import Any
 
 from ferry.config import Flow
 from ferry.core.verify import (
+    ALTERED,
+    MISSING,
     Mismatch,
+    Skipped,
     TargetSpan,
     compare_in_memory,
     compare_in_order,
@@ -37,41 +40,65 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class PartitionCheck:
+    """One partition's result. Mismatches and skipped records are runs of consecutive
+    offsets (see `Comparison`)."""
+
     topic: str
     partition: int
     source_start: int
     source_end: int
     checked: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     extra: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.mismatches and not self.skipped
 
+    def count(self, kind: str) -> int:
+        """Records mismatched so (ALTERED or MISSING)."""
+        return sum(m.records for m in self.mismatches if m.kind == kind)
+
+    @property
+    def skipped_records(self) -> int:
+        return sum(s.records for s in self.skipped)
+
     def text(self, flow: Flow) -> str:
         where = f"{self.topic}-{self.partition} [{self.source_start}, {self.source_end})"
         if self.ok:
             return f"ok {where}: {self.checked:,} records equal" + (
                 f" ({self.extra} extra target records)" if self.extra else "")
-        remote = flow.remote_topic(self.topic)
-        problems = [f"{m.kind} {self.topic}-{self.partition}@{m.source_offset} -> "
-                    f"{remote}-{self.partition}@{m.target_offset}"
+        tp, remote = f"{self.topic}-{self.partition}", \
+            f"{flow.remote_topic(self.topic)}-{self.partition}"
+        problems = [f"{m.kind} {tp}@{_offsets(m.source_offset, m.records)} -> "
+                    f"{remote}@{_offsets(m.target_offset, m.records)}"
                     for m in self.mismatches[:5]]
-        problems += [f"skipped {self.topic}-{self.partition}@{s} (not on the target)"
+        problems += [f"skipped {tp}@{_offsets(s.start, s.records)} (not on the target)"
                      for s in self.skipped[:5]]
         more = len(self.mismatches) + len(self.skipped) - len(problems)
+        counts = [f"{n:,} {what}" for n, what in (
+            (self.count(ALTERED), "altered"), (self.count(MISSING), "missing"),
+            (self.skipped_records, "skipped")) if n]
         return (f"MISMATCH {where}: " + "; ".join(problems)
-                + (f"; and {more} more" if more > 0 else ""))
+                + (f"; and {more} more runs" if more > 0 else "")
+                + f" ({', '.join(counts)})")
 
     def to_json(self) -> dict[str, Any]:
-        """The partition's result as `ferry verify --json` prints it: every mismatch."""
+        """The partition's result as `ferry verify --json` prints it: every run of
+        mismatches and of skipped records, and their records counted."""
         return {"topic": self.topic, "partition": self.partition,
                 "source_start": self.source_start, "source_end": self.source_end,
                 "checked": self.checked, "ok": self.ok,
+                "altered": self.count(ALTERED), "missing": self.count(MISSING),
+                "skipped_records": self.skipped_records,
                 "mismatches": [asdict(m) for m in self.mismatches],
-                "skipped": list(self.skipped), "extra": self.extra}
+                "skipped": [{"start": s.start, "end": s.end} for s in self.skipped],
+                "extra": self.extra}
+
+
+def _offsets(first: int, records: int) -> str:
+    return str(first) if records == 1 else f"{first}..{first + records - 1}"
 
 
 def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
@@ -123,7 +150,6 @@ def _record(flow: Flow, checks: list[PartitionCheck], run_id: str) -> None:
     now = datetime.now(UTC)
     rows = [verify_row(
         flow.name, run_id, c.topic, c.partition, c.source_start, c.source_end, c.checked,
-        sum(1 for m in c.mismatches if m.kind == "altered"),
-        sum(1 for m in c.mismatches if m.kind == "missing"), len(c.skipped), c.extra,
-        [m.__dict__ for m in c.mismatches[:100]], c.ok, now) for c in checks]
+        c.count(ALTERED), c.count(MISSING), c.skipped_records, c.extra,
+        [asdict(m) for m in c.mismatches[:100]], c.ok, now) for c in checks]
     append(StatePaths(flow.ferry.state_dir).verify, VERIFY_DDL, rows)

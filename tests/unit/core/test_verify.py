@@ -16,8 +16,8 @@ from ferry.core.verify import (
     MISSING,
     Comparison,
     Mismatch,
+    Skipped,
     TargetSpan,
-    compare,
     compare_in_memory,
     compare_in_order,
     digest,
@@ -47,9 +47,37 @@ def test_pairs_follow_the_segments_from_a_low_watermark() -> None:
 def test_compare_names_altered_and_missing_and_skips_what_retention_deleted() -> None:
     source = {0: b"a", 1: b"b", 2: b"c", 3: b"d"}
     target = {10: b"a", 11: b"B", 13: b"d"}
-    checked, found = compare([(0, 10), (1, 11), (2, 12), (3, 13), (4, 14)], source, target)
-    assert checked == 4  # source offset 4 is gone
-    assert found == [Mismatch(1, 11, ALTERED), Mismatch(2, 12, MISSING)]
+    found = compare_in_memory([(0, 10), (1, 11), (2, 12), (3, 13), (4, 14)], source, target)
+    assert found.checked == 4  # source offset 4 is gone
+    assert found.mismatches == [Mismatch(1, 11, ALTERED), Mismatch(2, 12, MISSING)]
+
+
+@pytest.mark.parametrize(
+    ("paired", "source", "target", "mismatches", "skipped"),
+    [
+        ([(0, 10), (1, 11), (2, 12)], [0, 1, 2], {}, [Mismatch(0, 10, MISSING, 3)], []),
+        ([(0, 10), (1, 12)], [0, 1], {}, [Mismatch(0, 10, MISSING), Mismatch(1, 12, MISSING)],
+         []),
+        ([(0, 10), (2, 11)], [0, 2], {}, [Mismatch(0, 10, MISSING), Mismatch(2, 11, MISSING)],
+         []),
+        ([(0, 10), (1, 11), (2, 12)], [0, 1, 2], {10: b"x", 12: b"x"},
+         [Mismatch(0, 10, ALTERED), Mismatch(1, 11, MISSING), Mismatch(2, 12, ALTERED)], []),
+        ([(5, 10)], [0, 1, 2, 4, 5, 7, 8], {10: b"5"}, [],
+         [Skipped(0, 3), Skipped(4, 5), Skipped(7, 9)]),
+    ],
+    ids=["consecutive-on-both-sides", "a-gap-on-the-target", "a-gap-on-the-source",
+         "another-kind-between", "skipped-offsets-in-runs"],
+)
+def test_problems_are_kept_as_runs_of_consecutive_offsets(
+        paired: list[tuple[int, int]], source: list[int], target: dict[int, bytes],
+        mismatches: list[Mismatch], skipped: list[Skipped]) -> None:
+    digests = {o: str(o).encode() for o in source}
+    for found in (compare_in_memory(paired, digests, target),
+                  compare_in_order(paired, sorted(digests.items()), sorted(target.items()))):
+        assert (found.mismatches, found.skipped) == (mismatches, skipped)
+        assert found.count(MISSING) + found.count(ALTERED) == sum(
+            m.records for m in mismatches)
+        assert found.skipped_records == sum(s.end - s.start for s in skipped)
 
 
 def _entry(*segments: tuple[int, int, int], covered: tuple[int, int] = (0, 100)) -> MapEntry:
@@ -130,7 +158,7 @@ def test_comparing_in_memory_names_what_is_skipped_and_extra() -> None:
     source = {0: b"a", 1: b"b", 2: b"c", 3: b"d"}
     target = {10: b"a", 11: b"x", 12: b"B", 14: b"d"}
     assert compare_in_memory([(0, 10), (1, 12), (3, 14)], source, target) == Comparison(
-        checked=3, mismatches=[Mismatch(1, 12, ALTERED)], skipped=[2], extra=1)
+        checked=3, mismatches=[Mismatch(1, 12, ALTERED)], skipped=[Skipped(2, 3)], extra=1)
 
 
 def test_streaming_holds_memory_flat_in_the_partitions_size() -> None:
@@ -149,3 +177,25 @@ def test_streaming_holds_memory_flat_in_the_partitions_size() -> None:
 
     assert result == Comparison(checked=records)
     assert peak < 1_000_000  # holding one side's digests alone would take over 10 MB
+
+
+def test_a_partition_nothing_of_which_arrived_is_held_in_a_few_runs() -> None:
+    """A mirror that lost a whole partition, or never wrote half of it: what the comparison
+    holds stays as small as when everything is equal."""
+    records = 100_000
+
+    def digests(first: int, count: int) -> Iterator[tuple[int, bytes]]:
+        return ((first + o, b"%032d" % o) for o in range(count))
+
+    tracemalloc.start()
+    try:
+        result = compare_in_order(iter_pairs([_entry((0, 10, records // 2))]),
+                                  digests(0, records), iter(()))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert result == Comparison(checked=records // 2,
+                                mismatches=[Mismatch(0, 10, MISSING, records // 2)],
+                                skipped=[Skipped(records // 2, records)])
+    assert peak < 1_000_000  # one entry per record would take over 5 MB

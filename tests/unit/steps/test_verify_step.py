@@ -25,19 +25,19 @@ def mirrored(source_digests: dict[int, bytes], at: int = 100) -> dict[int, bytes
 @pytest.mark.parametrize(
     ("low", "target", "checked", "mismatches", "skipped", "extra"),
     [
-        (0, mirrored(SAME), 5, [], [5], 0),
-        (0, {**mirrored(SAME), 102: b"other"}, 5, [(2, 102, "altered")], [5], 0),
+        (0, mirrored(SAME), 5, [], [(5, 6)], 0),
+        (0, {**mirrored(SAME), 102: b"other"}, 5, [(2, 102, "altered")], [(5, 6)], 0),
         (0, {k: v for k, v in mirrored(SAME).items() if k != 103}, 5,
-         [(3, 103, "missing")], [5], 0),
-        (0, {**mirrored(SAME), 104: b"d4", 99: b"x"}, 5, [], [5], 0),
-        (2, mirrored(SAME), 3, [], [5], 0),
+         [(3, 103, "missing")], [(5, 6)], 0),
+        (0, {**mirrored(SAME), 104: b"d4", 99: b"x"}, 5, [], [(5, 6)], 0),
+        (2, mirrored(SAME), 3, [], [(5, 6)], 0),
     ],
     ids=["equal", "altered", "missing", "records-outside-the-mapped-range-are-not-read",
          "records-the-source-deleted-are-not-checked"],
 )
 def test_each_mirrored_record_is_compared_with_the_one_the_offset_map_names(
     config: MirrorConfig, low: int, target: dict[int, bytes], checked: int,
-    mismatches: list[tuple[int, int, str]], skipped: list[int], extra: int
+    mismatches: list[tuple[int, int, str]], skipped: list[tuple[int, int]], extra: int
 ) -> None:
     # given: source orders-0 holds offsets low..5; the map covers 0..5, records 0..4 at 100..
     flow = config.enabled_flows[0]
@@ -55,7 +55,7 @@ def test_each_mirrored_record_is_compared_with_the_one_the_offset_map_names(
     assert (check.source_start, check.source_end) == (low, 6)
     assert check.checked == checked
     assert [(m.source_offset, m.target_offset, m.kind) for m in check.mismatches] == mismatches
-    assert check.skipped == skipped
+    assert [(s.start, s.end) for s in check.skipped] == skipped
     assert check.extra == extra
     assert check.ok is (not mismatches and not skipped)
 
@@ -130,3 +130,35 @@ def test_a_topic_the_flow_never_mirrored_is_a_usage_error(config: MirrorConfig) 
         verify(flow, "payments", source=FakeCluster("A").topic("orders", 1),
                target=FakeCluster("B"), claims=lambda f: claims(f, {"orders"}))
 
+
+
+def test_runs_of_bad_records_are_named_as_ranges_counted_and_recorded(
+    config: MirrorConfig
+) -> None:
+    # given: of source 0..9, the map pairs 0..7 with 100..107; 0..2 and 5 are gone from the
+    # target, 6 is altered, and 8..9 were never mirrored
+    flow = config.enabled_flows[0]
+    digests = {o: f"d{o}".encode() for o in range(10)}
+    source = FakeCluster("A").topic("orders", 10)
+    source.digested[("orders", 0)] = digests
+    at_target = FakeCluster("B")
+    at_target.digested[("A.orders", 0)] = {103: digests[3], 104: digests[4], 106: b"x",
+                                           107: digests[7]}
+    claims = FakeOffsetMaps([entry("orders", 0, (0, 10), [(0, 100, 8)])])
+
+    (check,) = verify(flow, run_id="v2", source=source, target=at_target,
+                      claims=lambda f: claims(f, {"orders"}))
+
+    assert check.text(flow) == (
+        "MISMATCH orders-0 [0, 10): missing orders-0@0..2 -> A.orders-0@100..102; "
+        "missing orders-0@5 -> A.orders-0@105; altered orders-0@6 -> A.orders-0@106; "
+        "skipped orders-0@8..9 (not on the target) (1 altered, 4 missing, 2 skipped)")
+    printed = check.to_json()
+    assert (printed["altered"], printed["missing"], printed["skipped_records"]) == (1, 4, 2)
+    assert printed["mismatches"][0] == {"source_offset": 0, "target_offset": 100,
+                                        "kind": "missing", "records": 3}
+    assert printed["skipped"] == [{"start": 8, "end": 10}]
+    (row,) = [r for r in rows(StatePaths(flow.ferry.state_dir).verify, flow.name)
+              if r["run_id"] == "v2"]
+    assert (row["altered"], row["missing"], row["skipped"], row["outcome"]) == (
+        1, 4, 2, "mismatch")
