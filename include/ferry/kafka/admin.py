@@ -320,7 +320,7 @@ class Admin:
             for name in sorted(n for n in pending if n not in found):
                 found[name] = self.raw.list_topics(
                     topic=name, timeout=min(1.0, timeout)).topics.get(name)
-            pending.difference_update([n for n in list(pending) if led(n, found.get(n))])
+            pending.difference_update([n for n in pending if led(n, found.get(n))])
             if pending:
                 raise Again(LookupError(f"{min(pending)}, created moments ago, has no leader "
                                         f"yet ({len(pending)} new topics wait for one)"))

@@ -15,7 +15,7 @@ a range was written after a later one).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +23,7 @@ from ferry.config import Flow
 from ferry.core.verify import (
     ALTERED,
     MISSING,
-    Mismatch,
-    Skipped,
+    Comparison,
     TargetSpan,
     compare_in_memory,
     compare_in_order,
@@ -38,31 +37,19 @@ from ferry.steps.ports import Claims, ReadsDigests, VerifySource
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class PartitionCheck:
-    """One partition's result. Mismatches and skipped records are runs of consecutive
-    offsets (see `Comparison`)."""
+@dataclass(kw_only=True)
+class PartitionCheck(Comparison):
+    """One partition's result: what comparing it found (mismatches and skipped records as
+    runs of consecutive offsets) over source offsets [source_start, source_end)."""
 
     topic: str
     partition: int
     source_start: int
     source_end: int
-    checked: int = 0
-    mismatches: list[Mismatch] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    extra: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.mismatches and not self.skipped
-
-    def count(self, kind: str) -> int:
-        """Records mismatched so (ALTERED or MISSING)."""
-        return sum(m.records for m in self.mismatches if m.kind == kind)
-
-    @property
-    def skipped_records(self) -> int:
-        return sum(s.records for s in self.skipped)
 
     def text(self, flow: Flow) -> str:
         where = f"{self.topic}-{self.partition} [{self.source_start}, {self.source_end})"
@@ -126,7 +113,6 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
         low = lows[TopicPartition(t, p)].low
         start, end = max(found[0].covered_start, low), found[-1].covered_end
         span = target_span(found, low) or TargetSpan(0, 0, True)
-        check = PartitionCheck(t, p, start, end)
         # A scan's deadline counts the time the other side is read too: generous per record.
         timeout = 600.0 + (end - start + span.end - span.start) / 1_000
         at_source = source.digests(t, p, start, end, group, timeout)
@@ -135,8 +121,9 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
         compared = (compare_in_order(iter_pairs(found, low), at_source, at_target)
                      if span.in_order else
                      compare_in_memory(pairs(found, low), dict(at_source), dict(at_target)))
-        check.checked, check.mismatches = compared.checked, compared.mismatches
-        check.skipped, check.extra = compared.skipped, compared.extra
+        check = PartitionCheck(topic=t, partition=p, source_start=start, source_end=end,
+                               checked=compared.checked, mismatches=compared.mismatches,
+                               skipped=compared.skipped, extra=compared.extra)
         log.info("%s", check.text(flow), extra={"flow": flow.name, "topic": t, "partition": p})
         checks.append(check)
     _record(flow, checks, run_id)
