@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ferry.config import load_config
-from ferry.core.lanes import assign
+from ferry.core.lanes import by_writer
 from ferry.kafka.lane import Lane
 from ferry.steps.mirror import prepare
 
@@ -13,8 +13,8 @@ from ferry.steps.mirror import prepare
 def main(config: str, flow_name: str) -> None:
     flow = load_config(config).flow(flow_name)
     prepared = prepare(flow)
-    for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items():
-        Lane(flow, lane, ranges, prepared.run_id, lanes=prepared.lanes).run()
+    for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values():
+        Lane(flow, ranges, prepared.run_id).run()
 
 
 if __name__ == "__main__":

@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from ferry.core.internal import offset_map_topic, transactional_id
-from ferry.core.lanes import lane_of
+from ferry.config import Flow, load_config
+from ferry.core.internal import offset_map_topic
+from ferry.core.lanes import by_writer, writer_of
 from ferry.core.offsetmap import MAX_ENTRY_SEGMENTS, decode
 from ferry.core.planner import Range
 from ferry.errors import FerryError, TransientError
 from ferry.kafka import lane as lane_module
 from ferry.kafka.admin import Admin
 from ferry.kafka.lane import Lane
+from ferry.kafka.lane_state import Part
 from ferry.kafka.topology import ensure_offset_map_topic
 from ferry.steps.mirror import prepare
 from tests.integration.kafka_data import (
@@ -51,34 +53,105 @@ def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None
     return [(f"k{i}".encode(), f"v{i}".encode(), 0) for i in range(first, first + count)]
 
 
-@pytest.mark.parametrize(("role", "old_lanes", "new_lanes"), [("", 1, 3), ("backfill", 1, 1)],
-                         ids=["the-lane-count-changed", "a-backfill-wrote-last"])
-def test_the_lane_that_takes_a_partition_over_fences_its_previous_owner_first(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, role: str, old_lanes: int,
-    new_lanes: int,
+def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
+                  ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
+    """A writer run in a thread that stops at `at` and waits there until released: at
+    "positions" (its id taken, its positions read, nothing sent) or "commit" (its first
+    transaction's records sent, not committed). Returns the writer, the event it sets when
+    it reached `at`, the event that releases it, and its failure, if any, once joined."""
+    reached, release, failure = threading.Event(), threading.Event(), []
+
+    class Paused(Lane):
+        def _copy(self, producer: Producer, consumer: Consumer, metadata: object) -> None:
+            if at == "positions":
+                reached.set()
+                release.wait(60)
+            super()._copy(producer, consumer, metadata)
+
+        def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
+            if at == "commit" and not reached.is_set():
+                reached.set()
+                release.wait(60)
+            super().commit(producer, metadata, parts)
+
+    writer = Paused(flow, ranges, run_id)
+
+    def run() -> None:
+        try:
+            writer.run()
+        except FerryError as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    writer.thread = thread  # type: ignore[attr-defined]
+    assert reached.wait(60), f"the writer never reached {at}"
+    return writer, reached, release, failure
+
+
+@pytest.mark.parametrize("at", ["positions", "commit"],
+                         ids=["after-reading-its-positions", "inside-its-first-transaction"])
+def test_two_runs_of_a_flow_with_different_lane_counts_never_both_write_a_partition(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, at: str
 ) -> None:
-    # given: a partition last committed by another transactional id (lane 0 of 1 lane, or a
-    # backfill's lane), and a zombie of that id with records in an open transaction
+    # given: one flow run with tasks.max=2 (a scheduled run on Spark Connect) and one with
+    # tasks.max=8 (an operator's `ferry mirror` on local[8]); the first has taken its
+    # writer id and stops at `at`
+    create_topic(clusters["source"], topic_name, 8)  # records in partition 0 only
+    produce(clusters["source"], topic_name, records(300))
+    first_flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    eight = tmp_path / "eight.properties"
+    eight.write_text((tmp_path / "mm2.properties").read_text().replace("tasks.max = 2",
+                                                                       "tasks.max = 8"))
+    second_flow = load_config(eight).flow(first_flow.name)
+    first_plan = prepare(first_flow, run_id="two-lanes")
+    slot = writer_of(topic_name, 0, first_flow.ferry.writers)
+    mine = by_writer(first_plan.plan.ranges, first_flow.ferry.writers)[slot]
+    first, _, release, failure = paused_writer(first_flow, mine, "two-lanes", at)
+
+    # when: the other run plans and copies the same partition meanwhile, then the first
+    # goes on
+    second_plan = prepare(second_flow, run_id="eight-lanes")
+    assert second_plan.lanes != first_plan.lanes
+    theirs = by_writer(second_plan.plan.ranges, second_flow.ferry.writers)[slot]
+    second = Lane(second_flow, theirs, "eight-lanes")
+    assert second.txn_id == first.txn_id  # the writer id ignores the lane count
+    assert second.run().records == 300
+    release.set()
+    first.thread.join(60)  # type: ignore[attr-defined]
+
+    # then: the first run stopped with one line saying why, and every record is on the
+    # target once
+    assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
+    assert "\n" not in str(failure[0])
+    assert_exact(first_flow, clusters, topic_name, 8)
+
+
+def test_a_writer_of_an_id_from_before_writer_slots_is_fenced_before_its_partition_is_written(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a partition last committed under a lane id of an older release (lane 0 of 1),
+    # and a zombie of that id with records in an open transaction
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, records(100))
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     prepared = prepare(flow, run_id="first")
-    Lane(flow, 0, prepared.plan.ranges, "first", role=role, lanes=old_lanes).run()
+    legacy = f"ferry.{flow.source}->{flow.target}.lane-0-of-1"
+    old = Lane(flow, prepared.plan.ranges, "first")
+    old.txn_id = legacy
+    old.run()
     remote = flow.remote_topic(topic_name)
-    zombie = Producer(conf(clusters["target"], **{
-        "transactional.id": transactional_id(flow, 0, old_lanes, role)}))
+    zombie = Producer(conf(clusters["target"], **{"transactional.id": legacy}))
     zombie.init_transactions(30)
     zombie.begin_transaction()
     for i in range(10):
         zombie.produce(remote, value=f"zombie-{i}".encode(), partition=0)
     zombie.flush(30)
 
-    # when: the next scheduled run copies the partition with another id
+    # when: the next run copies the partition under its writer slot's id
     produce(clusters["source"], topic_name, records(20, 100))
     prepared = prepare(flow, run_id="second")
-    lane = lane_of(topic_name, 0, new_lanes)
-    assert transactional_id(flow, lane, new_lanes) != transactional_id(flow, 0, old_lanes, role)
-    Lane(flow, lane, prepared.plan.ranges, "second", lanes=new_lanes).run()
+    Lane(flow, prepared.plan.ranges, "second").run()
 
     # then: the zombie was fenced (its commit fails, its records are aborted) and every
     # source record is on the target exactly once
@@ -102,12 +175,12 @@ def test_a_backfill_chunk_run_before_the_chunk_it_follows_copies_nothing(
 
     # when: the second chunk runs first (the first failed before its first commit)
     with pytest.raises(TransientError, match="expects the position 100"):
-        Lane(flow, 0, [second], "chunk-2", role="backfill", lanes=1).run()
+        Lane(flow, [second], "chunk-2", role="backfill").run()
 
     # then: nothing was written, and in order the chunks leave no hole
     assert read_all(clusters["target"], destination, 0) == []
-    Lane(flow, 0, [first], "chunk-1", role="backfill", lanes=1).run()
-    Lane(flow, 0, [second], "chunk-2", role="backfill", lanes=1).run()
+    Lane(flow, [first], "chunk-1", role="backfill").run()
+    Lane(flow, [second], "chunk-2", role="backfill").run()
     source = read_all(clusters["source"], topic_name, 0)
     assert [r.content() for r in read_all(clusters["target"], destination, 0)] == \
         [r.content() for r in source]
@@ -125,7 +198,7 @@ def test_a_partition_that_never_moves_fails_the_lane_naming_it_despite_empty_com
     flow = flow_config(tmp_path, clusters, topic_name,
                        "ferry.transaction.max.seconds = 1\n").enabled_flows[0]
     prepare(flow, run_id="topology")  # creates the remote and offset-map topics
-    stuck = Lane(flow, 0, [Range(topic_name, 0, 0, 10, expect=None)], "stuck", lanes=1)
+    stuck = Lane(flow, [Range(topic_name, 0, 0, 10, expect=None)], "stuck")
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -173,7 +246,7 @@ def test_a_transaction_of_sixty_thousand_segments_writes_entries_below_the_recor
 
     # when
     prepared = prepare(flow, run_id="big")
-    Lane(flow, 0, prepared.plan.ranges, "big", lanes=1).run()
+    Lane(flow, prepared.plan.ranges, "big").run()
 
     # then: exact, and the transaction's entry came in pieces of bounded size
     assert_exact(flow, clusters, topic_name, 1)
@@ -255,13 +328,9 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
                 for path in run.chunk_files:
                     chunk = json.loads(Path(path).read_text())
                     ranges = [Range(**r) for r in chunk["ranges"]]
-                    for lane in sorted({lane_of(r.topic, r.partition, chunk["lanes"])
-                                        for r in ranges}):
-                        mine = [r for r in ranges
-                                if lane_of(r.topic, r.partition, chunk["lanes"]) == lane]
-                        copied["backfill"] += Lane(flow, lane, mine, chunk["run_id"],
-                                                   role=chunk["role"],
-                                                   lanes=chunk["lanes"]).run().records
+                    for mine in by_writer(ranges, flow.ferry.writers).values():
+                        copied["backfill"] += Lane(flow, mine, chunk["run_id"],
+                                                   role=chunk["role"]).run().records
             except FerryError:
                 copied["fenced or refused"] += 1
 
@@ -328,7 +397,7 @@ def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
     intruder = threading.Thread(target=intrude, daemon=True)
     intruder.start()
     try:
-        lane = Lane(flow, 0, [Range(topic_name, 0, 0, 50_000, expect=None)], "mixed", lanes=1)
+        lane = Lane(flow, [Range(topic_name, 0, 0, 50_000, expect=None)], "mixed")
         with pytest.raises(FerryError, match="the target assigned offsets"):
             lane.run()
     finally:

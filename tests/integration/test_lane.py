@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
-from ferry.core.lanes import assign
+from ferry.core.lanes import by_writer
 from ferry.core.offsetmap import decode, lookup
 from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.errors import TerminalError
@@ -43,8 +43,8 @@ def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
     offset map), then every lane in turn. Returns records copied."""
     prepared = prepare(flow, run_id=run_id, restore=restore)
     copied = 0
-    for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items():
-        copied += Lane(flow, lane, ranges, prepared.run_id, lanes=prepared.lanes).run().records
+    for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values():
+        copied += Lane(flow, ranges, prepared.run_id).run().records
     return copied
 
 
@@ -251,7 +251,7 @@ def test_a_failed_range_counts_only_what_was_committed_not_what_was_read(
     # given: 10 records in one transaction, the target refusing the one at offset 5
     flow = refusing_target(clusters, topic_name, tmp_path)
     prepared = prepare(flow, run_id="refused")
-    lane = Lane(flow, 0, prepared.plan.ranges, "refused", lanes=1)
+    lane = Lane(flow, prepared.plan.ranges, "refused")
 
     # when: the lane reads them all (twice: once more one by one to name the refusal)
     with pytest.raises(TerminalError):
@@ -381,9 +381,8 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     written_before = written(clusters["target"], remote, 2)
 
     prepared = prepare(flow, run_id="after-crash")
-    results = [r for lane, ranges in assign(prepared.plan.ranges, prepared.lanes).items()
-               for r in Lane(flow, lane, ranges, "after-crash",
-                                lanes=prepared.lanes).run().ranges]
+    results = [r for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values()
+               for r in Lane(flow, ranges, "after-crash").run().ranges]
 
     on_target = sum(len(read_all(clusters["target"], remote, p)) for p in range(2))
     duplicates = sum(r.duplicates for r in results)

@@ -163,6 +163,12 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.transaction.max.records", "200000",
              "The most records one target transaction carries before it commits.",
              _positive_int),
+    FerryKey("ferry.writers", "8",
+             "The writer slots of the flow: each remote partition is written under the "
+             "transactional id of its slot, so a second run writing it at the same time is "
+             "fenced by Kafka. Also the most lanes (tasks.max) a run uses. Fixed for the "
+             "flow's life: change it only with the flow paused (the next run fences the old "
+             "slots' ids, recorded with the positions).", _positive_int, "16"),
     FerryKey("ferry.transaction.max.seconds", "10",
              "The longest a target transaction stays open before it commits (well under "
              "the producer's transaction.timeout.ms).", _positive_seconds, "10"),
@@ -249,6 +255,8 @@ class FerrySettings:
     """`ferry.task.pool`; "" is Airflow's default_pool."""
     task_queue: str = ""
     """`ferry.task.queue`; "" is the executor's default queue."""
+    writers: int = 8
+    """`ferry.writers`: the flow's writer slots (transactional ids), fixed for its life."""
 
 
 def resolve_ferry_settings(
@@ -287,6 +295,7 @@ def resolve_ferry_settings(
         task_retry_delay_seconds=parsed["ferry.task.retry.delay.seconds"],
         task_pool=parsed["ferry.task.pool"],
         task_queue=parsed["ferry.task.queue"],
+        writers=parsed["ferry.writers"],
     )
 
 

@@ -29,13 +29,12 @@ def reader_group(flow: Flow, role: str) -> str:
     return f"{positions_group(flow)}.{role}"
 
 
-def transactional_id(flow: Flow, lane: int, lanes: int, role: str = "") -> str:
-    """Stable per flow, lane and lane count, so a restarted lane fences its zombie. The
-    count is part of the id: when it changes (tasks.max, cores, partitions), a partition
-    that moves to another lane is written under an id no lane of the new count uses, and
-    the lane that takes it over fences the old id first (`ferry.kafka.lane`; the owner is
-    recorded with each position). A backfill's lanes (`role="backfill"`) have their own
-    ids; the same owner fencing keeps a backfill and a scheduled run from both committing
-    a partition."""
+def transactional_id(flow: Flow, writer: int, role: str = "") -> str:
+    """The transactional id of writer slot `writer` (`ferry.core.lanes.writer_of`): a
+    function of the flow and the partition alone, never of the lane count, the cores or who
+    runs it, so every writer of a remote partition (a scheduled cycle, `ferry mirror`, a
+    backfill into the flow's topic, failover's catch-up, adopt) holds the same id and the
+    newest one's `init_transactions` fences the others. A backfill into a topic of its own
+    (`role="backfill"`), which no flow writes, has ids of its own."""
     kind = f"{role}." if role else ""
-    return f"ferry.{flow.source}->{flow.target}.{kind}lane-{lane}-of-{lanes}"
+    return f"ferry.{flow.source}->{flow.target}.{kind}writer-{writer}-of-{flow.ferry.writers}"

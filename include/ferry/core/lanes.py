@@ -1,9 +1,17 @@
-"""Lanes: a stable spread of source partitions over a fixed number of copy tasks.
+"""Writers and lanes: who may write a remote partition, and how the work is spread.
 
-A partition's lane is `(partition + h(topic)) mod lanes`, with `h` a stable hash of the
-topic name. Partitions of one topic go round-robin (balanced), adding partitions or topics
-never moves an existing partition, and each lane keeps one `transactional.id`, so the
-producer that fences a zombie is always the one that owns the partition.
+A **writer** is the identity that commits a remote partition's records, offset-map entries
+and position: one `transactional.id` per writer slot. A partition's slot is
+`(partition + h(topic)) mod writers`, with `h` a stable hash of the topic name and `writers`
+the flow's `ferry.writers`, fixed for the flow's life. It depends on nothing else: not the
+lane count, the cores, the master, nor who starts the run (a schedule, `ferry mirror`, a
+backfill into the flow's topic, failover's catch-up). So two runs that would write one
+partition at once hold the same id, and the second one's `init_transactions` fences the
+first: Kafka, not a check of ours, keeps one writer per partition (G11).
+
+A **lane** is one Spark task of a run: it runs the writers of the slots it is given
+(`lanes_of`). The lane count follows `tasks.max` or the cores and may differ from run to
+run; it never exceeds the writer count.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from collections.abc import Iterable
 from ferry.core.planner import Range
 
 DEFAULT_LANES = 2
+DEFAULT_WRITERS = 8
 
 
 def cores_of(master: str) -> int:
@@ -28,19 +37,32 @@ def cores_of(master: str) -> int:
     return int(count) if count and count != "*" else (os.cpu_count() or DEFAULT_LANES)
 
 
-def lane_count(tasks_max: int | None, cores: int, partitions: int) -> int:
-    """`tasks.max` when set, else one lane per core, never more lanes than partitions."""
-    wanted = tasks_max if tasks_max is not None else max(cores, 1)
+def lane_count(tasks_max: int | None, cores: int, partitions: int,
+               writers: int = DEFAULT_WRITERS) -> int:
+    """`tasks.max` when set, else one lane per core; never more lanes than partitions or
+    writer slots (a lane runs whole slots)."""
+    wanted = min(tasks_max if tasks_max is not None else max(cores, 1), max(writers, 1))
     return max(1, min(wanted, partitions)) if partitions else max(1, wanted)
 
 
-def lane_of(topic: str, partition: int, lanes: int) -> int:
-    return (partition + zlib.crc32(topic.encode())) % lanes
+def writer_of(topic: str, partition: int, writers: int) -> int:
+    """The writer slot of a source partition (and of its remote partition)."""
+    return (partition + zlib.crc32(topic.encode())) % writers
 
 
-def assign(ranges: Iterable[Range], lanes: int) -> dict[int, list[Range]]:
-    """The ranges of each lane (lanes with nothing to do are absent), in offset order."""
+def by_writer(ranges: Iterable[Range], writers: int) -> dict[int, list[Range]]:
+    """The ranges of each writer slot (slots with nothing to do are absent), in offset
+    order."""
     result: dict[int, list[Range]] = {}
     for r in sorted(ranges):
-        result.setdefault(lane_of(r.topic, r.partition, lanes), []).append(r)
+        result.setdefault(writer_of(r.topic, r.partition, writers), []).append(r)
     return result
+
+
+def lanes_of(slots: Iterable[int], lanes: int) -> list[list[int]]:
+    """The writer slots each lane runs: slot `s` on lane `s mod lanes`; lanes with no slot
+    are left out."""
+    spread: dict[int, list[int]] = {}
+    for slot in sorted(set(slots)):
+        spread.setdefault(slot % max(lanes, 1), []).append(slot)
+    return [spread[lane] for lane in sorted(spread)]

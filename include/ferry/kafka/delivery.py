@@ -121,12 +121,13 @@ class ExactlyOnce(Delivery):
                   f"initialising transactions of lane {lane.lane}")
 
     def before_copy(self, lane: Lane, reader: Consumer) -> None:
-        """Before writing a partition another transactional id owned (recorded with its
-        position: another lane count, a backfill, a scheduled run beside a backfill), fence
-        that id: `init_transactions` with it aborts its open transaction and makes any
-        producer still holding it (a zombie) fail at its next commit. Then the positions are
-        read again: whatever the old owner committed last is where this lane resumes.
-        So one producer at a time commits a partition's ranges, whatever the lane count."""
+        """Concurrent writers of a partition share its slot's id and fence each other in
+        `start`. This covers the ids of before that rule, recorded with a position: ids of a
+        lane count (`lane-k-of-n`, older releases) or of another `ferry.writers`. Before
+        writing such a partition, fence that id: `init_transactions` with it aborts its open
+        transaction and makes a producer still holding it (a zombie) fail at its next
+        commit. Then the positions are read again: whatever the old owner committed last is
+        where this lane resumes."""
         owners = sorted({p.owner for p in lane.parts.values()
                          if p.owner and p.owner != lane.txn_id})
         if not owners:

@@ -1,13 +1,16 @@
 """Copy one lane's exact source ranges into the target, exactly once (adapter).
 
-One lane = one transactional producer (`transactional.id` stable per flow and lane) and
-one assigned consumer. The contract:
+One `Lane` = the writer of one writer slot (`core/lanes.py`): one transactional producer
+whose `transactional.id` is the slot's, a function of the flow and the partitions alone,
+and one assigned consumer. The contract:
 
-- `init_transactions` first: it fences an older incarnation of the lane (a zombie task)
-  and aborts its open transaction.
+- `init_transactions` first: it fences every other writer of the slot (a zombie task, a
+  concurrent run with another lane count, a backfill into the flow's topic, an adoption),
+  even one still inside its first transaction, and aborts its open transaction.
 - Then the lane reads its committed positions (the positions group's offsets on the
   remote partitions, stable reads only), so a retried task resumes where the last
-  committed transaction ended instead of copying twice.
+  committed transaction ended instead of copying twice. It reads them again after every
+  later initialisation: a lane never writes from a position read before it took the id.
 - Each transaction carries the records, the offset-map entries of what it covered and the
   new positions; all become visible together or not at all (G1, G4). Transactions are
   bounded by `ferry.transaction.max.records` and `.max.seconds`.
@@ -39,12 +42,13 @@ from confluent_kafka import TopicPartition as KTP
 from ferry.config import Flow
 from ferry.config.clients import RdValue
 from ferry.core.internal import offset_map_topic, positions_group, reader_group, transactional_id
+from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
 from ferry.core.tables import RangeResult
 from ferry.errors import TerminalError, TransientError
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
-from ferry.kafka.lane_errors import LaneErrors
+from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import (
     Part,
     position_metadata,
@@ -92,20 +96,24 @@ class Lane:
 
     log = log
 
-    def __init__(self, flow: Flow, lane: int, ranges: Sequence[Range], run_id: str,
-                 progress: Callable[[int, int], None] | None = None, role: str = "", *,
-                 lanes: int) -> None:
-        """Lane `lane` of `lanes` (the run's lane count, part of the transactional id)."""
-        self.flow, self.lane, self.run_id = flow, lane, run_id
+    def __init__(self, flow: Flow, ranges: Sequence[Range], run_id: str,
+                 progress: Callable[[int, int], None] | None = None, role: str = "") -> None:
+        """The writer of `ranges`, which must all be of one writer slot (`by_writer`): its
+        transactional id is that slot's, whoever runs it (G11)."""
+        slots = {writer_of(r.topic, r.partition, flow.ferry.writers) for r in ranges}
+        if len(slots) > 1:
+            raise ValueError(f"ranges of writer slots {sorted(slots)} given to one writer; "
+                             "split them with ferry.core.lanes.by_writer")
+        self.flow, self.lane, self.run_id = flow, min(slots, default=0), run_id
         self.started = time.monotonic()
-        self.txn_id = transactional_id(flow, lane, lanes, role)
+        self.txn_id = transactional_id(flow, self.lane, role)
         self.delivery = delivery_for(flow)
         self.producer: Producer | None = None
         self.in_transaction = False
         self.progress = progress
         self.map_topic = offset_map_topic(flow)
         self.parts = self._parts(ranges)
-        self.explain = LaneErrors(flow, lane, self.txn_id, self.parts.values())
+        self.explain = LaneErrors(flow, self.lane, self.txn_id, self.parts.values())
         self.results = [r for p in self.parts.values() for r in p.ranges]
         self.transactions = 0
         self.total = sum(p.end - p.start for p in self.parts.values())
@@ -113,6 +121,8 @@ class Lane:
         self.diagnose = False
         self.refused: tuple[str, int, str] | None = None
         """The first refusal the target reported: (topic, partition, message)."""
+        self.fenced: str | None = None
+        """A delivery report saying a newer writer took this writer's transactional id."""
         self.reader: Consumer | None = None
 
     def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], Part]:
@@ -258,17 +268,7 @@ class Lane:
         """Read the committed positions: each partition resumes where the last committed
         batch ended; ranges wholly before it are skipped."""
         keys = list(self.parts)
-        request = [KTP(self.parts[k].remote, k[1]) for k in keys]
-
-        def read() -> list[KTP]:
-            answer = reader.committed(request, timeout=CALL_TIMEOUT_S)
-            for tp in answer:  # a partition's error is never taken for "no position"
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
-            return list(answer)
-
-        committed = self.call(read, self.flow.target, "reading committed positions")
-        for key, tp in zip(keys, committed, strict=True):
+        for key, tp in zip(keys, self._committed(reader, keys), strict=True):
             part = self.parts[key]
             if tp.offset < 0:
                 if part.expect is not None:
@@ -361,8 +361,7 @@ class Lane:
                 # Brokers refuse whole batches: from the first refused record on, copy one
                 # record per request, each reported, to name the one refused.
                 self.diagnose, self.refused = True, None
-                self._rewind(consumer, active)
-                producer = self._start_producer(diagnose=True)
+                producer = self._restart(consumer, active, diagnose=True)
                 continue
             except Refused as exc:
                 self._abort(producer, consumer, active)
@@ -373,11 +372,55 @@ class Lane:
                                          f"transaction failed twice: {exc}") from None
                 # Re-run the same records one per request, each reported, to name a refusal.
                 self.diagnose, self.refused = True, None
-                producer = self._start_producer(diagnose=True)
+                producer = self._restart(consumer, active, diagnose=True)
                 continue
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
-                producer = self._start_producer()
+                producer = self._restart(consumer, active)
+
+    def _restart(self, consumer: Consumer, active: list[Part], diagnose: bool = False
+                 ) -> Producer:
+        """A new producer of the same transactional id. Its `init_transactions` fences
+        whoever holds the id now (a newer run may have taken it since this one's start and
+        committed), so the positions are read again before anything more is read or sent:
+        every initialisation is followed by a read of the positions (G11)."""
+        producer = self._start_producer(diagnose)
+        if self.reader is not None:
+            self._catch_up(self.reader)
+        self._rewind(consumer, active)
+        return producer
+
+    def _catch_up(self, reader: Consumer) -> None:
+        """Positions read again after a re-initialisation: a partition another writer moved
+        resumes where it left it; ranges wholly before that are that writer's (skipped)."""
+        keys = list(self.parts)
+        for key, tp in zip(keys, self._committed(reader, keys), strict=True):
+            part = self.parts[key]
+            if tp.offset < 0 or tp.offset <= part.covered or part.covered >= part.end:
+                continue
+            self.log.warning("%s-%s: another writer committed up to %d meanwhile; resuming "
+                             "there", part.topic, part.partition, tp.offset,
+                             extra={"flow": self.flow.name, "topic": part.topic,
+                                    "partition": part.partition})
+            part.covered = min(tp.offset, part.end)
+            part.target_end = recorded_end(tp.metadata)
+            for result in part.ranges:
+                if result.outcome == "pending" and tp.offset >= result.end:
+                    result.outcome = "skipped"
+
+    def _committed(self, reader: Consumer, keys: list[tuple[str, int]]) -> list[KTP]:
+        """The committed positions of the parts `keys` (a partition's error is never taken
+        for "no position")."""
+        request = [KTP(self.parts[k].remote, k[1]) for k in keys]
+
+        def read() -> list[KTP]:
+            answer = reader.committed(request, timeout=CALL_TIMEOUT_S)
+            for tp in answer:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+            return list(answer)
+
+        return list(self.call(read, self.flow.target, "reading committed positions"))
 
     def _rewind(self, consumer: Consumer, active: list[Part]) -> None:
         """Read each unfinished partition again from what is committed."""
@@ -525,6 +568,9 @@ class Lane:
             if err is not None:
                 if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
                     return
+                if is_fenced(err):  # not a refusal: never re-run (that would fence back)
+                    self.fenced = self.fenced or err.str()
+                    return
                 txn.refuse(source_offset)
                 if self.refused is None:
                     self.refused = (part.topic, part.partition,
@@ -559,7 +605,10 @@ class Lane:
         only then are its records counted as copied."""
         touched = [p for p in parts if p.txn.touched]
         self._send_last(producer, touched)
-        refusal = self.delivery.refusal_to_keep(self, producer, touched, self.flush(producer))
+        remaining = self.flush(producer)
+        if self.fenced is not None:
+            raise TransientError(self.explain.fenced(self.fenced))
+        refusal = self.delivery.refusal_to_keep(self, producer, touched, remaining)
         ends = {(p.topic, p.partition): p.covered_end for p in touched}
         now_ms = int(time.time() * 1000)
         offsets = []

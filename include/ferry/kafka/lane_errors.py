@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from ferry.config import Flow
 from ferry.core.internal import positions_group, reader_group
-from ferry.errors import FerryError
+from ferry.errors import FerryError, TransientError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.lane_state import Part
 
@@ -27,7 +27,10 @@ class LaneErrors:
         self.parts = list(parts)
 
     def kafka(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
-        """A Ferry error naming the principal and, when access was denied, the right."""
+        """A Ferry error naming the principal and, when access was denied, the right; a
+        producer another writer of its slot fenced is `fenced`."""
+        if cluster == self.flow.target and is_fenced(exc.args[0]):
+            return TransientError(self.fenced(exc.args[0].str()))
         if cluster == self.flow.source:
             topics = sorted({p.topic for p in self.parts})
             reader = reader_group(self.flow, "reader")
@@ -61,8 +64,20 @@ class LaneErrors:
                 f"{waiting}: is the partition's leader offline on {self.flow.source}? Nothing "
                 "past the last commit was kept; the next run resumes there")
 
-    def fenced(self, exc: BaseException) -> str:
-        """The lane's producer lost its partitions to a newer owner."""
-        return (f"flow {self.flow.name} lane {self.lane}: its producer ({self.txn_id}) was "
-                f"fenced by a newer owner of its partitions (another lane count, a backfill "
-                f"or a newer run) and stopped; nothing past its last commit was kept: {exc}")
+    def fenced(self, exc: BaseException | str) -> str:
+        """The writer lost its slot to a newer one (another run of the flow, a backfill into
+        its topic, an adoption): it stops, and the newer one resumes from what was
+        committed."""
+        return (f"flow {self.flow.name} writer {self.lane}: {self.txn_id} was taken by a "
+                f"newer writer of the same partitions (another run of the flow, a backfill "
+                f"into its topic or an adoption), so this run stopped writing them; nothing "
+                f"past its last commit was kept, and the newer writer resumes there: {exc}")
+
+
+FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                          KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+def is_fenced(err: object) -> bool:
+    """A producer error meaning another producer initialised the same transactional id."""
+    return isinstance(err, KafkaError) and err.code() in FENCED_CODES

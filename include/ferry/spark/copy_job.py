@@ -1,10 +1,12 @@
 """The copy job: one Spark task per lane, then the run recorded in Delta (adapter).
 
 `spark.range(n, numPartitions=n)` gives exactly one row, hence one task, per lane, and
-`mapInArrow` runs the lane there (DataFrame API only, so Spark Connect can run it too).
-Each task loads the config itself from its path: secrets never travel in Spark's task
-closures. A lane that fails returns its ranges as `failed` rows instead of raising, so
-the other lanes finish their transactions and the runs table records what happened.
+`mapInArrow` runs the lane there (DataFrame API only, so Spark Connect can run it too). A
+lane runs the writers of its writer slots side by side (`core/lanes.py`: a slot's
+transactional id is fixed by the flow and the partition, never by the lane count). Each
+task loads the config itself from its path: secrets never travel in Spark's task
+closures. A writer that fails returns its ranges as `failed` rows instead of raising, so
+the other writers finish their transactions and the runs table records what happened.
 
 Recording, after the copy: the gaps the plan found, one `runs` row per range, and the
 offset map — always rebuilt from what the target committed (the offset-map topic, from
@@ -58,17 +60,14 @@ class JobResult:
 
 
 def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
-              lanes: dict[int, list[Range]], lane_ids: list[int], role: str,
-              lane_count: int, batches: Iterator[pa.RecordBatch]
-              ) -> Iterator[pa.RecordBatch]:
-    """Runs in a Spark task: copy the lane of each input row, yield its `runs` rows."""
+              writers: dict[int, list[Range]], lanes: list[list[int]], role: str,
+              batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs in a Spark task: for each input row (a lane), run the writers of its slots side
+    by side, one thread each, and yield their `runs` rows."""
     import pyarrow as pa
 
     import ferry
     from ferry import logs
-    from ferry.errors import FerryError
-    from ferry.kafka.lane import Lane
-    from ferry.progress import Progress
 
     logs.setup()
     logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
@@ -76,21 +75,33 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
     flow = load_config(config_path, flow=flow_name).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            lane = lane_ids[index]
-            ranges = lanes[lane]
-            context = logs.context_logger("ferry.lane", flow=flow.name, lane=lane,
-                                          run_id=run_id)
-            worker = Lane(flow, lane, ranges, run_id,
-                          progress=Progress(context, f"lane {lane}"), role=role,
-                          lanes=lane_count)
-            try:
-                worker.run()
-            except FerryError as exc:
-                context.error("lane %s failed: %s", lane, exc)
-            finished = datetime.now(UTC)
-            rows = [run_row(flow.name, run_id, lane, r, flow.ferry.delivery, finished)
-                    for r in worker.results]
+            slots = lanes[index]
+            with ThreadPoolExecutor(len(slots), thread_name_prefix="ferry-writer") as pool:
+                done = [pool.submit(_write_slot, flow, run_id, slot, writers[slot], role)
+                        for slot in slots]
+                rows = [row for future in done for row in future.result()]
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
+
+
+def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
+                role: str) -> list[dict[str, Any]]:
+    """Copy one writer slot's ranges; its `runs` rows (a failure is in them, not raised, so
+    the other writers finish their transactions)."""
+    from ferry import logs
+    from ferry.errors import FerryError
+    from ferry.kafka.lane import Lane
+    from ferry.progress import Progress
+
+    context = logs.context_logger("ferry.lane", flow=flow.name, lane=slot, run_id=run_id)
+    worker = Lane(flow, ranges, run_id, progress=Progress(context, f"writer {slot}"),
+                  role=role)
+    try:
+        worker.run()
+    except FerryError as exc:
+        context.error("writer %s failed: %s", slot, exc)
+    finished = datetime.now(UTC)
+    return [run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
+            for r in worker.results]
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
@@ -199,19 +210,18 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     plan = plan_file.read(plan_path)
     run_id = plan.run_id
     paths = StatePaths(flow.ferry.state_dir)
-    from ferry.core.lanes import assign
+    from ferry.core.lanes import by_writer, lanes_of
 
-    by_lane = assign(list(plan.ranges), plan.lanes)
+    writers = by_writer(list(plan.ranges), flow.ferry.writers)
     gaps = list(plan.gaps)
     _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
                     for g in unrecorded_gaps(paths.gaps, flow.name, gaps)], GAPS_DDL, paths.gaps)
     runs: list[dict[str, Any]] = []
-    if by_lane:
-        lane_ids = sorted(by_lane)
-        lanes = {lane: list(rs) for lane, rs in by_lane.items()}
-        frame = spark.range(0, len(lane_ids), 1, len(lane_ids))
-        task = partial(lane_task, config_path, plan_path, flow.name, run_id, lanes,
-                       lane_ids, plan.role, plan.lanes)
+    if writers:
+        lanes = lanes_of(writers, plan.lanes)
+        frame = spark.range(0, len(lanes), 1, len(lanes))
+        task = partial(lane_task, config_path, plan_path, flow.name, run_id, writers,
+                       lanes, plan.role)
         # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
         runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
     # The two appends go to two tables: side by side, each cycle pays for one.

@@ -209,13 +209,13 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     if apply and plan.chunks:
         _create_destinations(flow, run_id, destinations, source_topics, target_topics,
                              source, target)
-        # Into the flow's own remote topic, a backfill copies as the flow's scheduled lanes
-        # do: the same lane count (of every mirrored partition) and transactional ids, so
-        # a backfill and a scheduled run fence each other and never both commit (G11).
+        # Into the flow's own remote topic, a backfill writes under the flow's writer ids
+        # (one per writer slot, whatever the lane count), so a backfill and a scheduled run
+        # fence each other and never both commit a partition (G11).
         into_remote = not request.target_topic
         partitions = sum(mirrored.values()) if into_remote else len(plan.windows)
         lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master),
-                           partitions)
+                           partitions, flow.ferry.writers)
         files = _write_chunks(flow, run_id, plan, lanes, "" if into_remote else ROLE)
     result = BackfillRun(flow.name, run_id, plan, destinations, files)
     log.info("backfill %s: %d chunks, %d offsets over %d partitions, %d gaps", run_id,

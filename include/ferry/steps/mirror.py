@@ -128,7 +128,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
                                 target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
                         for r in result.ranges), result.gaps)
-    lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps))
+    lanes = lane_count(flow.tasks_max, cores_of(master or flow.ferry.spark_master), len(tps),
+                       flow.ferry.writers)
     prepared = Prepared(flow.name, run_id,
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
                         topics, marks, positions, actions)
