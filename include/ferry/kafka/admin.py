@@ -62,6 +62,16 @@ def _stale_leader(failure: BaseException) -> bool:
     return isinstance(error, KafkaError) and error.code() in STALE_LEADER
 
 
+class InvalidAnswer(Exception):
+    """An answer without an error that is still no answer (e.g. an offset of -1001)."""
+
+
+def _not_an_offset(info: Any) -> str | None:
+    offset = int(info.offset)
+    return None if offset >= 0 else (f"no valid offset (answered {offset}): the partition's "
+                                     "leader is moving")
+
+
 class _Refusals:
     """librdkafka's error callback: keeps a failed login or TLS handshake (calls only time
     out on them). Holds no reference to the client, so the client is freed with its Admin
@@ -201,6 +211,7 @@ class Admin:
               describe: Callable[[K], tuple[str, Needs | None]], *,
               key: Callable[[Any], K] = lambda k: k,
               handle: Callable[[K, KafkaException], Any] | None = None,
+              invalid: Callable[[Any], str | None] | None = None,
               coordinator: bool = False) -> dict[K, Any]:
         """Each request's result, from one batched call: `issue(requests, timeout)` returns
         a future per request, whose key `key` maps back to the request's key. Requests
@@ -211,6 +222,10 @@ class Admin:
         becomes a Ferry error with `describe(key)`'s action and needed right.
         UNKNOWN_TOPIC_OR_PART is transient for a topic this Admin has just created, when
         `key` gives a `TP` or a topic name.
+
+        `invalid(result)` may name why an answer without an error is still no answer (an
+        offset that is not one): that request is issued again, its topic's metadata
+        refreshed first, like a request that failed on a stale leader.
         """
         results: dict[K, Any] = {}
         pending = dict(requests)
@@ -235,10 +250,15 @@ class Admin:
                     else:
                         action, needs = describe(k)
                         raise self.error(exc, action, needs) from None
+                why = invalid(results[k]) if invalid is not None else None
+                if why is not None:
+                    del results[k]
+                    failing.append((k, InvalidAnswer(why)))
+                    continue
                 pending.pop(k, None)
             if failing:
                 self._refresh({t for k, exc in failing if (t := _topic(k)) is not None
-                               and _stale_leader(exc)})
+                               and (_stale_leader(exc) or isinstance(exc, InvalidAnswer))})
                 raise Again(failing[0][1])
             return results
 
@@ -379,21 +399,29 @@ class Admin:
         tps = list(tps)
         if not tps:
             return {}
-        found = self._offsets(tps, OffsetSpec.for_timestamp(time_ms), "reading offsets by time")
+        found = self._offsets(tps, OffsetSpec.for_timestamp(time_ms), "reading offsets by time",
+                              by_time=True)
         missing = [tp for tp, offset in found.items() if offset < 0]
         ends = self._offsets(missing, OffsetSpec.latest(), "reading last stable offsets") \
             if missing else {}
         return {tp: ends.get(tp, offset) for tp, offset in found.items()}
 
     def _offsets(self, tps: list[TP], spec: Any, action: str,
-                 isolation: Any = IsolationLevel.READ_COMMITTED) -> dict[TP, int]:
+                 isolation: Any = IsolationLevel.READ_COMMITTED, *,
+                 by_time: bool = False) -> dict[TP, int]:
+        """Offsets of `tps` by `spec`. A start or end is trusted only when it is a real
+        offset: while a partition's leader moves, librdkafka may answer one with no error
+        and -1001 (its invalid offset), which read as an end looks like a recreated topic.
+        Such an answer is asked again from the current leader within the budget. (A time
+        look-up's -1, no record that recent, is an answer.)"""
         found = self.batch(
             {tp: TopicPartition(tp.topic, tp.partition) for tp in tps},
             lambda todo, timeout: self.raw.list_offsets(
                 dict.fromkeys(todo, spec), isolation_level=isolation,
                 request_timeout=timeout),
             lambda tp: (f"{action} of {tp.topic}", f"DESCRIBE on TOPIC {tp.topic}"),
-            key=lambda k: TP(k.topic, k.partition))
+            key=lambda k: TP(k.topic, k.partition),
+            invalid=None if by_time else _not_an_offset)
         return {tp: int(info.offset) for tp, info in found.items()}
 
     def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
