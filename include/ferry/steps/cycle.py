@@ -111,14 +111,17 @@ class Cycle:
         return self._clusters
 
     def _paced(self, step: str) -> bool:
-        """Whether `step` runs now; marks it run when it does."""
+        """Whether `step` is due now. It counts as run only once it succeeded (`_ran`): a
+        step that failed is tried again in the next cycle, not an interval later."""
         if self.pace is None:
             return True
-        now = time.monotonic()
-        if not self.pace.due(step, interval_of(self.flow, step), now):
-            return False
-        self.pace.ran(step, now)
-        return True
+        return self.pace.due(step, interval_of(self.flow, step), time.monotonic())
+
+    def _ran(self, *steps: str) -> None:
+        if self.pace is not None:
+            now = time.monotonic()
+            for step in steps:
+                self.pace.ran(step, now)
 
     def heartbeat(self) -> list[str]:
         """Write the flow's heartbeat (when `emit.heartbeats.enabled`): source->target."""
@@ -127,7 +130,9 @@ class Cycle:
         if not self._paced("heartbeats"):
             return []
         target = self.clusters.target
-        return [f"{b.source}->{b.target}" for b in emit([self.flow], connect=lambda _: target)]
+        beats = [f"{b.source}->{b.target}" for b in emit([self.flow], connect=lambda _: target)]
+        self._ran("heartbeats")
+        return beats
 
     def sync(self) -> dict[str, Any]:
         """Topics, partitions, configs and ACLs, each step when its interval is due."""
@@ -138,6 +143,7 @@ class Cycle:
         report = sync_flow(self.flow, apply=True, run_id=self.run_id,
                            steps=[s for s in STEPS if s not in paced],
                            source=self.clusters.source, target=self.clusters.target)
+        self._ran(*(s for s in STEPS if s in PACED and s not in paced))
         return {"steps": dict(report.steps) | paced, "changes": report.lines(),
                 "warnings": list(report.warnings), "topics": len(report.mirrored)}
 
@@ -167,6 +173,7 @@ class Cycle:
             if self._paced("lag"):
                 record_lag(flow, self.run_id, source=self.clusters.source,
                            target=self.clusters.target)
+                self._ran("lag")
         except FerryError as exc:  # brokers gone since the copy: a point of history lost
             log.warning("lag history not recorded: %s", exc, extra={"flow": flow.name})
         if idle:
@@ -195,10 +202,12 @@ class Cycle:
             return {"ran": False, "why": Pace.why_not(self.flow.emit_checkpoints)}
         state = due(self.flow)
         if state != DUE:
+            self._ran("checkpoints")
             return {"ran": False, "why": state}
         report = translate(self.flow, run_id=self.run_id,
                            reverse=reverse_of(self.config, self.flow),
                            source=self.clusters.source, target=self.clusters.target)
+        self._ran("checkpoints")
         return {"ran": True, "translated": len(report.translations),
                 "emitted": len(report.emitted), "synced_groups": sorted(report.synced),
                 "active_groups_left_untouched": report.active}
