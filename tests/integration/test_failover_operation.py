@@ -20,6 +20,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.local import cluster
+from ferry.steps.cycle import plans_dir
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_failover import assert_exact_failover, commit_source
 
@@ -63,6 +64,8 @@ def test_a_planned_failover_catches_up_then_moves_the_group_exactly(
     assert shown["executed"] is False and shown["report"] is None
     assert {g["outcome"] for g in shown["groups"]} <= {"nothing-mirrored", "would-commit"}
     assert target_offsets(clusters["target"], group, remote, 2) == {}
+    # ... and wrote no plan file (a dry run changes nothing, on the clusters or in the state)
+    assert not list(plans_dir(flow).glob("*.json"))
 
     code, done, err = ferry(*args, "--execute")
 

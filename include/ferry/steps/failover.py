@@ -85,14 +85,16 @@ def planned(config_path: str, config: MirrorConfig, flow: Flow, *, groups: str |
     """Cycles until the flow is caught up, then every matching group translated and
     committed on the target (see the module)."""
     from ferry.steps.checkpoints import reverse_of, translate_groups
-    from ferry.steps.cycle import Cycle
     from ferry.steps.cycle import run as run_cycle
 
     report = FailoverReport(flow.name, PLANNED, execute)
     if execute:
         report.cycles = _catch_up(config_path, config, flow, deadline_s, master, run_cycle)
     else:
-        idle = Cycle(config, flow).plan().idle
+        from ferry.steps.mirror import prepare
+
+        # A dry run plans only: no plan file, no position restored, no topic touched.
+        idle = prepare(flow, apply=False, restore=False).plan.is_idle
         log.info("dry run: the flow is %s", "caught up" if idle else "behind; --execute "
                  "runs cycles until it is caught up", extra={"flow": flow.name})
     wanted = group_filter(groups)
