@@ -411,3 +411,52 @@ def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
         assert time.monotonic() < deadline, f"the last stable offset stays at {ends[0]} " \
             f"below {ends[1]}: the failed lane left its transaction open"
         time.sleep(0.5)
+
+
+def test_a_first_cycle_into_a_remote_partition_another_mirror_filled_copies_nothing(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an old mirror copied the source's 500 records into the remote topic and was
+    # stopped; nobody adopted its progress
+    from ferry.steps.mirror import UnmappedRecordsError
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(500))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    create_topic(clusters["target"], remote, 1)
+    produce(clusters["target"], remote, records(500))
+
+    # when / then: the flow's first cycle is refused, naming the partition and the ways on
+    with pytest.raises(UnmappedRecordsError, match=rf"{remote}-0 \(offsets 0\.\.499\).*"
+                                                   r"ferry adopt.*unmapped = append"):
+        run_cycle(flow, "first")
+    assert len(read_all(clusters["target"], remote, 0)) == 500
+
+
+def test_a_first_cycle_after_a_first_transaction_that_never_committed_copies_everything(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: the remote partition holds only the records of an aborted transaction (a lane
+    # killed inside its first transaction)
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(50))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    create_topic(clusters["target"], remote, 1)
+    dead = Producer(conf(clusters["target"], **{"transactional.id": f"{topic_name}-dead"}))
+    dead.init_transactions(30)
+    dead.begin_transaction()
+    for i in range(10):
+        dead.produce(remote, value=f"aborted-{i}".encode(), partition=0)
+    dead.flush(30)
+    dead.abort_transaction(30)
+
+    # when
+    assert run_cycle(flow, "first") == 50
+
+    # then
+    assert_exact(flow, clusters, topic_name, 1)

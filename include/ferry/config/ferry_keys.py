@@ -163,6 +163,13 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.transaction.max.records", "200000",
              "The most records one target transaction carries before it commits.",
              _positive_int),
+    FerryKey("ferry.remote.records.unmapped", "refuse",
+             "A remote partition that already holds committed records the flow has no "
+             "offset map for (an MM2 or MM1 mirror filled it) when the flow first copies "
+             "into it: refuse stops the run naming the partitions (adopt the old mirror's "
+             "progress with `ferry adopt --execute` instead); append copies the source's "
+             "history after those records on purpose (they stay, so it is doubled).",
+             _choice("refuse", "append"), "append"),
     FerryKey("ferry.writers", "8",
              "The writer slots of the flow: each remote partition is written under the "
              "transactional id of its slot, so a second run writing it at the same time is "
@@ -257,6 +264,8 @@ class FerrySettings:
     """`ferry.task.queue`; "" is the executor's default queue."""
     writers: int = 8
     """`ferry.writers`: the flow's writer slots (transactional ids), fixed for its life."""
+    remote_records_unmapped: str = "refuse"
+    """`ferry.remote.records.unmapped`: refuse | append."""
 
 
 def resolve_ferry_settings(
@@ -296,6 +305,7 @@ def resolve_ferry_settings(
         task_pool=parsed["ferry.task.pool"],
         task_queue=parsed["ferry.task.queue"],
         writers=parsed["ferry.writers"],
+        remote_records_unmapped=parsed["ferry.remote.records.unmapped"],
     )
 
 

@@ -123,6 +123,9 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     positions = {tp: c[0] if c else None for tp, c in found.items()}
     positions.update(_recover(flow, source, target,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
+    if flow.ferry.remote_records_unmapped == "refuse":
+        refuse_unmapped(flow, target, [tp for tp in tps if positions[tp] is None],
+                        set(target_topics_of(flow, topics, actions)))
     result = plan(positions, marks, limits_for(flow))
     remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
@@ -137,6 +140,48 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
              len(result.copies), result.span, len(result.gaps), len(tps),
              extra={"flow": flow.name})
     return prepared
+
+
+class UnmappedRecordsError(TerminalError):
+    """A remote partition the flow never copied into already holds committed records."""
+
+
+def target_topics_of(flow: Flow, topics: Mapping[str, int], actions: TopicActions
+                     ) -> list[str]:
+    """The remote topics that exist on the target before this cycle's sync creates any."""
+    created = {c.name for c in actions.create}
+    return [r for t in topics if (r := flow.remote_topic(t)) not in created]
+
+
+def refuse_unmapped(flow: Flow, target: PlanTarget, never: list[TopicPartition],
+                    existing: set[str]) -> None:
+    """Refuse to append to a remote partition that holds committed records the flow has no
+    position or offset map for (G1): another mirror (MM2, MM1) filled it, and copying the
+    source's history after them would double it. Partitions with only aborted records (a
+    first transaction of Ferry's that never committed) are not refused."""
+    from ferry.core.internal import reader_group
+
+    remote = {tp: TopicPartition(flow.remote_topic(tp.topic), tp.partition) for tp in never
+              if flow.remote_topic(tp.topic) in existing}
+    if not remote:
+        return
+    marks = target.watermarks(remote.values())
+    group = reader_group(flow, "map-reader")
+    held = [(tp, r, marks[r]) for tp, r in sorted(remote.items())
+            if marks[r].high > marks[r].low
+            and target.timestamp_at(r.topic, r.partition, marks[r].low, group) is not None]
+    if not held:
+        return
+    names = ", ".join(f"{r.topic}-{r.partition} (offsets {m.low}..{m.high - 1})"
+                      for _, r, m in held[:5]) + (f" and {len(held) - 5} more"
+                                                  if len(held) > 5 else "")
+    raise UnmappedRecordsError(
+        f"flow {flow.name}: remote partition {names} on {flow.target} already holds records "
+        "this flow has no offset map for (another mirror, MM2 or MM1, copied them?); copying "
+        "would append the source's history after them and double it. Nothing was copied. "
+        f"Adopt the old mirror's progress: `ferry adopt CONFIG --flow '{flow.name}' --from "
+        f"mm2|mm1 --execute`; or, to copy everything again after them on purpose, set "
+        f"{flow.name}.ferry.remote.records.unmapped = append")
 
 
 class SourceRecreatedError(TerminalError):

@@ -76,10 +76,14 @@ class Partitions(ListsTopics, ReadsWatermarks, Protocol):
     """A source cluster as the positions and lag steps read it."""
 
 
-class LagSource(Partitions, Protocol):
+class ReadsRecordTimes(Protocol):
     def timestamp_at(self, topic: str, partition: int, offset: int, group: str) -> int | None:
         """The time (ms) of the first committed record at or after `offset`, or None."""
         ...
+
+
+class LagSource(Partitions, ReadsRecordTimes, Protocol):
+    """A source cluster as the lag step reads it."""
 
 
 class PositionsTarget(ReadsGroupOffsets, Protocol):
@@ -209,7 +213,8 @@ class PlanSource(SyncSource, ReadsWatermarks, HasTopicIds, Protocol):
     """The source as a cycle's plan (`ferry.steps.mirror.prepare`) reads it."""
 
 
-class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, ReadsCommitted, Protocol):
+class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, ReadsCommitted,
+                 ReadsWatermarks, ReadsRecordTimes, Protocol):
     """The target as a cycle's plan reads and (syncing, restoring positions) changes it."""
 
 

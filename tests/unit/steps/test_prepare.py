@@ -18,7 +18,8 @@ from ferry.errors import TerminalError, UsageError
 from ferry.kafka.lane_state import position_metadata
 from ferry.state.reader import rows
 from ferry.steps.backfill import BackfillRequest, prepare_backfill
-from ferry.steps.mirror import SourceRecreatedError, prepare
+from ferry.steps.mirror import SourceRecreatedError, UnmappedRecordsError, prepare
+from tests.unit.conftest import Loader
 from tests.unit.steps.fakes import FakeCluster, entry
 
 MAP_TOPIC = "ferry-offset-map.A.internal"
@@ -117,6 +118,59 @@ def test_an_expired_position_is_taken_from_the_offset_map(flow: Flow, restore: b
     assert spans(prepared.plan.copies) == [("orders", 0, 4, 5), ("orders", 2, 0, 7)]
     restored = [(GROUP, [("A.orders", 0, 4, position_metadata(4))])]
     assert target.altered == (restored if restore else [])
+
+
+@pytest.mark.parametrize(
+    ("remote_marks", "stamps", "setting", "refused"),
+    [((0, 80), {0: 1_000}, "refuse", "A.orders-0 (offsets 0..79)"),
+     ((40, 80), {40: 1_000}, "refuse", "A.orders-0 (offsets 40..79)"),
+     ((0, 12), {}, "refuse", None),  # only aborted records: a first transaction that died
+     ((0, 0), {}, "refuse", None),
+     ((0, 80), {0: 1_000}, "append", None)],
+    ids=["filled-by-another-mirror", "partly-expired", "aborted-only", "empty",
+         "append-on-purpose"],
+)
+def test_a_remote_partition_holding_records_the_flow_never_mapped_is_refused(
+    load: Loader, state_dir: Path, remote_marks: tuple[int, int], stamps: dict[int, int],
+    setting: str, refused: str | None,
+) -> None:
+    # given: A.orders-0 on the target holds offsets the flow has no position or map for
+    flow = load(f"""
+clusters = A, B
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+A->B.enabled = true
+ferry.state.dir = {state_dir}
+ferry.remote.records.unmapped = {setting}
+""").flow("A->B")
+    target = FakeCluster("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
+        .topic(MAP_TOPIC, 0)
+    target.marks[TopicPartition("A.orders", 0)] = Watermarks(*remote_marks)
+    target.stamps[("A.orders", 0)] = stamps
+
+    # when / then
+    if refused is None:
+        prepared = prepare(flow, master="local[1]", source=source(), target=target)
+        assert ("orders", 0, 0, 5) in spans(prepared.plan.copies)
+        return
+    with pytest.raises(UnmappedRecordsError) as raised:
+        prepare(flow, master="local[1]", source=source(), target=target)
+    text = str(raised.value)
+    assert refused in text and "ferry adopt" in text
+    assert "ferry.remote.records.unmapped = append" in text and "\n" not in text
+    assert target.altered == []
+
+
+def test_a_partition_with_a_position_is_never_checked_for_unmapped_records(flow: Flow) -> None:
+    target = mirrored_target()
+    target.marks[TopicPartition("A.orders", 0)] = Watermarks(0, 80)
+    target.stamps[("A.orders", 0)] = {0: 1_000}
+    for partition in range(3):
+        committed(target, partition, 0)
+
+    prepare(flow, master="local[1]", source=source(), target=target)
+
+    assert target.timestamps_read == []
 
 
 # -- a backfill's plan -----------------------------------------------------------------------
