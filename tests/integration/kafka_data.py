@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -12,7 +13,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Flow, MirrorConfig, load_config
+from ferry.core.planner import Range
+from ferry.errors import FerryError
+from ferry.kafka.lane import Lane
+from ferry.kafka.lane_state import Part
 
 Conn = str | Mapping[str, str]
 """A cluster to talk to: bootstrap servers, or librdkafka settings (secure clusters)."""
@@ -166,3 +171,39 @@ def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
     while len(read_all(bootstrap, topic, 0)) >= rounds * 60:
         assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
         time.sleep(1)
+
+
+def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
+                  ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
+    """A writer run in a thread that stops at `at` and waits there until released: at
+    "positions" (its id taken, its positions read, nothing sent) or "commit" (its first
+    transaction's records sent, not committed). Returns the writer, the event it sets when
+    it reached `at`, the event that releases it, and its failure, if any, once joined."""
+    reached, release, failure = threading.Event(), threading.Event(), []
+
+    class Paused(Lane):
+        def _copy(self, producer: Producer, consumer: Consumer, metadata: object) -> None:
+            if at == "positions":
+                reached.set()
+                release.wait(60)
+            super()._copy(producer, consumer, metadata)
+
+        def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
+            if at == "commit" and not reached.is_set():
+                reached.set()
+                release.wait(60)
+            super().commit(producer, metadata, parts)
+
+    writer = Paused(flow, ranges, run_id)
+
+    def run() -> None:
+        try:
+            writer.run()
+        except FerryError as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    writer.thread = thread  # type: ignore[attr-defined]
+    assert reached.wait(60), f"the writer never reached {at}"
+    return writer, reached, release, failure

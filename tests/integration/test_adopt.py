@@ -35,6 +35,7 @@ from tests.integration.kafka_data import (
     conf,
     create_topic,
     flow_config,
+    paused_writer,
     produce,
     produce_transactions,
     read_all,
@@ -703,3 +704,40 @@ def test_adopt_stops_before_writing_a_partition_ferry_began_mirroring_meanwhile(
     # (MM1 setups share their flow's aliases, so its offset map has other tests' entries)
     assert [e for r in read_all(clusters["target"], offset_map_topic(flow), 0)
             if r.value is not None and (e := decode(r.value)).source_topic == topic_name] == []
+
+
+def test_adopt_fences_a_run_still_inside_its_first_transaction_on_the_partition(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from ferry.core.planner import Range
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.topology import ensure_offset_map_topic
+    from ferry.steps import adopt as adopt_step
+    from tests.integration.test_mm1_setup import command_line
+
+    # given: an MM1-style mirror copied the 20 records of a partition and committed them
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    copy_uncommitted(clusters, topic_name, 0)
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 20})
+    flow = flow_of(command_line(tmp_path, clusters, topic_name))
+    ensure_offset_map_topic(flow, Admin(flow.target_admin))
+    # and a run of the flow (its DAG not paused) copying the partition from its start, its
+    # records sent in its first transaction, not committed: invisible to a stable read
+    run, _, release, failure = paused_writer(
+        flow, [Range(topic_name, 0, 0, 20, expect=None)], "not-paused", "commit")
+
+    # when: the adoption runs meanwhile, then the run goes on
+    report = adopt_step.adopt(flow, "mm1", group=group, settle_s=0, execute=True)
+    release.set()
+    run.thread.join(60)  # type: ignore[attr-defined]
+
+    # then: adopted at 20; the run was fenced (its records aborted, its commit refused), so
+    # the remote partition holds the old mirror's 20 records once
+    (part,) = report.partitions
+    assert (part.status, part.position) == ("adopted", 20)
+    assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
+    assert positions(clusters, flow, [(topic_name, 0)]) == [20]
+    assert len(read_all(clusters["target"], topic_name, 0)) == 20

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from ferry.config import Flow, load_config
+from ferry.config import load_config
 from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer, writer_of
 from ferry.core.offsetmap import MAX_ENTRY_SEGMENTS, decode
@@ -22,7 +22,6 @@ from ferry.errors import FerryError, TransientError
 from ferry.kafka import lane as lane_module
 from ferry.kafka.admin import Admin
 from ferry.kafka.lane import Lane
-from ferry.kafka.lane_state import Part
 from ferry.kafka.topology import ensure_offset_map_topic
 from ferry.steps.mirror import prepare
 from tests.integration.kafka_data import (
@@ -30,6 +29,7 @@ from tests.integration.kafka_data import (
     conf,
     create_topic,
     flow_config,
+    paused_writer,
     produce,
     read_all,
 )
@@ -51,42 +51,6 @@ def stable_and_end(bootstrap: str, tp: TopicPartition) -> tuple[int, int]:
 
 def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None, int]]:
     return [(f"k{i}".encode(), f"v{i}".encode(), 0) for i in range(first, first + count)]
-
-
-def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
-                  ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
-    """A writer run in a thread that stops at `at` and waits there until released: at
-    "positions" (its id taken, its positions read, nothing sent) or "commit" (its first
-    transaction's records sent, not committed). Returns the writer, the event it sets when
-    it reached `at`, the event that releases it, and its failure, if any, once joined."""
-    reached, release, failure = threading.Event(), threading.Event(), []
-
-    class Paused(Lane):
-        def _copy(self, producer: Producer, consumer: Consumer, metadata: object) -> None:
-            if at == "positions":
-                reached.set()
-                release.wait(60)
-            super()._copy(producer, consumer, metadata)
-
-        def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
-            if at == "commit" and not reached.is_set():
-                reached.set()
-                release.wait(60)
-            super().commit(producer, metadata, parts)
-
-    writer = Paused(flow, ranges, run_id)
-
-    def run() -> None:
-        try:
-            writer.run()
-        except FerryError as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    writer.thread = thread  # type: ignore[attr-defined]
-    assert reached.wait(60), f"the writer never reached {at}"
-    return writer, reached, release, failure
 
 
 @pytest.mark.parametrize("at", ["positions", "commit"],

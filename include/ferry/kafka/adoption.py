@@ -4,7 +4,8 @@
   partition of the offsets topic, the latest record per key; `ferry.mm2.connect_offsets`).
 - `AdoptionWriter`: one transaction per partition on the target holding the adopted
   offset-map entries and the flow's position, committed together (as a lane's are), under
-  a transactional id of its own that the flow's first lane fences like any previous owner.
+  the partition's writer id (`core/lanes.py`), taken before the position is read: a lane
+  writing the partition meanwhile, even inside its first transaction, is fenced (G11).
 
 MirrorMaker 1's progress is its consumer group's committed offsets on the source: the
 admin client reads those (`Admin.committed`).
@@ -21,7 +22,8 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.config.clients import ClientConfig
-from ferry.core.internal import offset_map_topic, positions_group
+from ferry.core.internal import offset_map_topic, positions_group, transactional_id
+from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import MapEntry, encode
 from ferry.errors import TerminalError
 from ferry.kafka.admin import Admin
@@ -81,30 +83,42 @@ def group_members(client: ClientConfig, group: str) -> tuple[str, int]:
 
 class AdoptionWriter:
     """Writes adopted partitions into the flow's offset map and positions, each partition in
-    one transaction (its entries and its position, visible together or not at all)."""
+    one transaction (its entries and its position, visible together or not at all), under
+    the partition's writer id. Positions are marked adopted (`adopted`: the adoption's run
+    id), so a second adoption sees them as its own."""
 
-    def __init__(self, flow: Flow, transactional_id: str) -> None:
-        self.flow, self.owner = flow, transactional_id
+    def __init__(self, flow: Flow, adopted: str) -> None:
+        self.flow, self.adopted, self.owner = flow, adopted, ""
         self.ids: tuple[dict[str, str], dict[str, str]] = ({}, {})
         """(source, target) topic name -> topic ID, recorded with the entries and position."""
-        self.producer = Producer(flow.producer.confluent({
-            "transactional.id": transactional_id, "enable.idempotence": True, "acks": "all",
-            "transaction.timeout.ms": 300_000, "log_level": 3}))
+        self.producers: dict[str, Producer] = {}
+        """Writer id -> its producer, its transactions initialised."""
         self.reader = Consumer(flow.target_admin.confluent({
             "group.id": positions_group(flow), "enable.auto.commit": False,
             "isolation.level": "read_committed", "log_level": 3}))
-        try:
-            self._call(lambda: self.producer.init_transactions(CALL_TIMEOUT_S),
-                       "initialising the adoption's transactions")
-        except BaseException:
-            self.reader.close()
-            raise
 
-    def write(self, entries: Iterable[MapEntry], remote: str, partition: int, position: int,
-              target_end: int | None, source_id: str) -> int:
-        """Commit `entries` and the position `position` of `remote`-`partition` in one
-        transaction; the number of entries written."""
-        producer, topic = self.producer, offset_map_topic(self.flow)
+    def _writer(self, topic: str, partition: int) -> Producer:
+        """The producer of the partition's writer id. Initialising it fences every other
+        writer of the id (a lane of a run that was not paused: its open transaction is
+        aborted, its next commit fails)."""
+        self.owner = transactional_id(self.flow, writer_of(topic, partition,
+                                                           self.flow.ferry.writers))
+        producer = self.producers.get(self.owner)
+        if producer is None:
+            producer = Producer(self.flow.producer.confluent({
+                "transactional.id": self.owner, "enable.idempotence": True, "acks": "all",
+                "transaction.timeout.ms": 300_000, "log_level": 3}))
+            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S),
+                       f"initialising the transactions of {self.owner}")
+            self.producers[self.owner] = producer
+        return producer
+
+    def write(self, entries: Iterable[MapEntry], topic: str, remote: str, partition: int,
+              position: int, target_end: int | None, source_id: str) -> int:
+        """Commit `entries` and the position `position` of `remote`-`partition` (of source
+        topic `topic`) in one transaction; the number of entries written. The partition's
+        writer id is taken first, then its position read: a position there refuses it."""
+        producer, map_topic = self._writer(topic, partition), offset_map_topic(self.flow)
         self._refuse_taken(remote, partition)
         self._call(producer.begin_transaction, "beginning a transaction")
         written = 0
@@ -113,13 +127,13 @@ class AdoptionWriter:
                 key, value = encode(entry)
                 while True:
                     try:
-                        producer.produce(topic, value, key, partition=0)
+                        producer.produce(map_topic, value, key, partition=0)
                         break
                     except BufferError:
                         producer.poll(0.05)
                 written += 1
             offsets = [KTP(remote, partition, position, metadata=position_metadata(
-                target_end, self.owner, source_id))]
+                target_end, self.owner, source_id, adopted=self.adopted))]
             metadata = self.reader.consumer_group_metadata()
             self._call(lambda: producer.send_offsets_to_transaction(
                 offsets, metadata, CALL_TIMEOUT_S), f"committing the position of {remote}-"
@@ -134,20 +148,22 @@ class AdoptionWriter:
         return written
 
     def close(self) -> None:
-        self.producer.flush(CALL_TIMEOUT_S)
+        for producer in self.producers.values():
+            producer.flush(CALL_TIMEOUT_S)
         self.reader.close()
 
     def _refuse_taken(self, remote: str, partition: int) -> None:
         """Refuse to write a partition whose position another client committed since the
         adoption began (the flow's run, its DAG not paused): adopt checked for positions
-        before aligning, which can take minutes."""
+        before aligning, which can take minutes. Read after the writer id was taken, so a
+        run still writing the partition is fenced, not overlooked."""
         found: list[KTP] = []
         self._call(lambda: found.extend(self.reader.committed(
             [KTP(remote, partition)], timeout=CALL_TIMEOUT_S)),
             f"reading the position of {remote}-{partition}")
         (tp,) = found
-        owner = recorded_owner(tp.metadata)
-        if tp.offset >= 0 and owner != self.owner:
+        if tp.offset >= 0:
+            owner = recorded_owner(tp.metadata)
             raise TerminalError(
                 f"flow {self.flow.name}: Ferry began mirroring {remote}-{partition} during the "
                 f"adoption (a position at {tp.offset}, committed by "

@@ -147,10 +147,12 @@ class Part:
             txn.first_target = None
 
 
-def position_metadata(target_end: int | None, owner: str = "", source_id: str = "") -> str:
+def position_metadata(target_end: int | None, owner: str = "", source_id: str = "",
+                      adopted: str = "") -> str:
     """Commit metadata of a position: the remote partition's end after what was recorded,
     the transactional id that committed it (the partition's owner, fenced by the next
-    owner before it writes) and the source topic's ID (a recreated topic has another)."""
+    owner before it writes), the source topic's ID (a recreated topic has another) and,
+    for a position `ferry adopt` wrote, the adoption's run id."""
     data: dict[str, object] = {}
     if target_end is not None:
         data["ferry_target_end"] = target_end
@@ -158,7 +160,15 @@ def position_metadata(target_end: int | None, owner: str = "", source_id: str = 
         data["ferry_owner"] = owner
     if source_id:
         data["ferry_source_id"] = source_id
+    if adopted:
+        data["ferry_adopted"] = adopted
     return json.dumps(data) if data else ""
+
+
+def recorded_adoption(metadata: str | None) -> str:
+    """The run id of the adoption that wrote a position ("" when no adoption did)."""
+    value = _metadata(metadata).get("ferry_adopted")
+    return value if isinstance(value, str) else ""
 
 
 def recorded_source_id(metadata: str | None) -> str:

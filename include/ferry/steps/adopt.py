@@ -81,7 +81,8 @@ MM2, MM1 = "mm2", "mm1"
 
 
 def adoption_owner(flow: Flow) -> str:
-    """The transactional id adoptions commit positions under (fenced by the first lane)."""
+    """The transactional id adoptions of earlier releases committed positions under (their
+    positions count as adopted; adoptions now write under the partitions' writer ids)."""
     return f"ferry.{flow.source}->{flow.target}.adopt"
 
 
@@ -126,7 +127,7 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
         if execute:
             from ferry.kafka.adoption import AdoptionWriter
 
-            writer = AdoptionWriter(flow, adoption_owner(flow))
+            writer = AdoptionWriter(flow, run_id)
             # the topics' IDs once for all their partitions (recorded with each entry)
             writer.ids = (source.topic_ids({p.topic for p in report.partitions}),
                           target.topic_ids({p.remote for p in report.partitions
@@ -220,7 +221,7 @@ def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCl
 def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
                             parts: list[PartitionAdoption]) -> None:
     """Mark partitions an earlier adoption took; refuse when Ferry has positions there."""
-    from ferry.kafka.lane_state import recorded_owner
+    from ferry.kafka.lane_state import recorded_adoption, recorded_owner
 
     committed = target.committed(positions_group(flow),
                                  [(p.remote, p.partition) for p in parts])
@@ -230,7 +231,7 @@ def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
         found = committed.get((part.remote, part.partition))
         if found is None or found[0] < 0:
             continue
-        if recorded_owner(found[1]) == owner:
+        if recorded_adoption(found[1]) or recorded_owner(found[1]) == owner:
             part.status, part.position = ALREADY, found[0]
         else:
             taken.append(f"{part.remote}-{part.partition}@{found[0]}")
@@ -302,8 +303,8 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
                 target_partition=part.partition, covered_start=low,
                 covered_end=max(low, part.position), committed_at_ms=int(time.time() * 1000),
                 source_id=ids.get(part.topic, ""), target_id=target_ids.get(part.remote, ""))
-            part.entries = writer.write(entries, part.remote, part.partition, part.position,
-                                        t_high, ids.get(part.topic, ""))
+            part.entries = writer.write(entries, part.topic, part.remote, part.partition,
+                                        part.position, t_high, ids.get(part.topic, ""))
             part.status = ADOPTED
     part.seconds = round(time.monotonic() - started, 3)
 
