@@ -39,11 +39,13 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
 
 @pytest.fixture(scope="session")
 def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Bootstrap servers of a third local cluster, for fan-in, chains and cycles."""
+    """Bootstrap servers of a third local cluster, for fan-in, chains and cycles. Unlike the
+    others it creates a topic a client asks for (`auto.create.topics.enable`, Kafka's
+    default), as many production clusters do."""
     base = os.environ.get("FERRY_TEST_DIR")
     root = Path(base) / "third" if base else tmp_path_factory.mktemp("kafka-third")
     try:
-        (state,) = cluster.up(("third",), root)
+        (state,) = cluster.up(("third",), root, extra={"auto.create.topics.enable": "true"})
         yield state.bootstrap
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):

@@ -117,7 +117,7 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
                      AclOperation.ALTER_CONFIGS)),
         *(acl(ResourceType.TOPIC, offset_map_topic(flow), op)
           for op in (AclOperation.CREATE, AclOperation.WRITE, AclOperation.READ,
-                     AclOperation.DESCRIBE)),
+                     AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)),
         *(acl(ResourceType.GROUP, positions_group(flow), op)
           for op in (AclOperation.READ, AclOperation.DESCRIBE)),
         acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,

@@ -424,3 +424,65 @@ def test_a_first_cycle_after_a_first_transaction_that_never_committed_copies_eve
 
     # then
     assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_a_deleted_offset_map_topic_is_never_recreated_by_a_writer_with_the_brokers_defaults(
+    clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path
+) -> None:
+    # given: a flow's map topic deleted after its first cycle, on a target whose brokers
+    # create a topic a client asks for (with their default 7-day retention)
+    from confluent_kafka.admin import AdminClient
+
+    from tests.integration.test_lane import run_cycle
+
+    clusters = {"source": clusters["source"], "target": third_cluster}
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(10))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "first")
+    admin = AdminClient(conf(clusters["target"]))
+    admin.delete_topics([offset_map_topic(flow)])[offset_map_topic(flow)].result(30)
+    deadline = time.monotonic() + 30
+    while offset_map_topic(flow) in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    # when: a writer copies new records without a cycle's plan before it
+    produce(clusters["source"], topic_name, records(5, 10))
+    with pytest.raises(FerryError):
+        Lane(flow, [Range(topic_name, 0, 10, 15, expect=10)], "writer-alone").run()
+
+    # then: it failed without creating the map topic; a cycle creates it kept forever
+    assert offset_map_topic(flow) not in admin.list_topics(timeout=10).topics
+    run_cycle(flow, "second")
+    from ferry.kafka.admin import Admin
+    from ferry.kafka.configs import describe_topic_configs
+
+    found = describe_topic_configs(Admin(flow.target_admin), [offset_map_topic(flow)])
+    assert found[offset_map_topic(flow)]["retention.ms"].value == "-1"
+
+
+def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: someone set a retention on the flow's map topic
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from ferry.errors import TerminalError
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(10))
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "first")
+    admin = AdminClient(conf(clusters["target"]))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, offset_map_topic(flow),
+                              set_config={"retention.ms": "604800000"})
+    for future in admin.alter_configs([resource]).values():
+        future.result(30)
+
+    # when / then: the next cycle copies nothing and says what to do
+    produce(clusters["source"], topic_name, records(5, 10))
+    with pytest.raises(TerminalError, match=r"retention\.ms=604800000.*retention\.ms=-1"):
+        run_cycle(flow, "second")
+    assert len(read_all(clusters["target"], flow.remote_topic(topic_name), 0)) == 10

@@ -107,7 +107,8 @@ class AdoptionWriter:
         if producer is None:
             producer = Producer(self.flow.producer.confluent({
                 "transactional.id": self.owner, "enable.idempotence": True, "acks": "all",
-                "transaction.timeout.ms": 300_000, "log_level": 3}))
+                "transaction.timeout.ms": 300_000, "log_level": 3,
+                "allow.auto.create.topics": False}))
             self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S),
                        f"initialising the transactions of {self.owner}")
             self.producers[self.owner] = producer

@@ -151,7 +151,11 @@ class Lane:
                                          if k not in self.flow.producer.settings}
         if diagnose:  # one record per request, so a refusal names its record
             overrides.update({"linger.ms": 0, "batch.num.messages": 1})
-        overrides.update({"enable.idempotence": True, "acks": "all", "log_level": 3})
+        # Never create a topic by writing to it: a deleted offset-map (or remote) topic
+        # would come back with the brokers' defaults (a 7-day retention: a map that
+        # forgets). Only Ferry's sync and plan create them, with their configs.
+        overrides.update({"enable.idempotence": True, "acks": "all", "log_level": 3,
+                          "allow.auto.create.topics": False})
         overrides.update(self.delivery.producer_settings(self.flow, self.txn_id))
         return Producer(self.flow.producer.confluent(overrides))
 

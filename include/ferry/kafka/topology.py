@@ -11,6 +11,7 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
 from ferry.core.sync.topics import TopicActions
+from ferry.errors import TerminalError
 from ferry.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
@@ -48,17 +49,36 @@ def _grown(exc: KafkaException) -> bool:
         and "already has" in err.str()
 
 
+MAP_TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+"""The offset-map topic keeps every entry forever: it is the map's truth (G9)."""
+
+
 def ensure_offset_map_topic(flow: Flow, target: Admin,
                             existing: Collection[str] | None = None) -> str:
     """Create the offset-map topic (one partition, kept forever) when missing (`existing`:
-    the target's topics, when the caller has just listed them)."""
+    the target's topics, when the caller has just listed them); refuse one that would
+    forget entries (a retention, compaction): TerminalError naming the setting and the
+    fix. Only Ferry creates it (writers never create a topic by writing to it)."""
+    from ferry.kafka.configs import describe_topic_configs
+
     name = offset_map_topic(flow)
     if name not in (target.topics() if existing is None else existing):
         target.create_topics(
-            [NewTopic(name, 1, flow.replication_factor,
-                      config={"retention.ms": "-1", "retention.bytes": "-1",
-                              "cleanup.policy": "delete"})],
+            [NewTopic(name, 1, flow.replication_factor, config=dict(MAP_TOPIC_CONFIGS))],
             lambda topic: f"creating Ferry's offset-map topic {topic}")
+        return name
+    configs = describe_topic_configs(target, [name])[name]
+    wrong = [f"{key}={configs[key].value}" for key in ("retention.ms", "retention.bytes")
+             if key in configs and configs[key].value not in ("-1", None)]
+    if "cleanup.policy" in configs and "compact" in str(configs["cleanup.policy"].value):
+        wrong.append(f"cleanup.policy={configs['cleanup.policy'].value}")
+    if wrong:
+        fix = " ".join(f"--add-config {k}={v}" for k, v in MAP_TOPIC_CONFIGS.items())
+        raise TerminalError(
+            f"flow {flow.name}: Ferry's offset-map topic {name} on {flow.target} has "
+            f"{', '.join(wrong)}: Kafka would delete offset-map entries, the record of what "
+            f"was copied where. Nothing was copied. Set it back as Ferry created it: "
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {name} {fix}")
     return name
 
 
