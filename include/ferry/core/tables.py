@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ferry.core.offsetmap import ADOPTED_LANE, MapEntry
+from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry
 from ferry.core.planner import Gap
 
 SCHEMA_VERSION = 1
@@ -170,10 +170,11 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
     """`runs` rows for runs whose entries the target committed but whose rows are missing
     (the job died between the Kafka commit and the Delta write): one row per run, lane and
     partition, from what the entries say (records, bytes, covered offsets, commit times).
-    Adopted history (ADOPTED_LANE) was another mirror's copy, not a run of Ferry's: none."""
+    Adopted history (ADOPTED_LANE) was another mirror's copy, and a reset (RESET_LANE)
+    copied nothing: not runs of Ferry's, none."""
     groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
     for entry in entries:
-        if entry.run_id not in recorded_runs and entry.lane != ADOPTED_LANE:
+        if entry.run_id not in recorded_runs and entry.lane not in (ADOPTED_LANE, RESET_LANE):
             key = (entry.run_id, entry.lane, entry.source_topic, entry.source_partition)
             groups.setdefault(key, []).append(entry)
     rows = []

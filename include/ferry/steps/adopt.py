@@ -303,7 +303,7 @@ def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
                 target_partition=part.partition, covered_start=low,
                 covered_end=max(low, part.position), committed_at_ms=int(time.time() * 1000),
                 source_id=ids.get(part.topic, ""), target_id=target_ids.get(part.remote, ""))
-            part.entries = writer.write(entries, part.topic, part.remote, part.partition,
+            part.entries = writer.adopt(entries, part.topic, part.remote, part.partition,
                                         part.position, t_high, ids.get(part.topic, ""))
             part.status = ADOPTED
     part.seconds = round(time.monotonic() - started, 3)

@@ -103,8 +103,22 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
 
     `source` and `target` default to the flow's clusters: the target's offset-map topic and
     both sides' topic IDs are read through them; the Delta table under `ferry.state.dir`."""
-    every, target_ids = _claims(flow, topics, into, source, target)
+    every, target_ids, _ = _claims(flow, topics, into, source, target)
     return every if claims else _live(every, target_ids)
+
+
+def entries_and_older(flow: Flow, topics: Collection[str], *,
+                      source: HasTopicIds | None = None,
+                      target: OffsetMapTarget | None = None
+                      ) -> tuple[Grouped, dict[tuple[str, int], str]]:
+    """`current_entries`, and the source partitions that have entries only of an older
+    incarnation of their topic: (topic, partition) -> that incarnation's topic ID."""
+    every, target_ids, older = _claims(flow, topics, None, source, target)
+    live = _live(every, target_ids)
+    # only entries of records still on the target: a remote topic deleted since took
+    # those with it, and the new source topic may start over in the new remote topic
+    return live, {key: e.source_id for key, found in _live(older, target_ids).items()
+                  if key not in live for _, e in found[-1:]}
 
 
 def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
@@ -114,7 +128,7 @@ def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
                        ) -> tuple[dict[tuple[str, int], list[MapEntry]],
                                   dict[tuple[str, int], list[MapEntry]]]:
     """`partition_entries` without and with `claims`, from one read."""
-    every, target_ids = _claims(flow, topics, into, source, target)
+    every, target_ids, _ = _claims(flow, topics, into, source, target)
     return _covers(_live(every, target_ids)), _covers(every)
 
 
@@ -133,14 +147,14 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 
 def _claims(flow: Flow, topics: Collection[str] | None,
             into: Callable[[str], str] | None, source: HasTopicIds | None,
-            target: OffsetMapTarget | None) -> tuple[Grouped, dict[str, str]]:
-    """Every entry of the current source incarnations (see `current_entries`), and the
-    destinations' current topic IDs."""
+            target: OffsetMapTarget | None) -> tuple[Grouped, dict[str, str], Grouped]:
+    """Every entry of the current source incarnations (see `current_entries`), the
+    destinations' current topic IDs, and the entries of other source incarnations."""
     from ferry.errors import FerryError
 
     destination = into or flow.remote_topic
     if topics is not None and not topics:
-        return {}, {}
+        return {}, {}, {}
     target = target or KafkaCluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
@@ -160,13 +174,16 @@ def _claims(flow: Flow, topics: Collection[str] | None,
         source_ids = {}
     target_ids = target.topic_ids({destination(t) for t in names})
     grouped: Grouped = {}
+    older: Grouped = {}
     for key, entry in keyed:
         if entry.source_id and entry.source_id != source_ids.get(entry.source_topic,
                                                                  entry.source_id):
+            older.setdefault((entry.source_topic, entry.source_partition), []).append(
+                (key, entry))
             continue
         grouped.setdefault((entry.source_topic, entry.source_partition), []).append(
             (key, entry))
-    return grouped, target_ids
+    return grouped, target_ids, older
 
 
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,

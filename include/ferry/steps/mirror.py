@@ -224,7 +224,14 @@ def _recover(flow: Flow, source: PlanSource, target: PlanTarget,
 
     if not missing:
         return {}
-    found = recovery.recorded_positions(flow, missing, source=source, target=target)
+    found, older = recovery.recorded_positions(flow, missing, source=source, target=target)
+    if older:  # mirrored once, but only from a topic deleted since: never start it over
+        ids = source.topic_ids({tp.topic for tp in older})
+        incidents.record(flow, [
+            incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
+                               f"topic ID {old} became {ids.get(tp.topic, '?')}")
+            for tp, old in sorted(older.items())], run_id)
+        check_identity(flow, ids, older)
     if restore and found:
         recovery.restore(flow, found, target=target)
         incidents.record(flow, [

@@ -21,6 +21,7 @@ from ferry.config.clients import ClientConfig
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import AlterTopicConfig, ReplaceTopicConfig, TopicConfig
 from ferry.core.sync.topics import TopicActions
@@ -86,12 +87,19 @@ class LagSource(Partitions, ReadsRecordTimes, Protocol):
     """A source cluster as the lag step reads it."""
 
 
-class PositionsTarget(ReadsGroupOffsets, Protocol):
-    """The target as `ferry positions reset` changes it."""
+class PositionsTarget(ReadsGroupOffsets, ReadsWatermarks, Protocol):
+    """The target as `ferry positions reset` and a position's restore change it."""
 
     def alter_offsets(self, group: str, offsets: Sequence[tuple[str, int, int, str]],
                       action: str, needs: Mapping[str, str]) -> None:
         """Set `group`'s offsets: (topic, partition, offset, commit metadata) each."""
+        ...
+
+    def write_positions(self, flow: Flow, writes: Sequence[PositionWrite]
+                        ) -> list[PositionMoved]:
+        """Each write's position and offset-map entries in one transaction under its
+        partition's writer id, taken before the position is read again; writes whose
+        position moved from their `expect` are returned, unwritten."""
         ...
 
 
@@ -293,6 +301,13 @@ class KafkaCluster:
         from ferry.kafka.groups import alter_offsets
 
         alter_offsets(self.admin, group, offsets, action, needs)
+
+    def write_positions(self, flow: Flow, writes: Sequence[PositionWrite]
+                        ) -> list[PositionMoved]:
+        from ferry.kafka.positions import PositionWriter
+
+        with PositionWriter(flow) as writer:
+            return writer.write_all(writes)
 
     def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
         from ferry.kafka.groups import read_checkpoints

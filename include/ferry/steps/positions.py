@@ -6,19 +6,28 @@ recreated, planning stops (the positions are past the new topic's end); the oper
 either deletes the remote topic (Kafka drops the positions on it too) or keeps it and
 resets the positions: to the new topic's start (`earliest`), its end (`latest`) or an
 offset. Records already on the target are not touched; look-ups prefer offset-map entries
-written after the reset.
+written after the reset. A reset writes like a run (see `reset`): under each partition's
+writer id, with an offset-map entry of its own.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
 
 from ferry.config import Flow
 from ferry.core.internal import positions_group
 from ferry.core.planner import TopicPartition as TP
+from ferry.core.positions import PositionWrite, reset_entry
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import TerminalError, UsageError
-from ferry.steps.ports import KafkaCluster, Partitions, PositionsTarget
+from ferry.steps.ports import HasTopicIds, KafkaCluster, Partitions, PositionsTarget
+
+
+class ResetSource(Partitions, HasTopicIds, Protocol):
+    """The source as a reset reads it."""
 
 
 @dataclass(frozen=True)
@@ -30,12 +39,17 @@ class Reset:
 
 
 def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
-          source: Partitions | None = None, target: PositionsTarget | None = None
+          source: ResetSource | None = None, target: PositionsTarget | None = None
           ) -> list[Reset]:
     """Set the flow's positions on every partition of the remote topic of `topic` to `to`:
     `earliest` (the source's log start), `latest` (its last stable offset) or an offset
     within them. Returns each partition's position before (None: none) and after; with
-    `dry_run`, changes nothing. `source` and `target` default to the flow's clusters."""
+    `dry_run`, changes nothing. `source` and `target` default to the flow's clusters.
+
+    Each position is written as a run writes it: under the partition's writer id, with an
+    offset-map entry of the reset (so a position later restored from the offset map is
+    the reset one) and the source topic's ID. A partition whose position moved since it
+    was read (a run committed meanwhile) is left as it is, and the reset fails naming it."""
     source = source or KafkaCluster(flow.source_admin)
     target = target or KafkaCluster(flow.target_admin)
     counts = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
@@ -51,10 +65,26 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
                     _target(to, marks[tp].low, marks[tp].high, tp)) for tp in tps]
     if dry_run:
         return resets
-    target.alter_offsets(group, [(remote, r.partition, r.after, "") for r in resets],
-                         f"resetting the positions of {remote}",
-                         {"GROUP": f"READ on GROUP {group}",
-                          "TOPIC": f"DESCRIBE on TOPIC {remote}"})
+    ids = source.topic_ids([topic])
+    ends = target.watermarks([TP(remote, tp.partition) for tp in tps])
+    run_id = f"reset-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    now_ms = int(time.time() * 1000)
+    writes = []
+    for r in resets:
+        end = ends[TP(remote, r.partition)].high
+        writes.append(PositionWrite(
+            topic, r.partition, r.after, end, ids.get(topic, ""), expect=r.before,
+            entries=(reset_entry(flow.name, run_id, topic, r.partition, remote, r.after, end,
+                                 now_ms, ids.get(topic, "")),)))
+    moved = target.write_positions(flow, writes)
+    if moved:
+        names = ", ".join(f"{remote}-{m.write.partition} ({m.write.expect} -> {m.found})"
+                          for m in moved)
+        raise TerminalError(
+            f"flow {flow.name}: the positions of {names} moved while resetting them (a run "
+            f"of the flow committed meanwhile): those were left as they are, the other "
+            f"{len(resets) - len(moved)} partitions reset; pause the flow's DAG (and stop any "
+            "`ferry mirror`), then reset again")
     return resets
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import TopicPartition
+from ferry.core.positions import PositionWrite
 from ferry.steps.ports import HasTopicIds, OffsetMapTarget, PositionsTarget
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ class Recorded:
     target_end: int | None
     """The remote partition's next offset after the last mirrored record (None: none)."""
     run_id: str
+    source_id: str = ""
+    """The source topic ID the latest entry was written for ("" in older entries)."""
 
 
 def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
@@ -53,47 +56,56 @@ def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
             latest[tp] = (offset, entry)
         if entry.segments and (tp not in ends or offset > ends[tp][0]):
             ends[tp] = (offset, entry.segments[-1].target_end)
-    return {tp: Recorded(entry.covered_end, ends[tp][1] if tp in ends else None, entry.run_id)
+    return {tp: Recorded(entry.covered_end, ends[tp][1] if tp in ends else None, entry.run_id,
+                         entry.source_id)
             for tp, (_, entry) in latest.items()}
 
 
 def recorded_positions(flow: Flow, tps: Iterable[TopicPartition], *,
                        source: HasTopicIds | None = None,
                        target: OffsetMapTarget | None = None
-                       ) -> dict[TopicPartition, Recorded]:
+                       ) -> tuple[dict[TopicPartition, Recorded], dict[TopicPartition, str]]:
     """The offset map's positions of `tps` (those it knows), from the entries of the current
     topic incarnations: the Delta table's and the ones committed on the target's offset-map
-    topic that Delta does not hold yet. `source` and `target` default to the flow's
-    clusters."""
-    from ferry.steps.lookup import current_entries
+    topic that Delta does not hold yet; and the partitions of `tps` it knows only from an
+    older incarnation of their source topic (-> that incarnation's topic ID: the topic was
+    deleted and created again). `source` and `target` default to the flow's clusters."""
+    from ferry.steps.lookup import entries_and_older
 
     wanted = set(tps)
     if not wanted:
-        return {}
-    found = current_entries(flow, {tp.topic for tp in wanted}, source=source, target=target)
+        return {}, {}
+    found, older = entries_and_older(flow, {tp.topic for tp in wanted}, source=source,
+                                     target=target)
     entries = [pair for pairs in found.values() for pair in pairs]
-    return {tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted}
+    return ({tp: r for tp, r in latest_positions(flow, entries).items() if tp in wanted},
+            {tp: old for (t, p), old in older.items() if (tp := TopicPartition(t, p)) in wanted})
 
 
 def restore(flow: Flow, recovered: Mapping[TopicPartition, Recorded], *,
             target: PositionsTarget | None = None) -> None:
-    """Commit recovered positions back into the flow's positions group (with the remote
-    partition's end as metadata, as the lanes commit them), so the lanes find them.
-    `target` defaults to the flow's target cluster."""
+    """Commit recovered positions back into the flow's positions group, as the lanes commit
+    them: under each partition's writer id (a run writing it meanwhile is fenced, and a
+    position it committed is left as it is), with the remote partition's end and the source
+    topic ID as metadata (so a recreated source is still noticed). `target` defaults to the
+    flow's target cluster."""
     from ferry.core.internal import positions_group
-    from ferry.kafka.lane_state import position_metadata
     from ferry.steps.ports import KafkaCluster
 
     if not recovered:
         return
     target = target or KafkaCluster(flow.target_admin)
     group = positions_group(flow)
-    target.alter_offsets(group, [
-        (flow.remote_topic(tp.topic), tp.partition, r.position,
-         position_metadata(r.target_end)) for tp, r in sorted(recovered.items())],
-        f"restoring the positions of group {group}",
-        {"GROUP": f"READ on GROUP {group}", "TOPIC": "DESCRIBE on TOPIC (remote)"})
+    moved = target.write_positions(flow, [
+        PositionWrite(tp.topic, tp.partition, r.position, r.target_end, r.source_id,
+                      expect=None) for tp, r in sorted(recovered.items())])
+    left = {(m.write.topic, m.write.partition) for m in moved}
     for tp, r in sorted(recovered.items()):
+        if (tp.topic, tp.partition) in left:
+            log.info("the position of %s was committed by a run meanwhile; not restored",
+                     tp, extra={"flow": flow.name, "topic": tp.topic,
+                                "partition": tp.partition})
+            continue
         log.warning("the position of %s had expired from group %s (Kafka's "
                     "offsets.retention.minutes); restored %d from the offset map (run %s)",
                     tp, group, r.position, r.run_id,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ferry.core import tables
-from ferry.core.offsetmap import ADOPTED_LANE, MapEntry, Segment
+from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry, Segment
 from ferry.core.planner import Gap
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -118,7 +118,11 @@ def test_cycles_of_one_task_merge_their_copied_topics() -> None:
                     "audit": {"records": 1, "partitions": {"2": [7, 8]}}}
 
 
-def test_adopted_history_is_not_rebuilt_as_runs_of_ferrys() -> None:
-    adopted = replace(ENTRY, run_id="adopted-mm2-20261127T000000Z", lane=ADOPTED_LANE)
-    rows = tables.runs_from_entries([adopted, ENTRY], set(), "exactly_once")
+@pytest.mark.parametrize(("run_id", "lane"), [("adopted-mm2-20261127T000000Z", ADOPTED_LANE),
+                                              ("reset-20261128T000000Z", RESET_LANE)],
+                         ids=["adopted-history", "a-positions-reset"])
+def test_entries_that_are_no_copy_of_ferrys_are_not_rebuilt_as_runs(run_id: str,
+                                                                     lane: int) -> None:
+    other = replace(ENTRY, run_id=run_id, lane=lane)
+    rows = tables.runs_from_entries([other, ENTRY], set(), "exactly_once")
     assert [r["run_id"] for r in rows] == [ENTRY.run_id]

@@ -15,6 +15,7 @@ from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import (
     AlterTopicConfig,
@@ -64,6 +65,8 @@ class FakeCluster:
     ensured: list[tuple[str, int, str]] = field(default_factory=list)
     altered: list[tuple[str, list[tuple[str, int, int, str]]]] = field(default_factory=list)
     timestamps_read: list[tuple[str, int, int]] = field(default_factory=list)
+    positions_written: list[PositionWrite] = field(default_factory=list)
+    """Positions written through `write_positions`, in order."""
 
     def topic(self, name: str, *ends: int, start: int = 0) -> FakeCluster:
         """Add topic `name` with one partition per end offset (all starting at `start`)."""
@@ -153,6 +156,28 @@ class FakeCluster:
         self.altered.append((group, list(offsets)))
         for topic, partition, offset, metadata in offsets:
             self.groups.setdefault(group, {})[(topic, partition)] = (offset, metadata)
+
+    def write_positions(self, flow: Flow, writes: Sequence[PositionWrite]
+                        ) -> list[PositionMoved]:
+        from ferry.core.internal import positions_group, transactional_id
+        from ferry.core.lanes import writer_of
+        from ferry.kafka.lane_state import position_metadata, recorded_owner
+
+        group, moved = self.groups.setdefault(positions_group(flow), {}), []
+        for w in writes:
+            key = (flow.remote_topic(w.topic), w.partition)
+            found = group.get(key)
+            if w.expect is not UNREAD and (found[0] if found else None) != w.expect:
+                moved.append(PositionMoved(w, found[0] if found else None,
+                                           recorded_owner(found[1]) if found else ""))
+                continue
+            after = max((o for o, _ in self.map_topic), default=-1)
+            self.map_topic += [(after + 1 + i, e) for i, e in enumerate(w.entries)]
+            owner = transactional_id(flow, writer_of(w.topic, w.partition, flow.ferry.writers))
+            group[key] = (w.position, position_metadata(w.target_end, owner, w.source_id,
+                                                        adopted=w.adopted))
+            self.positions_written.append(w)
+        return moved
 
     def list_groups(self) -> list[str]:
         return sorted(self.groups)

@@ -85,20 +85,41 @@ def test_a_position_of_another_incarnation_of_the_source_topic_is_an_incident(
 
 def test_recovered_positions_are_committed_back_as_the_lanes_commit_them(flow: Flow) -> None:
     # given: positions the offset map recorded for two partitions whose group offsets expired
+    from ferry.core.internal import transactional_id
+    from ferry.core.lanes import writer_of
+    from ferry.kafka.lane_state import recorded_owner, recorded_source_id
     from ferry.steps.recovery import restore
     from tests.unit.steps.fakes import FakeCluster
 
     target = FakeCluster("B")
-    recovered = {T1: Recorded(40, 77, "r2"), T0: Recorded(12, None, "r1")}
+    recovered = {T1: Recorded(40, 77, "r2", "id-1"), T0: Recorded(12, None, "r1", "id-1")}
 
     # when
     restore(flow, recovered, target=target)
 
-    # then: one commit into the positions group, in partition order, each with the remote
-    # partition's end as its metadata (none known: none written)
-    assert target.altered == [("__ferry-positions.A", [
-        ("A.orders", 0, 12, position_metadata(None)),
-        ("A.orders", 1, 40, position_metadata(77))])]
+    # then: each partition written under its writer id, only where no position appeared
+    # meanwhile, in partition order, with the remote partition's end and the source topic
+    # ID as its metadata (a recreated source is then still noticed)
+    assert [(w.partition, w.position, w.target_end, w.source_id, w.expect)
+            for w in target.positions_written] == [(0, 12, None, "id-1", None),
+                                                   (1, 40, 77, "id-1", None)]
+    group = target.groups["__ferry-positions.A"]
+    assert [recorded_source_id(group[("A.orders", p)][1]) for p in (0, 1)] == ["id-1"] * 2
+    assert recorded_owner(group[("A.orders", 1)][1]) == transactional_id(
+        flow, writer_of("orders", 1, flow.ferry.writers))
+
+
+def test_a_position_a_run_committed_meanwhile_is_not_restored_over(flow: Flow) -> None:
+    from ferry.steps.recovery import restore
+    from tests.unit.steps.fakes import FakeCluster
+
+    target = FakeCluster("B")
+    target.groups["__ferry-positions.A"] = {("A.orders", 0): (15, "")}
+
+    restore(flow, {T0: Recorded(12, None, "r1", "id-1")}, target=target)
+
+    assert target.groups["__ferry-positions.A"][("A.orders", 0)] == (15, "")
+    assert target.positions_written == []
 
 
 def test_nothing_recovered_commits_nothing(flow: Flow) -> None:
@@ -107,4 +128,4 @@ def test_nothing_recovered_commits_nothing(flow: Flow) -> None:
 
     target = FakeCluster("B")
     restore(flow, {}, target=target)
-    assert target.altered == []
+    assert target.altered == [] and target.positions_written == []

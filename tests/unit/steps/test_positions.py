@@ -16,8 +16,9 @@ GROUP = "__ferry-positions.A"
 def clusters() -> tuple[FakeCluster, FakeCluster]:
     """orders on A holds offsets 10..49 in each of its two partitions; the flow is at 40 on
     partition 0 of A.orders and has no position on partition 1."""
-    source = FakeCluster("A").topic("orders", 50, 50, start=10)
-    target = FakeCluster("B", groups={GROUP: {("A.orders", 0): (40, "")}})
+    source = FakeCluster("A", ids={"orders": "s1"}).topic("orders", 50, 50, start=10)
+    target = FakeCluster("B", groups={GROUP: {("A.orders", 0): (40, "")}}) \
+        .topic("A.orders", 30, 0)
     return source, target
 
 
@@ -64,14 +65,51 @@ def test_a_dry_run_reports_the_reset_and_changes_nothing(config: MirrorConfig) -
     assert target.group_offsets(GROUP, [("A.orders", 0)]) == {("A.orders", 0): 40}
 
 
-def test_positions_are_committed_in_one_call_into_the_flows_positions_group_without_metadata(
+def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of_the_reset(
     config: MirrorConfig
 ) -> None:
+    from ferry.core.offsetmap import RESET_LANE
+    from ferry.kafka.lane_state import recorded_source_id
+    from ferry.steps.recovery import latest_positions
+
     source, target = clusters()
+    flow = config.flow("A->B")
 
-    reset(config.flow("A->B"), "orders", "latest", source=source, target=target)
+    reset(flow, "orders", "latest", source=source, target=target)
 
-    assert target.altered == [(GROUP, [("A.orders", 0, 50, ""), ("A.orders", 1, 50, "")])]
+    # under the partition's writer id, expecting the position read before, with the source
+    # topic's ID and the remote partition's end
+    assert [(w.partition, w.position, w.expect, w.source_id, w.target_end)
+            for w in target.positions_written] == [(0, 50, 40, "s1", 30), (1, 50, None, "s1", 0)]
+    assert recorded_source_id(target.groups[GROUP][("A.orders", 1)][1]) == "s1"
+    # and the offset map says so: a position restored from it later is the reset one
+    entries = [e for _, e in target.map_topic]
+    assert [(e.lane, e.source_partition, e.covered_start, e.covered_end, e.records)
+            for e in entries] == [(RESET_LANE, 0, 50, 50, 0), (RESET_LANE, 1, 50, 50, 0)]
+    assert {tp.partition: r.position
+            for tp, r in latest_positions(flow, target.map_topic).items()} == {0: 50, 1: 50}
+    assert target.altered == []
+
+
+def test_a_position_a_run_moved_meanwhile_is_left_and_the_reset_fails_naming_it(
+    config: MirrorConfig
+) -> None:
+    # given: a run commits partition 0 at 45 between the reset's read and its write
+    source, target = clusters()
+    read = target.group_offsets
+
+    def read_then_a_run_commits(group: str, tps: object) -> object:
+        found = read(group, tps)  # type: ignore[arg-type]
+        target.groups[GROUP][("A.orders", 0)] = (45, "")
+        return found
+
+    target.group_offsets = read_then_a_run_commits  # type: ignore[method-assign]
+
+    # when / then
+    with pytest.raises(TerminalError, match=r"A\.orders-0 \(40 -> 45\) moved while resetting"):
+        reset(config.flow("A->B"), "orders", "earliest", source=source, target=target)
+    assert target.groups[GROUP][("A.orders", 0)] == (45, "")
+    assert [w.partition for w in target.positions_written] == [1]
 
 
 @pytest.mark.parametrize("to", ["next", "1.5", ""], ids=["a-word", "a-fraction", "nothing"])

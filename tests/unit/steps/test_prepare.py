@@ -116,8 +116,41 @@ def test_an_expired_position_is_taken_from_the_offset_map(flow: Flow, restore: b
                        target=target)
 
     assert spans(prepared.plan.copies) == [("orders", 0, 4, 5), ("orders", 2, 0, 7)]
-    restored = [(GROUP, [("A.orders", 0, 4, position_metadata(4))])]
-    assert target.altered == (restored if restore else [])
+    restored = [("orders", 0, 4, 4, "s1")] if restore else []
+    assert [(w.topic, w.partition, w.position, w.target_end, w.source_id)
+            for w in target.positions_written] == restored
+    assert target.altered == []
+
+
+def test_a_restored_position_still_notices_a_recreated_source_topic(flow: Flow) -> None:
+    # given: a position restored from the offset map (offsets 0-3 of topic s1 went), then
+    # the source topic deleted and created again (s2) with more records than before
+    target = mirrored_target()
+    target.map_topic = [(0, entry("orders", 0, (0, 4), [(0, 0, 4)], source_id="s1",
+                                  target_id="t1"))]
+    prepare(flow, master="local[1]", source=source(), target=target)
+    recreated = FakeCluster("A", ids={"orders": "s2"}).topic("orders", 9, 0, 7)
+
+    # when / then: the plan is refused, not [4, 9) with 0-3 of the new topic skipped
+    with pytest.raises(SourceRecreatedError, match="s1 became s2"):
+        prepare(flow, master="local[1]", source=recreated, target=target)
+
+
+def test_an_expired_position_of_a_recreated_source_topic_is_an_incident_not_a_fresh_start(
+    flow: Flow, state_dir: Path
+) -> None:
+    # given: the offset map knows orders-0 only from the topic's earlier life (s0); its
+    # position expired, and the topic was deleted and created again (s1)
+    target = mirrored_target()
+    target.map_topic = [(0, entry("orders", 0, (0, 4), [(0, 0, 4)], source_id="s0",
+                                  target_id="t1"))]
+
+    # when / then: refused (not planned from 0 and appended after the old copies)
+    with pytest.raises(SourceRecreatedError, match="s0 became s1"):
+        prepare(flow, run_id="r7", master="local[1]", source=source(), target=target)
+    found = rows(StatePaths(str(state_dir)).incidents, "A->B")
+    assert [(r["topic"], r["partition"], r["run_id"]) for r in found] == [("orders", 0, "r7")]
+    assert target.positions_written == [] and target.altered == []
 
 
 @pytest.mark.parametrize(

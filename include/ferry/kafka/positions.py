@@ -1,0 +1,126 @@
+"""Writing a flow's positions outside a copy (adapter): restored from the offset map, reset
+by an operator, adopted from another mirror.
+
+Each partition's position goes in one target transaction with its offset-map entries,
+under the partition's writer id (`core/lanes.py`), the id every run of the flow writes it
+under. The id is taken (`init_transactions`) before the position is read again, so a run
+writing the partition meanwhile, even inside its first transaction, is fenced, and a
+position that moved since the caller read it is left as it is (G11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KTP
+
+from ferry.config import Flow
+from ferry.core.internal import offset_map_topic, positions_group, transactional_id
+from ferry.core.lanes import writer_of
+from ferry.core.offsetmap import encode
+from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
+from ferry.kafka.delivery import CALL_TIMEOUT_S
+from ferry.kafka.errors import kafka_error
+from ferry.kafka.lane_state import position_metadata, recorded_owner
+from ferry.kafka.retry import retrying
+
+
+class PositionWriter:
+    """Writes positions of `flow` (see the module); `close()` when done."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow, self.owner = flow, ""
+        self.producers: dict[str, Producer] = {}
+        """Writer id -> its producer, its transactions initialised."""
+        self.reader = Consumer(flow.target_admin.confluent({
+            "group.id": positions_group(flow), "enable.auto.commit": False,
+            "isolation.level": "read_committed", "log_level": 3}))
+
+    def write_all(self, writes: Iterable[PositionWrite]) -> list[PositionMoved]:
+        """Write each partition's position; those that moved are returned, unwritten."""
+        return [moved for w in writes if (moved := self.write(w)) is not None]
+
+    def write(self, write: PositionWrite) -> PositionMoved | None:
+        """Write one partition's position and entries in one transaction; None when written,
+        else what was found instead of `write.expect` (nothing written)."""
+        producer = self._writer(write.topic, write.partition)
+        remote = self.flow.remote_topic(write.topic)
+        if write.expect is not UNREAD:
+            found, owner = self._position(remote, write.partition)
+            if found != write.expect:
+                return PositionMoved(write, found, owner)
+        self._call(producer.begin_transaction, "beginning a transaction")
+        try:
+            for entry in write.entries:
+                key, value = encode(entry)
+                while True:
+                    try:
+                        producer.produce(offset_map_topic(self.flow), value, key, partition=0)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+            offsets = [KTP(remote, write.partition, write.position, metadata=position_metadata(
+                write.target_end, self.owner, write.source_id, adopted=write.adopted))]
+            metadata = self.reader.consumer_group_metadata()
+            self._call(lambda: producer.send_offsets_to_transaction(
+                offsets, metadata, CALL_TIMEOUT_S),
+                f"committing the position of {remote}-{write.partition}")
+            self._call(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
+                       f"committing the position of {remote}-{write.partition}")
+        except BaseException:
+            # If this fails too, the broker aborts it at its timeout: nothing of it shows.
+            with suppress(KafkaException):
+                producer.abort_transaction(CALL_TIMEOUT_S)
+            raise
+        return None
+
+    def close(self) -> None:
+        for producer in self.producers.values():
+            producer.flush(CALL_TIMEOUT_S)
+        self.reader.close()
+
+    def __enter__(self) -> PositionWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _writer(self, topic: str, partition: int) -> Producer:
+        """The producer of the partition's writer id. Initialising it fences every other
+        writer of the id (a lane of a run: its open transaction is aborted, its next commit
+        fails)."""
+        self.owner = transactional_id(self.flow, writer_of(topic, partition,
+                                                           self.flow.ferry.writers))
+        producer = self.producers.get(self.owner)
+        if producer is None:
+            producer = Producer(self.flow.producer.confluent({
+                "transactional.id": self.owner, "enable.idempotence": True, "acks": "all",
+                "transaction.timeout.ms": 300_000, "log_level": 3,
+                "allow.auto.create.topics": False}))
+            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S),
+                       f"initialising the transactions of {self.owner}")
+            self.producers[self.owner] = producer
+        return producer
+
+    def _position(self, remote: str, partition: int) -> tuple[int | None, str]:
+        """(the committed position or None, the id that committed it)."""
+        found: list[KTP] = []
+        self._call(lambda: found.extend(self.reader.committed(
+            [KTP(remote, partition)], timeout=CALL_TIMEOUT_S)),
+            f"reading the position of {remote}-{partition}")
+        (tp,) = found
+        return (tp.offset if tp.offset >= 0 else None), recorded_owner(tp.metadata)
+
+    def _call(self, call: Callable[[], object], action: str) -> None:
+        try:
+            retrying(call, cluster=self.flow.target, action=action,
+                     budget_s=self.flow.ferry.kafka_retry_seconds)
+        except KafkaException as exc:
+            raise kafka_error(exc, self.flow.target, action,
+                              principal=self.flow.producer.principal,
+                              needs={"TRANSACTIONAL_ID": f"WRITE on TRANSACTIONAL_ID {self.owner}",
+                                     "GROUP": f"READ on GROUP {positions_group(self.flow)}",
+                                     "TOPIC": f"WRITE on TOPIC {offset_map_topic(self.flow)}"}
+                              ) from None
