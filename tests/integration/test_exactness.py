@@ -486,3 +486,36 @@ def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
     with pytest.raises(TerminalError, match=r"retention\.ms=604800000.*retention\.ms=-1"):
         run_cycle(flow, "second")
     assert len(read_all(clusters["target"], flow.remote_topic(topic_name), 0)) == 10
+
+
+@pytest.mark.parametrize("delivery", ["exactly_once", "at_least_once"])
+def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_offset_map(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, delivery: str
+) -> None:
+    # given: 100 records mirrored, then the operator resets the flow to offset 60 (to copy
+    # 60.. again into the remote topic on purpose)
+    from ferry.core.internal import positions_group
+    from ferry.steps import positions
+    from ferry.steps.mirror import prepare as plan_only
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(100))
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       f"ferry.delivery = {delivery}\n").enabled_flows[0]
+    run_cycle(flow, "first")
+    positions.reset(flow, topic_name, "60")
+
+    # when: Kafka expires the position (deleted here), and a cycle restores it
+    from confluent_kafka.admin import AdminClient, ConsumerGroupTopicPartitions
+
+    admin = AdminClient(conf(clusters["target"]))
+    remote = flow.remote_topic(topic_name)
+    admin.delete_consumer_groups([positions_group(flow)])[positions_group(flow)].result(30)
+    planned = plan_only(flow, run_id="after-expiry")
+
+    # then: the reset position, not the one before it
+    assert [(r.start, r.end) for r in planned.plan.copies] == [(60, 100)]
+    found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        positions_group(flow), [TopicPartition(remote, 0)])])[positions_group(flow)].result(30)
+    assert [tp.offset for tp in found.topic_partitions] == [60]

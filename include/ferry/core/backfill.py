@@ -161,6 +161,11 @@ def _refusal(window: PartitionWindow, start: int) -> str | None:
         return (f"it already holds later offsets (from {later[0].start}); earlier ones would "
                 f"be out of order. Write into another topic (target topic)")
     position = window.position
+    if position is None and window.is_remote and window.low < start < window.end:
+        # the flow's next cycle would start at the log start, after the backfill's records
+        return (f"the flow has not mirrored it yet: starting at {start} would leave offsets "
+                f"{_fmt(window.low, start)} unmirrored. To proceed: start at {window.low} "
+                f"(from={window.low}), or write into another topic (target topic)")
     if position is None or position == start:
         return None
     if position > start:

@@ -6,6 +6,10 @@ under the partition's writer id (`core/lanes.py`), the id every run of the flow 
 under. The id is taken (`init_transactions`) before the position is read again, so a run
 writing the partition meanwhile, even inside its first transaction, is fenced, and a
 position that moved since the caller read it is left as it is (G11).
+
+A flow with `ferry.delivery=at_least_once` (a target without transactions) has no writer
+ids: the entries are written and acknowledged, then the position committed as a plain
+group offset, after the same check of `expect` (ours, not Kafka's).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
+from ferry.config.clients import RdValue
 from ferry.core.internal import offset_map_topic, positions_group, transactional_id
 from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import encode
 from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
+from ferry.errors import TransientError
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.lane_state import position_metadata, recorded_owner
@@ -32,6 +38,7 @@ class PositionWriter:
 
     def __init__(self, flow: Flow) -> None:
         self.flow, self.owner = flow, ""
+        self.transactional = flow.ferry.delivery == "exactly_once"
         self.producers: dict[str, Producer] = {}
         """Writer id -> its producer, its transactions initialised."""
         self.reader = Consumer(flow.target_admin.confluent({
@@ -51,6 +58,9 @@ class PositionWriter:
             found, owner = self._position(remote, write.partition)
             if found != write.expect:
                 return PositionMoved(write, found, owner)
+        if not self.transactional:
+            self._write_plain(producer, write, remote)
+            return None
         self._call(producer.begin_transaction, "beginning a transaction")
         try:
             for entry in write.entries:
@@ -76,6 +86,23 @@ class PositionWriter:
             raise
         return None
 
+    def _write_plain(self, producer: Producer, write: PositionWrite, remote: str) -> None:
+        """at_least_once: the entries acknowledged, then the position committed."""
+        failed: list[str] = []
+        for entry in write.entries:
+            key, value = encode(entry)
+            producer.produce(offset_map_topic(self.flow), value, key, partition=0,
+                             on_delivery=lambda err, _m: failed.append(err.str()) if err else None)
+        if producer.flush(CALL_TIMEOUT_S) or failed:
+            raise TransientError(
+                f"cluster {self.flow.target}: writing the offset-map entry of {remote}-"
+                f"{write.partition} failed ({failed[0] if failed else 'unacknowledged'}); "
+                "no position was committed")
+        offsets = [KTP(remote, write.partition, write.position, metadata=position_metadata(
+            write.target_end, "", write.source_id, adopted=write.adopted))]
+        self._call(lambda: self.reader.commit(offsets=offsets, asynchronous=False),
+                   f"committing the position of {remote}-{write.partition}")
+
     def close(self) -> None:
         for producer in self.producers.values():
             producer.flush(CALL_TIMEOUT_S)
@@ -92,15 +119,20 @@ class PositionWriter:
         writer of the id (a lane of a run: its open transaction is aborted, its next commit
         fails)."""
         self.owner = transactional_id(self.flow, writer_of(topic, partition,
-                                                           self.flow.ferry.writers))
+                                                           self.flow.ferry.writers)) \
+            if self.transactional else ""
         producer = self.producers.get(self.owner)
         if producer is None:
-            producer = Producer(self.flow.producer.confluent({
-                "transactional.id": self.owner, "enable.idempotence": True, "acks": "all",
-                "transaction.timeout.ms": 300_000, "log_level": 3,
-                "allow.auto.create.topics": False}))
-            self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S),
-                       f"initialising the transactions of {self.owner}")
+            settings: dict[str, RdValue] = {
+                "enable.idempotence": True, "acks": "all", "log_level": 3,
+                "allow.auto.create.topics": False}
+            if self.transactional:
+                settings.update({"transactional.id": self.owner,
+                                 "transaction.timeout.ms": 300_000})
+            producer = Producer(self.flow.producer.confluent(settings))
+            if self.transactional:
+                self._call(lambda: producer.init_transactions(CALL_TIMEOUT_S),
+                           f"initialising the transactions of {self.owner}")
             self.producers[self.owner] = producer
         return producer
 

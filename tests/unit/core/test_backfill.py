@@ -62,7 +62,7 @@ def window(start: int, end: int, *, low: int = 0, high: int = 1000, position: in
 
 def test_a_fresh_remote_topic_is_filled_in_chunks_of_every_partition() -> None:
     other = TopicPartition("orders", 1)
-    windows = [window(100, 350),
+    windows = [window(100, 350, low=100),
                PartitionWindow(other, "A.orders", True, 0, 120, 0, 120, None)]
     plan = plan_backfill(windows, chunk_records=100)
     # the first chunk expects the fresh topic's lack of a position, each later chunk the
@@ -91,6 +91,9 @@ def test_a_fresh_remote_topic_is_filled_in_chunks_of_every_partition() -> None:
      ["later offsets (from 400)", "out of order"]),
     ("the remote topic would skip what the flow has not mirrored",
      window(600, 800, position=300), ["leave offsets 300..599 unmirrored", "from=300"]),
+    ("a partition the flow never mirrored would start past its log start",
+     window(600, 800, low=50), ["has not mirrored it yet", "leave offsets 50..599 unmirrored",
+                                "from=50"]),
     ("the window ends past the source's end",
      window(0, 2000), ["to=2000 is past the source's end 1000"]),
 ])
