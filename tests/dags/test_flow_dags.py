@@ -123,7 +123,7 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
     assert dag.max_active_runs == 1
     task = dag.get_task("mirror_continuously")
     assert task.retries == 2
-    assert task.execution_timeout.total_seconds() == 300 + 21600
+    assert task.execution_timeout.total_seconds() == 300 + 900 + 60  # the span, a cycle, a minute
     assert "for 300 s" in dag.doc_md
 
 

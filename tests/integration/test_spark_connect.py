@@ -248,3 +248,36 @@ def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_to
     # the new topic's remote topic was created by the next cycle or the one after (the
     # next may have listed topics already), not 10 minutes later
     assert any(created in cycle["steps"]["sync"]["changes"] for cycle in later[:2])
+
+
+def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a continuous loop's kept session that can no longer run anything (what a
+    # restarted server leaves the loop holding)
+    from ferry.spark import connect
+    from ferry.steps.cycle import write_plan
+    from ferry.steps.mirror import prepare
+
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
+                                             for i in range(200)])
+    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    flow = config.enabled_flows[0]
+    plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
+    stale = connect.remote_session(url)
+    stale.stop()
+    connect._kept[url] = stale
+
+    # when: the loop's next job
+    try:
+        code = connect.run_connect_job(config.path, flow.name, plan, url, keep_session=True)
+        kept = connect._kept.get(url)
+    finally:
+        connect.close_sessions()
+
+    # then: it reconnected and copied exactly; the new session is the one kept
+    assert code == 0
+    assert kept is not None and kept is not stale
+    assert_exact(flow, clusters, topic_name, 2)

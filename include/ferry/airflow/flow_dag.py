@@ -266,7 +266,9 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
+        # the last cycle starts before the run's span ends and is abandoned after the
+        # cycle limit at the latest; a minute more for the run's own start and end
         task(task_id="mirror_continuously", outlets=outlets(flow), execution_timeout=timedelta(
-            seconds=flow.ferry.continuous_run_seconds + flow.ferry.mirror_timeout_seconds))(
+            seconds=flow.ferry.continuous_run_seconds + flow.ferry.cycle_timeout_seconds + 60))(
             mirror_continuously)(path, flow.name)
     return dag

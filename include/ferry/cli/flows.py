@@ -158,7 +158,12 @@ def _mirror_continuously(args: argparse.Namespace, config: MirrorConfig, flow: F
                 for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def report(result: cycle.CycleResult, seconds: float) -> None:
-        data, text = _cycle_report(flow, result)
+        if result.abandoned:
+            data = {"flow": flow.name, "run_id": result.run_id, "abandoned": True}
+            text = (f"flow {flow.name} run {result.run_id}: abandoned as hung (ferry.cycle."
+                    "timeout.seconds); the next cycle fences its writers")
+        else:
+            data, text = _cycle_report(flow, result)
         if args.json:
             print(json.dumps({**data, "seconds": round(seconds, 3)}), flush=True)
         else:

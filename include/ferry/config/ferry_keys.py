@@ -225,6 +225,12 @@ KEYS: tuple[FerryKey, ...] = (
              "The executor queue every task of the flow's DAG goes to (CeleryExecutor: the "
              "workers that can reach both clusters). Empty: the executor's default queue.",
              _optional_name, "dr_workers"),
+    FerryKey("ferry.cycle.timeout.seconds", "900",
+             "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the "
+             "longest one cycle may take before it is abandoned as hung. The next cycle "
+             "starts at once; its writers hold the same writer ids, so they fence the hung "
+             "cycle's. Size it well above a cycle's copy of ferry.range.max.records.",
+             _positive_seconds, "1800"),
     FerryKey("ferry.continuous.run.seconds", "600",
              "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "
              "cycle in one task, before it ends and Airflow's continuous schedule starts the "
@@ -266,6 +272,8 @@ class FerrySettings:
     """`ferry.writers`: the flow's writer slots (transactional ids), fixed for its life."""
     remote_records_unmapped: str = "refuse"
     """`ferry.remote.records.unmapped`: refuse | append."""
+    cycle_timeout_seconds: float = 900.0
+    """`ferry.cycle.timeout.seconds`: a continuous loop abandons a cycle that takes longer."""
 
 
 def resolve_ferry_settings(
@@ -306,6 +314,7 @@ def resolve_ferry_settings(
         task_queue=parsed["ferry.task.queue"],
         writers=parsed["ferry.writers"],
         remote_records_unmapped=parsed["ferry.remote.records.unmapped"],
+        cycle_timeout_seconds=parsed["ferry.cycle.timeout.seconds"],
     )
 
 

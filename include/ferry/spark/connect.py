@@ -163,11 +163,28 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
         return 2
-    spark = _kept.pop(url, None) or remote_session(url)
+    kept = _kept.pop(url, None)
+    spark = kept or remote_session(url)
     try:
         code = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+    except Exception as exc:
+        _stop(spark)
+        if kept is None:
+            raise
+        # A kept session the server no longer serves (it restarted, or dropped the
+        # session): a new one runs the same plan again, which the transactions make safe
+        # (each range resumes from what was committed; Delta's appends are idempotent).
+        log.warning("the kept Spark Connect session to %s failed (%s); reconnecting and "
+                    "running the job again", url, str(exc).splitlines()[0][:300] if str(exc)
+                    else type(exc).__name__, extra={"flow": flow.name})
+        spark = remote_session(url)
+        try:
+            code = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+        except BaseException:
+            _stop(spark)
+            raise
     except BaseException:
-        spark.stop()
+        _stop(spark)
         raise
     if keep_session:
         _kept[url] = spark
@@ -180,4 +197,12 @@ def close_sessions() -> None:
     """Close the sessions kept for later jobs."""
     while _kept:
         _, spark = _kept.popitem()
+        _stop(spark)
+
+
+def _stop(spark: SparkSession) -> None:
+    """Close a session; one whose server is gone cannot say goodbye, and need not."""
+    try:
         spark.stop()
+    except Exception as exc:  # a stale session's channel: nothing left to release
+        log.debug("closing a Spark Connect session: %s", exc)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,12 @@ class CycleResult:
     """None: no copy (idle); else spark-submit's exit code."""
     recorded: dict[str, Any] = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    abandoned: bool = False
+    """A continuous loop gave up waiting for it (`ferry.cycle.timeout.seconds`)."""
 
     @property
     def ok(self) -> bool:
-        return self.copy_exit_code in (None, 0)
+        return self.copy_exit_code in (None, 0) and not self.abandoned
 
     def steps(self) -> dict[str, Any]:
         """What each step did (names and counts: never client settings), in step order."""
@@ -289,12 +293,13 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 
 def run(config_path: str, config: MirrorConfig, flow: Flow,
         master: str | None = None, keep_session: bool = False,
-        pace: Pace | None = None, clusters: Clusters | None = None) -> CycleResult:
+        pace: Pace | None = None, clusters: Clusters | None = None,
+        run_id: str | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through spark-submit (its output to stderr); when it fails, the run stops there, as the
     DAG's record and checkpoints do not run after a failed copy. `pace` and `clusters`: see
     `Cycle`."""
-    cycle = Cycle(config, flow, master=master, pace=pace, clusters=clusters)
+    cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters)
     result = cycle.start()
     if not cycle.copy(result, config_path, keep_session):
         return result
@@ -308,21 +313,36 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
                      ) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
-    `stop()`), a started cycle always finished. `on_cycle(result, seconds)` after each.
-    Stops at the first failed cycle and returns it; else returns the last one (None when
-    none ran). A Spark Connect session and one admin client per cluster stay open across
-    cycles. Heartbeats, config and ACL sync, checkpoints and the lag history run at their
-    intervals (`Pace`), not at every cycle."""
+    `stop()`), a started cycle always finished or abandoned. `on_cycle(result, seconds)`
+    after each. Stops at the first failed cycle and returns it; else returns the last one
+    (None when none ran). A Spark Connect session and one admin client per cluster stay
+    open across cycles. Heartbeats, config and ACL sync, checkpoints and the lag history
+    run at their intervals (`Pace`), not at every cycle.
+
+    A cycle still running after `ferry.cycle.timeout.seconds` is abandoned as hung (its
+    result `abandoned`): the next starts at once with clients of its own, and its writers,
+    holding the same writer ids, fence whatever the hung one still writes (G11)."""
     from ferry.spark.connect import close_sessions
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
     pace, clusters = Pace(), Clusters.of(flow)
+    limit = flow.ferry.cycle_timeout_seconds
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
-            started = time.monotonic()
-            last = run(config_path, config, flow, master=master, keep_session=True,
-                       pace=pace, clusters=clusters)
+            started, run_id = time.monotonic(), new_run_id()
+            done = _within(limit, partial(run, config_path, config, flow, master=master,
+                                          keep_session=True, pace=pace, clusters=clusters,
+                                          run_id=run_id))
+            if done is None:
+                log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
+                          "abandoned as hung; the next cycle starts now, and its writers "
+                          "fence the hung one's", run_id, limit, extra={"flow": flow.name})
+                last, clusters = CycleResult(flow.name, run_id, abandoned=True), \
+                    Clusters.of(flow)
+                on_cycle(last, time.monotonic() - started)
+                continue
+            last = done
             on_cycle(last, time.monotonic() - started)
             if not last.ok:
                 return last
@@ -332,6 +352,26 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
     finally:
         close_sessions()
     return last
+
+
+def _within(seconds: float, call: Callable[[], CycleResult]) -> CycleResult | None:
+    """`call()`'s result, or None when it has not returned after `seconds` (it goes on in a
+    daemon thread, abandoned); its exception is raised here."""
+    outcome: list[CycleResult] = []
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the loop's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=body, name="ferry-cycle", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if failure:
+        raise failure[0]
+    return outcome[0] if outcome else None
 
 
 def _sleep(seconds: float, stop: Callable[[], bool]) -> None:

@@ -1,0 +1,83 @@
+"""A long-running loop: its paced steps (lag, heartbeats, sync, checkpoints) count as run
+only once they succeeded (a step that failed is tried again in the next cycle, not an
+interval later), and a cycle that hangs is abandoned at its limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferry.steps.lag
+from ferry.config import MirrorConfig
+from ferry.core.sync.schedule import Pace
+from ferry.errors import TransientError
+from ferry.steps.cycle import Clusters, Cycle
+from tests.unit.conftest import Loader
+from tests.unit.steps.fakes import FakeCluster
+
+
+def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
+    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a continuous loop's pace, and a target that fails the first lag point
+    flow = config.flow("A->B")
+    calls: list[str] = []
+
+    def record_lag(_flow: Any, run_id: str, **_: Any) -> None:
+        calls.append(run_id)
+        if len(calls) == 1:
+            raise TransientError("cluster B: reading the end of A.orders-0 failed")
+
+    monkeypatch.setattr(ferry.steps.lag, "record_lag", record_lag)
+    pace = Pace()
+    clusters = Clusters(FakeCluster("A"), FakeCluster("B"))  # type: ignore[arg-type]
+
+    # when: two idle cycles a moment apart (the lag interval is a minute)
+    for run_id in ("one", "two", "three"):
+        Cycle(config, flow, run_id, pace=pace, clusters=clusters).record(idle=True)
+
+    # then: the failed point was taken again at once; the one after it waits its interval
+    assert calls == ["one", "two"]
+
+
+def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own(
+    load: Loader, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a loop whose cycles may take 0.3 s, and a first cycle that never returns
+    import threading
+
+    import ferry.steps.cycle as cycle_module
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    config = load(f"""
+clusters = A, B
+A.bootstrap.servers = a:9092
+B.bootstrap.servers = b:9092
+A->B.enabled = true
+ferry.state.dir = {state_dir}
+ferry.cycle.timeout.seconds = 0.3
+""")
+    flow = config.flow("A->B")
+    hung, calls = threading.Event(), []
+
+    def run(*_: Any, clusters: Clusters, run_id: str, **__: Any) -> CycleResult:
+        calls.append((run_id, clusters))
+        if len(calls) == 1:
+            hung.wait(30)  # a copy job that never ends
+        return CycleResult(flow.name, run_id)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+    reported: list[CycleResult] = []
+
+    # when: the loop runs three cycles
+    run_continuously("mm2.properties", config, flow, lambda r, _s: reported.append(r),
+                     stop=lambda: len(reported) >= 3)
+    hung.set()
+
+    # then: the first was abandoned as hung, the next ones ran, on new clients
+    assert [r.abandoned for r in reported] == [True, False, False]
+    assert [r.run_id for r in reported] == [run_id for run_id, _ in calls[:3]]
+    assert calls[1][1] is not calls[0][1]
+    assert not reported[0].ok
