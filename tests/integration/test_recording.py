@@ -91,3 +91,51 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
     # and with nothing left to record, the failed append is the job's error
     with pytest.raises(RuntimeError, match="could not be written"):
         record_offset_map(spark, flow, paths, runs=failed)
+
+
+class Killed(BaseException):
+    """The job's process killed at this point (nothing after it runs)."""
+
+
+def test_a_job_killed_between_its_runs_and_offset_map_appends_loses_and_doubles_nothing(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a copy job that dies right after its first Delta commit of the run
+    from ferry.spark import copy_job
+    from ferry.steps.cycle import write_plan
+    from ferry.steps.mirror import prepare
+
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(40)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    plan = write_plan(flow, prepare(flow, run_id="killed", master="local[2]"))
+    paths = StatePaths(flow.ferry.state_dir)
+    append, tables = copy_job._append, []
+
+    def append_then_die(*args: object, **kwargs: object) -> bool:
+        table = Path(str(args[3])).name
+        done = append(*args, **kwargs)  # type: ignore[arg-type]
+        if args[1]:  # rows of the run
+            tables.append(table)
+            raise Killed(table)
+        return done
+
+    monkeypatch.setattr(copy_job, "_append", append_then_die)
+    with pytest.raises(Killed):
+        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow, plan)
+    monkeypatch.undo()
+
+    # when: the next job records what the target committed
+    mapped = record_offset_map(spark, flow, paths)
+
+    # then: the runs were the first commit, so nothing of the run was lost, and no row of
+    # it was written twice
+    assert tables == ["runs"] and mapped > 0
+    assert sorted((r["run_id"], r["partition"], r["records"], r["outcome"])
+                  for r in rows(paths.runs, flow.name)) == [
+        ("killed", 0, 20, "copied"), ("killed", 1, 20, "copied")]
+    entries = [r for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    assert len(rows(paths.offset_map, flow.name)) == len(entries)

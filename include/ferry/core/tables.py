@@ -131,11 +131,14 @@ REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended be
 def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The `runs` rows of the last attempt at each range: an Airflow retry of a run's copy
     writes the same ranges again, and a range that failed first and was copied on retry is
-    copied, not failed."""
+    copied, not failed. A retry that found a range already committed (`skipped`) does not
+    supersede the attempt that copied it: its records were copied by this run."""
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
-        if key not in latest or row["finished_at"] >= latest[key]["finished_at"]:
+        before = latest.get(key)
+        if before is None or (row["finished_at"] >= before["finished_at"] and not (
+                row["outcome"] == "skipped" and before["outcome"] == "copied")):
             latest[key] = row
     return list(latest.values())
 

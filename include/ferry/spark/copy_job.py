@@ -153,10 +153,10 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     two jobs record at the same time (a retried task beside its first attempt): each
     append is a Delta idempotent write versioned by the highest topic offset it holds.
 
-    `runs`: this job's own `runs` append, running beside this one (two tables, no
-    conflict); it is waited for before the runs rows are checked. When it failed, this
-    job's runs are rebuilt from their entries like a dead job's, and its error is raised
-    only if that did not record them: a failed append loses no history."""
+    `runs`: the outcome of this job's own `runs` append, made before this one; it is
+    waited for before the runs rows are checked. When it failed, this job's runs are
+    rebuilt from their entries like a dead job's, and its error is raised only if that did
+    not record them: a failed append loses no history."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_cursor, read_entries
     from ferry.state.reader import recorded_run_ids
@@ -224,10 +224,16 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                        lanes, plan.role)
         # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
         runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
-    # The two appends go to two tables: side by side, each cycle pays for one.
-    with ThreadPoolExecutor(1, thread_name_prefix="ferry-runs") as pool:
-        appended = pool.submit(_append, spark, runs, RUNS_DDL, paths.runs)
-        mapped = record_offset_map(spark, flow, paths, runs=appended)
+    # The runs first, then the offset map: a job killed between the two leaves the map
+    # behind, which the next job appends from the offset-map topic (its runs recorded, so
+    # none is rebuilt twice). The other way round, the next job's cursor would be past
+    # the entries whose runs were never recorded, and those runs lost for good.
+    appended: Future[bool] = Future()
+    try:
+        appended.set_result(_append(spark, runs, RUNS_DDL, paths.runs))
+    except Exception as exc:  # rebuilt from the entries by record_offset_map
+        appended.set_exception(exc)
+    mapped = record_offset_map(spark, flow, paths, runs=appended)
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
                      if r["outcome"] == "failed"})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,

@@ -229,3 +229,27 @@ def test_a_range_that_failed_and_was_copied_on_retry_counts_as_copied() -> None:
                 row | {"range_start": 100, "outcome": "failed", "finished_at": first}]
     assert sorted((r["range_start"], r["outcome"]) for r in final_attempts(attempts)) == [
         (0, "copied"), (100, "failed")]
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "final"),
+    [(["failed", "copied"], ("copied", 50)), (["copied", "skipped"], ("copied", 50)),
+     (["failed", "skipped"], ("skipped", 0)), (["copied", "failed"], ("failed", 0)),
+     (["skipped", "copied"], ("copied", 50))],
+    ids=["failed-then-copied", "a-retry-found-it-committed", "nothing-copied-by-this-run",
+         "the-later-attempt-failed", "copied-on-retry"],
+)
+def test_the_final_attempt_at_a_range_keeps_the_records_this_run_copied(
+    outcomes: list[str], final: tuple[str, int]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ferry.core.tables import final_attempts
+
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    row = {"run_id": "r", "topic": "t", "partition": 0, "range_start": 0}
+    attempts = [row | {"outcome": o, "records": 50 if o == "copied" else 0,
+                       "finished_at": first + timedelta(seconds=40 * i)}
+                for i, o in enumerate(outcomes)]
+    (kept,) = final_attempts(attempts)
+    assert (kept["outcome"], kept["records"]) == final
