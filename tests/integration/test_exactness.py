@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from ferry.config import load_config
+from ferry.config import Flow, load_config
 from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer, writer_of
 from ferry.core.offsetmap import MAX_ENTRY_SEGMENTS, decode
@@ -507,7 +507,8 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
     positions.reset(flow, topic_name, "60")
 
     # when: Kafka expires the position (deleted here), and a cycle restores it
-    from confluent_kafka.admin import AdminClient, ConsumerGroupTopicPartitions
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(conf(clusters["target"]))
     remote = flow.remote_topic(topic_name)
@@ -519,3 +520,49 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
     found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
         positions_group(flow), [TopicPartition(remote, 0)])])[positions_group(flow)].result(30)
     assert [tp.offset for tp in found.topic_partitions] == [60]
+
+
+def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay_exact(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: one flow as a scheduled run sees it (tasks.max=2) and as an operator's
+    # `ferry mirror` on local[8] sees it (tasks.max=8), over 8 partitions
+    from tests.integration.test_lane import run_cycle
+
+    create_topic(clusters["source"], topic_name, 8)
+    two = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    eight = tmp_path / "eight.properties"
+    eight.write_text((tmp_path / "mm2.properties").read_text().replace("tasks.max = 2",
+                                                                       "tasks.max = 8"))
+    flows = (two, load_config(eight).flow(two.name))
+    refused_per_round: list[list[str]] = []
+
+    # when: each round, new records, then both cycles started at the same moment
+    for n in range(8):
+        produce(clusters["source"], topic_name,
+                [(None, f"r{n}-{i}".encode(), i % 8) for i in range(2_000)])
+        start, refused = threading.Barrier(2), []
+
+        def cycle(flow: Flow, run_id: str, start: threading.Barrier = start,
+                  refused: list[str] = refused) -> None:
+            start.wait(30)
+            try:
+                run_cycle(flow, run_id)
+            except FerryError as exc:
+                refused.append(str(exc))
+
+        threads = [threading.Thread(target=cycle, args=(flow, f"round-{n}-{lanes}"))
+                   for flow, lanes in zip(flows, (2, 8), strict=True)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        refused_per_round.append(refused)
+    run_cycle(flows[0], "last")  # whatever a refused run left, the next cycle copies
+
+    # then: every record once, in order; at most one of the two refused in a round, with
+    # one line saying why
+    assert_exact(flows[0], clusters, topic_name, 8)
+    assert all(len(refused) <= 1 for refused in refused_per_round), refused_per_round
+    for line in (text for refused in refused_per_round for text in refused):
+        assert "\n" not in line and "was taken by a newer writer" in line, line

@@ -273,7 +273,8 @@ def test_a_refused_start_marker_of_an_empty_partition_fails_as_a_ferry_error_nam
 
     create_topic(clusters["source"], topic_name, 1)
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
-    create_topic(clusters["target"], offset_map_topic(flow), 1, {"max.message.bytes": "64"})
+    create_topic(clusters["target"], offset_map_topic(flow), 1,
+                 {"max.message.bytes": "64", "retention.ms": "-1"})
 
     # when: the cycle runs
     with pytest.raises(TransientError) as err:
@@ -300,7 +301,8 @@ def test_at_least_once_commits_no_position_over_an_offset_map_entry_the_target_r
     produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(20)])
     flow = flow_config(tmp_path, clusters, topic_name,
                        "ferry.delivery = at_least_once\n").enabled_flows[0]
-    create_topic(clusters["target"], offset_map_topic(flow), 1, {"max.message.bytes": "64"})
+    create_topic(clusters["target"], offset_map_topic(flow), 1,
+                 {"max.message.bytes": "64", "retention.ms": "-1"})
 
     # when: the cycle runs
     with pytest.raises(FerryError) as err:

@@ -250,12 +250,24 @@ def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_to
     assert any(created in cycle["steps"]["sync"]["changes"] for cycle in later[:2])
 
 
+STALE_SESSION_JOB = """
+import json, sys
+from ferry.spark import connect
+config, flow, plan, url = sys.argv[1:5]
+stale = connect.remote_session(url)
+stale.stop()
+connect._kept[url] = stale  # what a restarted server leaves a continuous loop holding
+code = connect.run_connect_job(config, flow, plan, url, keep_session=True)
+kept = connect._kept.get(url)
+connect.close_sessions()
+print(json.dumps({"code": code, "replaced": kept is not None and kept is not stale}))
+"""
+
+
 def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    # given: a continuous loop's kept session that can no longer run anything (what a
-    # restarted server leaves the loop holding)
-    from ferry.spark import connect
+    # given: a continuous loop's kept session that can no longer run anything
     from ferry.steps.cycle import write_plan
     from ferry.steps.mirror import prepare
 
@@ -266,18 +278,13 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
     config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
     flow = config.enabled_flows[0]
     plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
-    stale = connect.remote_session(url)
-    stale.stop()
-    connect._kept[url] = stale
 
-    # when: the loop's next job
-    try:
-        code = connect.run_connect_job(config.path, flow.name, plan, url, keep_session=True)
-        kept = connect._kept.get(url)
-    finally:
-        connect.close_sessions()
+    # when: the loop's next job (in a process of its own, as the loop is)
+    job = subprocess.run([sys.executable, "-c", STALE_SESSION_JOB, config.path, flow.name,
+                          plan, url], capture_output=True, text=True, timeout=300)
 
-    # then: it reconnected and copied exactly; the new session is the one kept
-    assert code == 0
-    assert kept is not None and kept is not stale
+    # then: it reconnected, said so, and copied exactly; the new session is the one kept
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "replaced": True}
+    assert "reconnecting and running the job again" in job.stderr
     assert_exact(flow, clusters, topic_name, 2)

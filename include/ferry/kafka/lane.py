@@ -72,6 +72,18 @@ PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_
                                            "compression.type": "none"}
 
 
+class FatalError:
+    """A producer's error callback: keeps its first fatal error (librdkafka's produce and
+    delivery reports say only "Fatal error"; the callback says why)."""
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.fatal() and self.error is None:
+            self.error = err
+
+
 @dataclass
 class LaneResult:
     lane: int
@@ -122,7 +134,9 @@ class Lane:
         self.refused: tuple[str, int, str] | None = None
         """The first refusal the target reported: (topic, partition, message)."""
         self.fenced: str | None = None
-        """A delivery report saying a newer writer took this writer's transactional id."""
+        """A delivery report saying a newer writer took this writer's transactional id (or
+        that the producer hit a fatal error: `fatal` says which)."""
+        self.fatal = FatalError()
         self.reader: Consumer | None = None
 
     def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], Part]:
@@ -157,7 +171,21 @@ class Lane:
         overrides.update({"enable.idempotence": True, "acks": "all", "log_level": 3,
                           "allow.auto.create.topics": False})
         overrides.update(self.delivery.producer_settings(self.flow, self.txn_id))
-        return Producer(self.flow.producer.confluent(overrides))
+        conf: dict[str, Any] = self.flow.producer.confluent(overrides)
+        self.fatal = FatalError()
+        conf["error_cb"] = self.fatal  # not a bound method: no cycle keeps the client
+        return Producer(conf)
+
+    def lost_id(self, producer: Producer, err: KafkaError) -> bool:
+        """Whether a producer error means a newer writer took this writer's id: a fencing
+        error, or librdkafka's generic fatal error whose cause (kept by the error
+        callback, served here) is one."""
+        if is_fenced(err):
+            return True
+        if err.code() != KafkaError._FATAL:
+            return False
+        producer.poll(0)
+        return self.fatal.error is not None and is_fenced(self.fatal.error)
 
     def _consumer(self) -> Consumer:
         # A lane reads ranges that are there: a range ending at a transaction marker ends
@@ -231,6 +259,9 @@ class Lane:
         try:
             return self.retrying(call, cluster, action)
         except KafkaException as exc:
+            if cluster == self.flow.target and self.producer is not None \
+                    and self.lost_id(self.producer, exc.args[0]):
+                raise TransientError(self.explain.fenced(exc.args[0].str())) from None
             raise self.explain.kafka(exc, cluster, action) from None
 
     def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
@@ -560,6 +591,8 @@ class Lane:
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
+                if self.lost_id(producer, exc.args[0]):
+                    raise TransientError(self.explain.fenced(exc.args[0].str())) from None
                 offset = _offset(message)
                 self.delivery.refused_on_send(
                     self, part, offset, self.explain.refusal(part, offset, exc.args[0]))
@@ -572,7 +605,8 @@ class Lane:
             if err is not None:
                 if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
                     return
-                if is_fenced(err):  # not a refusal: never re-run (that would fence back)
+                if is_fenced(err) or err.code() == KafkaError._FATAL:
+                    # not a refusal: never re-run (that would fence a newer writer back)
                     self.fenced = self.fenced or err.str()
                     return
                 txn.refuse(source_offset)
@@ -611,7 +645,13 @@ class Lane:
         self._send_last(producer, touched)
         remaining = self.flush(producer)
         if self.fenced is not None:
-            raise TransientError(self.explain.fenced(self.fenced))
+            producer.poll(0)  # the error callback names a fatal error's cause
+            cause = self.fatal.error
+            if cause is None or is_fenced(cause):
+                raise TransientError(self.explain.fenced(cause.str() if cause else self.fenced))
+            raise TerminalError(f"flow {self.flow.name} writer {self.lane}: its producer "
+                                f"stopped with a fatal error: {cause.str()}; nothing past its "
+                                "last commit was kept")
         refusal = self.delivery.refusal_to_keep(self, producer, touched, remaining)
         ends = {(p.topic, p.partition): p.covered_end for p in touched}
         now_ms = int(time.time() * 1000)

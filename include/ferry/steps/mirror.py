@@ -126,8 +126,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     positions.update(_recover(flow, source, target,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":
-        refuse_unmapped(flow, target, [tp for tp in tps if positions[tp] is None],
-                        set(target_topics_of(flow, topics, actions)))
+        refuse_unmapped(flow, target, [tp for tp in tps if positions[tp] is None
+                                       and not _new_remote(flow, tp, actions)])
     result = plan(positions, marks, limits_for(flow))
     remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
@@ -148,23 +148,22 @@ class UnmappedRecordsError(TerminalError):
     """A remote partition the flow never copied into already holds committed records."""
 
 
-def target_topics_of(flow: Flow, topics: Mapping[str, int], actions: TopicActions
-                     ) -> list[str]:
-    """The remote topics that exist on the target before this cycle's sync creates any."""
-    created = {c.name for c in actions.create}
-    return [r for t in topics if (r := flow.remote_topic(t)) not in created]
+def _new_remote(flow: Flow, tp: TopicPartition, actions: TopicActions) -> bool:
+    """Whether this cycle's sync creates (or, in a dry run, would create) the remote
+    partition of `tp`: a new topic, or a partition a grown topic adds. It holds nothing."""
+    remote = flow.remote_topic(tp.topic)
+    return any(c.name == remote for c in actions.create) or any(
+        g.name == remote and tp.partition >= g.from_partitions for g in actions.grow)
 
 
-def refuse_unmapped(flow: Flow, target: PlanTarget, never: list[TopicPartition],
-                    existing: set[str]) -> None:
+def refuse_unmapped(flow: Flow, target: PlanTarget, never: list[TopicPartition]) -> None:
     """Refuse to append to a remote partition that holds committed records the flow has no
     position or offset map for (G1): another mirror (MM2, MM1) filled it, and copying the
     source's history after them would double it. Partitions with only aborted records (a
     first transaction of Ferry's that never committed) are not refused."""
     from ferry.core.internal import reader_group
 
-    remote = {tp: TopicPartition(flow.remote_topic(tp.topic), tp.partition) for tp in never
-              if flow.remote_topic(tp.topic) in existing}
+    remote = {tp: TopicPartition(flow.remote_topic(tp.topic), tp.partition) for tp in never}
     if not remote:
         return
     marks = target.watermarks(remote.values())
