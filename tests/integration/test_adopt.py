@@ -671,16 +671,9 @@ def test_adopt_stops_before_writing_a_partition_ferry_began_mirroring_meanwhile(
     from ferry.core.internal import positions_group
     from ferry.errors import TerminalError
     from ferry.steps import adopt as adopt_step
-    from tests.integration.test_mm1_setup import command_line
 
     # given: an MM1-style mirror copied the 20 records of a partition and committed them
-    create_topic(clusters["source"], topic_name, 1)
-    create_topic(clusters["target"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
-    copy_uncommitted(clusters, topic_name, 0)
-    group = f"{topic_name}-mm1"
-    commit_group(clusters["source"], group, topic_name, {0: 20})
-    flow = flow_of(command_line(tmp_path, clusters, topic_name))
+    flow, group = mm1_copied_twenty(clusters, topic_name, tmp_path)
     # and a flow run (its DAG was not paused) commits a position there while the adoption
     # aligns the partition, after adopt found no position of Ferry's
     aligning = adopt_step.align
@@ -713,16 +706,9 @@ def test_adopt_fences_a_run_still_inside_its_first_transaction_on_the_partition(
     from ferry.kafka.admin import Admin
     from ferry.kafka.topology import ensure_offset_map_topic
     from ferry.steps import adopt as adopt_step
-    from tests.integration.test_mm1_setup import command_line
 
     # given: an MM1-style mirror copied the 20 records of a partition and committed them
-    create_topic(clusters["source"], topic_name, 1)
-    create_topic(clusters["target"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
-    copy_uncommitted(clusters, topic_name, 0)
-    group = f"{topic_name}-mm1"
-    commit_group(clusters["source"], group, topic_name, {0: 20})
-    flow = flow_of(command_line(tmp_path, clusters, topic_name))
+    flow, group = mm1_copied_twenty(clusters, topic_name, tmp_path)
     ensure_offset_map_topic(flow, Admin(flow.target_admin))
     # and a run of the flow (its DAG not paused) copying the partition from its start, its
     # records sent in its first transaction, not committed: invisible to a stable read
@@ -741,3 +727,18 @@ def test_adopt_fences_a_run_still_inside_its_first_transaction_on_the_partition(
     assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
     assert positions(clusters, flow, [(topic_name, 0)]) == [20]
     assert len(read_all(clusters["target"], topic_name, 0)) == 20
+
+
+def mm1_copied_twenty(clusters: dict[str, str], topic_name: str, tmp_path: Path
+                      ) -> tuple[Flow, str]:
+    """An MM1-style mirror that copied the 20 records of a one-partition topic to the
+    same-named topic and committed them in its group: the flow of its setup, the group."""
+    from tests.integration.test_mm1_setup import command_line
+
+    create_topic(clusters["source"], topic_name, 1)
+    create_topic(clusters["target"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", 0) for i in range(20)])
+    copy_uncommitted(clusters, topic_name, 0)
+    group = f"{topic_name}-mm1"
+    commit_group(clusters["source"], group, topic_name, {0: 20})
+    return flow_of(command_line(tmp_path, clusters, topic_name)), group

@@ -96,9 +96,7 @@ def test_a_writer_of_an_id_from_before_writer_slots_is_fenced_before_its_partiti
 ) -> None:
     # given: a partition last committed under a lane id of an older release (lane 0 of 1),
     # and a zombie of that id with records in an open transaction
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(100))
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 100)
     prepared = prepare(flow, run_id="first")
     legacy = f"ferry.{flow.source}->{flow.target}.lane-0-of-1"
     old = Lane(flow, prepared.plan.ranges, "first")
@@ -377,6 +375,23 @@ def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
         time.sleep(0.5)
 
 
+def one_partition_flow(clusters: dict[str, str], topic_name: str, tmp_path: Path,
+                       count: int, extra: str = "") -> Flow:
+    """A one-partition source topic holding `count` records, and the flow mirroring it."""
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(count))
+    return flow_config(tmp_path, clusters, topic_name, extra).enabled_flows[0]
+
+
+def flow_with_remote_topic(clusters: dict[str, str], topic_name: str, tmp_path: Path,
+                           count: int) -> tuple[Flow, str]:
+    """A one-partition source topic of `count` records, its flow, and its remote topic made
+    on the target before the flow's first cycle (by someone else): the flow, the remote."""
+    flow = one_partition_flow(clusters, topic_name, tmp_path, count)
+    create_topic(clusters["target"], flow.remote_topic(topic_name), 1)
+    return flow, flow.remote_topic(topic_name)
+
+
 def test_a_first_cycle_into_a_remote_partition_another_mirror_filled_copies_nothing(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -385,11 +400,7 @@ def test_a_first_cycle_into_a_remote_partition_another_mirror_filled_copies_noth
     from ferry.steps.mirror import UnmappedRecordsError
     from tests.integration.test_lane import run_cycle
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(500))
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
-    remote = flow.remote_topic(topic_name)
-    create_topic(clusters["target"], remote, 1)
+    flow, remote = flow_with_remote_topic(clusters, topic_name, tmp_path, 500)
     produce(clusters["target"], remote, records(500))
 
     # when / then: the flow's first cycle is refused, naming the partition and the ways on
@@ -406,11 +417,7 @@ def test_a_first_cycle_after_a_first_transaction_that_never_committed_copies_eve
     # killed inside its first transaction)
     from tests.integration.test_lane import run_cycle
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(50))
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
-    remote = flow.remote_topic(topic_name)
-    create_topic(clusters["target"], remote, 1)
+    flow, remote = flow_with_remote_topic(clusters, topic_name, tmp_path, 50)
     dead = Producer(conf(clusters["target"], **{"transactional.id": f"{topic_name}-dead"}))
     dead.init_transactions(30)
     dead.begin_transaction()
@@ -436,9 +443,7 @@ def test_a_deleted_offset_map_topic_is_never_recreated_by_a_writer_with_the_brok
     from tests.integration.test_lane import run_cycle
 
     clusters = {"source": clusters["source"], "target": third_cluster}
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(10))
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 10)
     run_cycle(flow, "first")
     admin = AdminClient(conf(clusters["target"]))
     admin.delete_topics([offset_map_topic(flow)])[offset_map_topic(flow)].result(30)
@@ -471,9 +476,7 @@ def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
     from ferry.errors import TerminalError
     from tests.integration.test_lane import run_cycle
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(10))
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 10)
     run_cycle(flow, "first")
     admin = AdminClient(conf(clusters["target"]))
     resource = ConfigResource(ConfigResource.Type.TOPIC, offset_map_topic(flow),
@@ -499,10 +502,8 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
     from ferry.steps.mirror import prepare as plan_only
     from tests.integration.test_lane import run_cycle
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(100))
-    flow = flow_config(tmp_path, clusters, topic_name,
-                       f"ferry.delivery = {delivery}\n").enabled_flows[0]
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 100,
+                              f"ferry.delivery = {delivery}\n")
     run_cycle(flow, "first")
     positions.reset(flow, topic_name, "60")
 

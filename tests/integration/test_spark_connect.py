@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
+from ferry.config import MirrorConfig
 from ferry.local import spark_server
 from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_lane import assert_exact
@@ -117,15 +118,22 @@ def _next_cycle(process: subprocess.Popen[str]) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
+def warm_flow(connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
+              count: int) -> tuple[str, MirrorConfig]:
+    """`count` records over two source partitions, and a config mirroring them on the warm
+    Spark: the server's URL and the config."""
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2)
+                                             for i in range(count)])
+    return url, flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+
+
 def test_continuous_mode_killed_mid_cycle_loses_and_doubles_nothing(
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: cycles back to back on the warm Spark, records arriving between them
-    url = _status(connect_home)["url"]
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2)
-                                             for i in range(500)])
-    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    _, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 500)
     flow = config.enabled_flows[0]
     running = _continuous(config.path, flow.name, "--for", "10m")
     try:
@@ -271,11 +279,7 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
     from ferry.steps.cycle import write_plan
     from ferry.steps.mirror import prepare
 
-    url = _status(connect_home)["url"]
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
-                                             for i in range(200)])
-    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    url, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 200)
     flow = config.enabled_flows[0]
     plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
 
