@@ -179,7 +179,7 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
     "positions" (its id taken, its positions read, nothing sent) or "commit" (its first
     transaction's records sent, not committed). Returns the writer, the event it sets when
     it reached `at`, the event that releases it, and its failure, if any, once joined."""
-    reached, release, failure = threading.Event(), threading.Event(), []
+    reached, release = threading.Event(), threading.Event()
 
     class Paused(Lane):
         def _copy(self, producer: Producer, consumer: Consumer, metadata: object) -> None:
@@ -195,6 +195,15 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
             super().commit(producer, metadata, parts)
 
     writer = Paused(flow, ranges, run_id)
+    writer.thread, found = in_thread(writer)  # type: ignore[attr-defined]
+    assert reached.wait(60), f"the writer never reached {at}"
+    return writer, reached, release, found
+
+
+def in_thread(writer: Lane) -> tuple[threading.Thread, list[FerryError]]:
+    """Run `writer` in a started daemon thread: the thread, and the list that receives its
+    failure, if any."""
+    failure: list[FerryError] = []
 
     def run() -> None:
         try:
@@ -204,6 +213,4 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    writer.thread = thread  # type: ignore[attr-defined]
-    assert reached.wait(60), f"the writer never reached {at}"
-    return writer, reached, release, failure
+    return thread, failure

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tests.integration.kafka_data import (
     conf,
     create_topic,
     flow_config,
+    in_thread,
     paused_writer,
     produce,
     read_all,
@@ -161,18 +163,10 @@ def test_a_partition_that_never_moves_fails_the_lane_naming_it_despite_empty_com
                        "ferry.transaction.max.seconds = 1\n").enabled_flows[0]
     prepare(flow, run_id="topology")  # creates the remote and offset-map topics
     stuck = Lane(flow, [Range(topic_name, 0, 0, 10, expect=None)], "stuck")
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            stuck.run()
-        except FerryError as exc:
-            failure.append(exc)
 
     # when
-    worker = threading.Thread(target=run, daemon=True)
     started = time.monotonic()
-    worker.start()
+    worker, failure = in_thread(stuck)
     worker.join(timeout=40)
 
     # then: it failed within the stall limit (plus a transaction), naming partition and offset
@@ -324,7 +318,8 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
     stop.set()
     for thread in threads:
         thread.join(timeout=120)
-    assert not errors, errors
+    assert not errors, "".join(
+        line for exc in errors for line in traceback.format_exception(exc))
     while run_cycle(flow, "catch-up"):  # the stream has stopped: copy what is left
         pass
 

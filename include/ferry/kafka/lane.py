@@ -80,7 +80,7 @@ class FatalError:
         self.error: KafkaError | None = None
 
     def __call__(self, err: KafkaError) -> None:
-        if err.fatal() and self.error is None:
+        if self.error is None and (err.fatal() or is_fenced(err)):
             self.error = err
 
 
@@ -184,8 +184,18 @@ class Lane:
             return True
         if err.code() != KafkaError._FATAL:
             return False
-        producer.poll(0)
+        self.serve_errors(producer)
         return self.fatal.error is not None and is_fenced(self.fatal.error)
+
+    def serve_errors(self, producer: Producer) -> None:
+        """Serve the producer's callbacks, so `fatal` knows a fatal error's cause. A fatal
+        producer may raise that error from the poll itself: it is kept the same way."""
+        try:
+            producer.poll(0)
+        except KafkaException as exc:
+            self.fatal(exc.args[0])
+        except SystemError:  # a callback failed inside librdkafka's poll: nothing to add
+            pass
 
     def _consumer(self) -> Consumer:
         # A lane reads ranges that are there: a range ending at a transaction marker ends
@@ -645,7 +655,7 @@ class Lane:
         self._send_last(producer, touched)
         remaining = self.flush(producer)
         if self.fenced is not None:
-            producer.poll(0)  # the error callback names a fatal error's cause
+            self.serve_errors(producer)  # the error callback names a fatal error's cause
             cause = self.fatal.error
             if cause is None or is_fenced(cause):
                 raise TransientError(self.explain.fenced(cause.str() if cause else self.fenced))

@@ -3,6 +3,7 @@ start a process, open a network connection or build a Kafka client."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,25 @@ def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
+ConfigWith = Callable[[str], MirrorConfig]
+
+
 @pytest.fixture
-def config(load: Loader, state_dir: Path) -> MirrorConfig:
-    """A->B mirroring every topic, its state (Delta) in a temp dir."""
-    return load(f"""
+def config_with(load: Loader, state_dir: Path) -> ConfigWith:
+    """A->B mirroring every topic, its state (Delta) in a temp dir, plus the lines given."""
+    def make(extra: str = "") -> MirrorConfig:
+        return load(f"""
 clusters = A, B
 A.bootstrap.servers = a:9092
 B.bootstrap.servers = b:9092
 A->B.enabled = true
 ferry.state.dir = {state_dir}
-""")
+""" + extra)
+
+    return make
+
+
+@pytest.fixture
+def config(config_with: ConfigWith) -> MirrorConfig:
+    """A->B mirroring every topic, its state (Delta) in a temp dir."""
+    return config_with()

@@ -4,7 +4,6 @@ interval later), and a cycle that hangs is abandoned at its limit."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from ferry.config import MirrorConfig
 from ferry.core.sync.schedule import Pace
 from ferry.errors import TransientError
 from ferry.steps.cycle import Clusters, Cycle
-from tests.unit.conftest import Loader
+from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster
 
 
@@ -43,7 +42,7 @@ def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
 
 
 def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own(
-    load: Loader, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given: a loop whose cycles may take 0.3 s, and a first cycle that never returns
     import threading
@@ -51,14 +50,7 @@ def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own
     import ferry.steps.cycle as cycle_module
     from ferry.steps.cycle import CycleResult, run_continuously
 
-    config = load(f"""
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-ferry.state.dir = {state_dir}
-ferry.cycle.timeout.seconds = 0.3
-""")
+    config = config_with("ferry.cycle.timeout.seconds = 0.3\n")
     flow = config.flow("A->B")
     hung, calls = threading.Event(), []
 

@@ -19,7 +19,7 @@ from ferry.kafka.lane_state import position_metadata
 from ferry.state.reader import rows
 from ferry.steps.backfill import BackfillRequest, prepare_backfill
 from ferry.steps.mirror import SourceRecreatedError, UnmappedRecordsError, prepare
-from tests.unit.conftest import Loader
+from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster, entry
 
 MAP_TOPIC = "ferry-offset-map.A.internal"
@@ -164,18 +164,11 @@ def test_an_expired_position_of_a_recreated_source_topic_is_an_incident_not_a_fr
          "append-on-purpose"],
 )
 def test_a_remote_partition_holding_records_the_flow_never_mapped_is_refused(
-    load: Loader, state_dir: Path, remote_marks: tuple[int, int], stamps: dict[int, int],
+    config_with: ConfigWith, remote_marks: tuple[int, int], stamps: dict[int, int],
     setting: str, refused: str | None,
 ) -> None:
     # given: A.orders-0 on the target holds offsets the flow has no position or map for
-    flow = load(f"""
-clusters = A, B
-A.bootstrap.servers = a:9092
-B.bootstrap.servers = b:9092
-A->B.enabled = true
-ferry.state.dir = {state_dir}
-ferry.remote.records.unmapped = {setting}
-""").flow("A->B")
+    flow = config_with(f"ferry.remote.records.unmapped = {setting}\n").flow("A->B")
     target = FakeCluster("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
         .topic(MAP_TOPIC, 0)
     target.marks[TopicPartition("A.orders", 0)] = Watermarks(*remote_marks)
