@@ -466,7 +466,7 @@ def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: someone set a retention on the flow's map topic
-    from confluent_kafka.admin import AdminClient, ConfigResource
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
     from ferry.errors import TerminalError
     from tests.integration.test_lane import run_cycle
@@ -475,8 +475,10 @@ def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
     run_cycle(flow, "first")
     admin = AdminClient(conf(clusters["target"]))
     resource = ConfigResource(ConfigResource.Type.TOPIC, offset_map_topic(flow),
-                              set_config={"retention.ms": "604800000"})
-    for future in admin.alter_configs([resource]).values():
+                              incremental_configs=[ConfigEntry(
+                                  "retention.ms", "604800000",
+                                  incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
 
     # when / then: the next cycle copies nothing and says what to do
