@@ -88,9 +88,9 @@ class MapEntry:
 
 
 ADOPTED_LANE = -1
+"""The lane of entries that record history another mirror copied (`ferry adopt`)."""
 RESET_LANE = -2
 """The lane of the entry a `ferry positions reset` writes: it covers no record."""
-"""The lane of entries that record history another mirror copied (`ferry adopt`)."""
 
 
 class SegmentError(ValueError):

@@ -32,21 +32,32 @@ class IncrementalUnsupported(Exception):
     """The cluster does not implement IncrementalAlterConfigs (Event Hubs-like)."""
 
 
-def describe_topic_configs(admin: Admin, topics: Iterable[str]) -> dict[str, TopicConfig]:
-    """Every config entry of each topic, with where its value comes from."""
+_MISSING = "missing"
+
+
+def describe_topic_configs(admin: Admin, topics: Iterable[str], *, missing_ok: bool = False
+                           ) -> dict[str, TopicConfig]:
+    """Every config entry of each topic, with where its value comes from. With
+    `missing_ok`, a topic that does not exist is left out instead of failing the call."""
     names = sorted(set(topics))
     if not names:
         return {}
+
+    def missing(_topic: str, exc: KafkaException) -> str | None:
+        err = exc.args[0] if exc.args else None
+        return _MISSING if missing_ok and isinstance(err, KafkaError) and err.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC) else None
+
     found = admin.batch(
         {t: ConfigResource(ConfigResource.Type.TOPIC, t) for t in names},
         lambda todo, timeout: admin.raw.describe_configs(todo, request_timeout=timeout),
         lambda topic: (f"describing configs of topic {topic}",
                        f"DESCRIBE_CONFIGS on TOPIC {topic}"),
-        key=lambda resource: str(resource.name))
+        key=lambda resource: str(resource.name), handle=missing)
     return {topic: {name: ConfigValue(entry.value, _source_name(entry.source),
                                       bool(entry.is_read_only), bool(entry.is_sensitive))
                     for name, entry in found[topic].items()}
-            for topic in names}
+            for topic in names if found[topic] is not _MISSING}
 
 
 def _unsupported(exc: KafkaException) -> bool:

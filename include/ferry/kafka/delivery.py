@@ -184,9 +184,7 @@ class ExactlyOnce(Delivery):
             err = exc.args[0]
             if err.txn_requires_abort():
                 raise Refused(err.str()) from None
-            if lane.lost_id(producer, err):
-                raise TransientError(lane.explain.fenced(err.str())) from None
-            raise lane.explain.kafka(exc, target, "committing a transaction") from None
+            raise lane.kafka_error(exc, target, "committing a transaction") from None
 
     def abort(self, lane: Lane, producer: Producer) -> None:
         try:

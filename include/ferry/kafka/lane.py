@@ -46,7 +46,7 @@ from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
 from ferry.core.tables import RangeResult
-from ferry.errors import TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import (
@@ -269,10 +269,15 @@ class Lane:
         try:
             return self.retrying(call, cluster, action)
         except KafkaException as exc:
-            if cluster == self.flow.target and self.producer is not None \
-                    and self.lost_id(self.producer, exc.args[0]):
-                raise TransientError(self.explain.fenced(exc.args[0].str())) from None
-            raise self.explain.kafka(exc, cluster, action) from None
+            raise self.kafka_error(exc, cluster, action) from None
+
+    def kafka_error(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
+        """`exc` as a Ferry error: on the target, a producer that lost its id to a newer
+        writer is `fenced` (never a refusal to re-run); else `LaneErrors.kafka`."""
+        if cluster == self.flow.target and self.producer is not None \
+                and self.lost_id(self.producer, exc.args[0]):
+            return TransientError(self.explain.fenced(exc.args[0].str()))
+        return self.explain.kafka(exc, cluster, action)
 
     def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
         """`call()` with transient states waited out; other Kafka errors raised as they are."""
@@ -734,8 +739,8 @@ class Lane:
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
-                raise self.explain.kafka(exc, self.flow.target, "writing the offset-map "
-                                         f"entry to {self.map_topic}") from None
+                raise self.kafka_error(exc, self.flow.target, "writing the offset-map "
+                                       f"entry to {self.map_topic}") from None
 
     def _settle(self, parts: list[Part], touched: list[Part],
                 ends: dict[tuple[str, int], int]) -> None:

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from ferry.config import Flow
 from ferry.core.internal import positions_group, reader_group
-from ferry.errors import FerryError, TransientError
+from ferry.errors import FerryError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.lane_state import Part
 
@@ -27,10 +27,7 @@ class LaneErrors:
         self.parts = list(parts)
 
     def kafka(self, exc: KafkaException, cluster: str, action: str) -> FerryError:
-        """A Ferry error naming the principal and, when access was denied, the right; a
-        producer another writer of its slot fenced is `fenced`."""
-        if cluster == self.flow.target and is_fenced(exc.args[0]):
-            return TransientError(self.fenced(exc.args[0].str()))
+        """A Ferry error naming the principal and, when access was denied, the right."""
         if cluster == self.flow.source:
             topics = sorted({p.topic for p in self.parts})
             reader = reader_group(self.flow, "reader")

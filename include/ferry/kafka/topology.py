@@ -55,19 +55,22 @@ MAP_TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.pol
 
 def ensure_offset_map_topic(flow: Flow, target: Admin,
                             existing: Collection[str] | None = None) -> str:
-    """Create the offset-map topic (one partition, kept forever) when missing (`existing`:
-    the target's topics, when the caller has just listed them); refuse one that would
-    forget entries (a retention, compaction): TerminalError naming the setting and the
-    fix. Only Ferry creates it (writers never create a topic by writing to it)."""
+    """Create the offset-map topic (one partition, kept forever) when missing; refuse one
+    that would forget entries (a retention, compaction): TerminalError naming the setting
+    and the fix. One DescribeConfigs, unless `existing` (the target's topics, when the
+    caller has just listed them) already says it is missing. Only Ferry creates it
+    (writers never create a topic by writing to it)."""
     from ferry.kafka.configs import describe_topic_configs
 
     name = offset_map_topic(flow)
-    if name not in (target.topics() if existing is None else existing):
+    found = {} if existing is not None and name not in existing else \
+        describe_topic_configs(target, [name], missing_ok=True)
+    if name not in found:
         target.create_topics(
             [NewTopic(name, 1, flow.replication_factor, config=dict(MAP_TOPIC_CONFIGS))],
             lambda topic: f"creating Ferry's offset-map topic {topic}")
         return name
-    configs = describe_topic_configs(target, [name])[name]
+    configs = found[name]
     wrong = [f"{key}={configs[key].value}" for key in ("retention.ms", "retention.bytes")
              if key in configs and configs[key].value not in ("-1", None)]
     if "cleanup.policy" in configs and "compact" in str(configs["cleanup.policy"].value):

@@ -104,7 +104,9 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
                        steps=None if sync else ())
     topics = report.ready(flow)
     actions = report.topics
-    if apply:  # every cycle: the map topic is there, and keeps what it is given
+    if apply and report.steps.get("topics") != "done":
+        # every cycle (the sync's topics step, when it ran here, did it): the map topic
+        # is there, and keeps what it is given
         target.ensure_offset_map_topic(flow)
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
