@@ -371,7 +371,8 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name],
+        [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name,
+         "--hold-first-commit"],  # the kill lands mid-batch however fast the copy runs
         start_new_session=True, cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
