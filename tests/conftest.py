@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ferry.local import cluster
+from tests.integration.bounces import FAST_FAILURE_DETECTION
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +48,22 @@ def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         (state,) = cluster.up(("third",), root, extra={"auto.create.topics.enable": "true"})
         yield state.bootstrap
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
+
+
+@pytest.fixture(scope="session")
+def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
+    each, as production runs them: replication factor 3 and min ISR 2 for every internal and
+    default topic. `"root"` is their directory, for `bounce` (tests/integration/bounces.py)."""
+    base = os.environ.get("FERRY_TEST_DIR")
+    root = Path(base) / "replicated" if base else tmp_path_factory.mktemp("kafka-replicated")
+    try:
+        states = cluster.up(("source", "target"), root, brokers=3,
+                            extra=FAST_FAILURE_DETECTION)
+        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):
             cluster.down(root, wipe=True)

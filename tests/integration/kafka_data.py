@@ -43,8 +43,9 @@ class Rec:
 
 def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
                  config: dict[str, str] | None = None) -> None:
+    """A topic with the cluster's default replication factor (3 on three-node clusters)."""
     admin = AdminClient(conf(bootstrap))
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(30)
 
 
 def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
@@ -126,8 +127,10 @@ def wait_lso(bootstrap: Conn, topic: str, partition: int, end: int, timeout: flo
         consumer.close()
 
 
-def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "") -> MirrorConfig:
-    """A config mirroring `topics` from the session's source cluster to its target.
+def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "",
+                replicas: int = 1) -> MirrorConfig:
+    """A config mirroring `topics` from the session's source cluster to its target, its
+    topics (remote, offset map, checkpoints) created with `replicas` replicas.
 
     The aliases are unique to the test directory (`src_<id>`, `tgt_<id>`): tests share the
     brokers, and what a flow keeps on the target (offset-map topic, positions group) is
@@ -141,8 +144,8 @@ def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "
     path.write_text(
         f"clusters = {source}, {target}\n{source}.bootstrap.servers = {clusters['source']}\n"
         f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"
-        f"{source}->{target}.topics = {topics}\nreplication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
+        f"{source}->{target}.topics = {topics}\nreplication.factor = {replicas}\n"
+        f"checkpoints.topic.replication.factor = {replicas}\n"
         f"emit.heartbeats.enabled = false\nferry.state.dir = {tmp / 'state'}\n"
         # The brokers are shared: another test's `heartbeats` topic is not this flow's.
         "heartbeats.replication.enabled = false\n" + extra)

@@ -1,4 +1,4 @@
-"""`ferry local up|status|down|jars`: local single-node Kafka clusters for development, and
+"""`ferry local up|status|down|jars`: local Kafka clusters for development, and
 the jars the copy job needs."""
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ _DIR_HELP = "where the clusters live (default: $FERRY_HOME/local, ~/.ferry/local
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     local = subparsers.add_parser("local",
-                                  help="local single-node Kafka clusters for development")
+                                  help="local Kafka clusters for development")
     lsub = local.add_subparsers(dest="local_command", required=True, parser_class=Parser)
     up = verb(lsub, "up", "start one cluster per alias", cmd_local_up)
     up.add_argument("--config", help="take the aliases from this config's clusters=")
     up.add_argument("--dir", help=_DIR_HELP)
+    up.add_argument("--brokers", type=_node_count, default=1,
+                    help="KRaft nodes per cluster (default 1); with 3 or more, internal and "
+                         "default topics get replication factor 3 and min ISR 2")
     up.add_argument("--secure", action="store_true",
                     help="SASL_SSL (PLAIN, SCRAM-SHA-512) with a private CA and ACLs enforced; "
                          "passwords in <dir>/credentials.properties")
@@ -27,6 +30,18 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     down.add_argument("--dir", help=_DIR_HELP)
     down.add_argument("--wipe", action="store_true", help="also delete their data")
     verb(lsub, "jars", "fetch the Kafka and Delta jars", cmd_local_jars)
+
+
+def _node_count(value: str) -> int:
+    """`--brokers`: a whole number of nodes, at least 1."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a node count: give 1 or more "
+                                         "(3 for production-like clusters)")
+    return count
 
 
 def _aliases(config_file: str | None) -> tuple[str, ...]:
@@ -45,9 +60,10 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     from ferry.local import cluster
 
     states = cluster.up(_aliases(args.config), Path(args.dir) if args.dir else None,
-                        secure=args.secure)
+                        secure=args.secure, brokers=args.brokers)
     emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir,
-                 "secure": s.secure, "sasl_plaintext": s.plaintext_bootstrap}
+                 "secure": s.secure, "sasl_plaintext": s.plaintext_bootstrap,
+                 "brokers": s.brokers}
                 for s in states],
          "\n".join(f"{s.alias} {s.bootstrap}" + (" (SASL_SSL)" if s.secure else "")
                    for s in states))

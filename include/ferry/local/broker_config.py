@@ -1,5 +1,7 @@
-"""The text of a local cluster's `server.properties`: a single-node KRaft broker+controller
-on loopback.
+"""The text of a local cluster node's `server.properties`: a KRaft broker+controller on
+loopback, alone or one of several (`ClusterState.brokers`). With three or more nodes every
+internal and default topic gets replication factor 3 and `min.insync.replicas` 2, as
+production clusters run; with fewer, as many replicas as there are nodes and one in sync.
 
 `server_properties` is a pure function of the cluster's state (ports, directory, profile),
 its principals' passwords and TLS files (secure profile only) and extra settings; it writes
@@ -23,40 +25,45 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 def server_properties(state: ClusterState, passwords: Mapping[str, str] | None = None,
                       tls: TlsFiles | None = None,
-                      extra: Mapping[str, str] | None = None) -> str:
-    """A single-node combined broker+controller config on loopback: PLAINTEXT, or for a
-    secure cluster SASL_SSL + SASL_PLAINTEXT with ACLs (then `passwords` and `tls` are
-    needed). `extra` broker settings go last (they win): tests compress time with them,
-    e.g. `offsets.retention.minutes=1`."""
-    data = Path(state.dir) / "data"
+                      extra: Mapping[str, str] | None = None, node_id: int = 1) -> str:
+    """Node `node_id`'s combined broker+controller config on loopback: PLAINTEXT, or for a
+    secure (single-node) cluster SASL_SSL + SASL_PLAINTEXT with ACLs (then `passwords` and
+    `tls` are needed). `extra` broker settings go last (they win): tests compress time
+    with them, e.g. `offsets.retention.minutes=1`."""
+    node = state.node(node_id)
+    data = node.dir / "data"
+    replicas, in_sync = min(state.brokers, 3), 2 if state.brokers >= 3 else 1
+    voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in state.nodes)
     if state.secure:
         if passwords is None or tls is None:
             raise ValueError("a secure cluster's properties need its passwords and TLS files")
         listeners = _secure_listeners(state, passwords, tls)
     else:
         listeners = [
-            f"listeners=PLAINTEXT://127.0.0.1:{state.port},"
-            f"CONTROLLER://127.0.0.1:{state.controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{state.port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{node.port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port}",
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
         ]
     return "\n".join([
         "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.voters=1@127.0.0.1:{state.controller_port}",
+        f"node.id={node_id}",
+        f"controller.quorum.voters={voters}",
         *listeners,
         f"log.dirs={data}",
         "num.partitions=1",
         "auto.create.topics.enable=false",
-        "offsets.topic.replication.factor=1",
+        f"default.replication.factor={replicas}",
+        f"min.insync.replicas={in_sync}",
+        f"offsets.topic.replication.factor={replicas}",
         "offsets.topic.num.partitions=10",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
+        f"transaction.state.log.replication.factor={replicas}",
+        f"transaction.state.log.min.isr={in_sync}",
         "transaction.state.log.num.partitions=10",
-        "share.coordinator.state.topic.replication.factor=1",
-        "share.coordinator.state.topic.min.isr=1",
+        f"share.coordinator.state.topic.replication.factor={replicas}",
+        f"share.coordinator.state.topic.min.isr={in_sync}",
         "group.initial.rebalance.delay.ms=0",
         # Development clusters: let the log cleaner look for work every second (tests of
         # compacted topics would otherwise wait 15 s per pass).

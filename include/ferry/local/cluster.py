@@ -1,8 +1,11 @@
-"""Start, inspect and stop single-node KRaft clusters on loopback: the public face of the
-local clusters (import this module; the others are its parts).
+"""Start, inspect and stop KRaft clusters on loopback, of one node or `brokers` nodes: the
+public face of the local clusters (import this module; the others are its parts).
 
 Each cluster lives in `<dir>/<alias>/`: `server.properties`, `data/`, `broker.log` and
-`cluster.json` (alias, ports, pid). Stopping signals only a pid recorded there, and only
+`cluster.json` (alias, ports, pid); nodes 2..n of a multi-node cluster in `node-<k>/`
+beside them. With three nodes every internal and default topic has replication factor 3
+and `min.insync.replicas=2`; `stop_node`/`start_node` and `under_replicated` make a
+rolling restart, one node at a time. Stopping signals only a pid recorded there, and only
 after checking that the process is the broker started from that very directory (never a
 broad kill). `<dir>/bootstrap.properties` lists `<alias>.bootstrap.servers=...` for every
 cluster, ready for a `${file:...}` reference in an mm2.properties.
@@ -41,13 +44,17 @@ from ferry.local.credentials import (
     client_settings,
     credentials,
 )
-from ferry.local.layout import TLS_DIR, ClusterState, default_dir, states_in
+from ferry.local.layout import TLS_DIR, ClusterState, Node, default_dir, states_in
+from ferry.local.probe import under_replicated
 from ferry.local.process import (
     DEFAULT_ALIASES,
     READY_TIMEOUT_S,
+    all_running,
     down,
     is_our_broker,
+    start_node,
     status,
+    stop_node,
     up,
 )
 
@@ -61,15 +68,20 @@ __all__ = [
     "TLS_DIR",
     "USERS",
     "ClusterState",
+    "Node",
     "SecureClusters",
     "admin_client_settings",
+    "all_running",
     "client_settings",
     "credentials",
     "default_dir",
     "down",
     "is_our_broker",
     "server_properties",
+    "start_node",
     "states_in",
     "status",
+    "stop_node",
+    "under_replicated",
     "up",
 ]

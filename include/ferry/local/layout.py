@@ -5,18 +5,44 @@ A clusters directory (`default_dir()` unless given) holds one directory per alia
 `bootstrap.properties` (`<alias>.bootstrap.servers=...` for every cluster) and, for the
 secure profile, `tls/`. A missing or unreadable `cluster.json` means "no cluster there":
 `load_state` returns None and `states_in` skips it.
+
+A cluster of several KRaft nodes (`ferry local up --brokers 3`) keeps node 1 where a
+single-node cluster lives (`<dir>/<alias>/`) and node k in `<dir>/<alias>/node-<k>/`; its
+`cluster.json` records node 1 in its own fields and the others in `peers`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 STATE_FILE = "cluster.json"
 BOOTSTRAP_FILE = "bootstrap.properties"
 TLS_DIR = "tls"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node of a multi-node cluster other than node 1 (whose ports and pid are the
+    cluster's own fields)."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    """Any node of a cluster, node 1 included: where it lives, its ports and pid."""
+
+    node_id: int
+    dir: Path
+    port: int
+    controller_port: int
+    pid: int | None
 
 
 @dataclass(frozen=True)
@@ -30,11 +56,38 @@ class ClusterState:
     pid: int | None = None
     secure: bool = False
     sasl_plaintext_port: int | None = None  # secure clusters only
+    peers: tuple[NodeState, ...] = ()  # nodes 2..n of a multi-node cluster
+
+    @property
+    def brokers(self) -> int:
+        """How many KRaft nodes (each a broker and a controller) the cluster has."""
+        return 1 + len(self.peers)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Every node, node 1 first."""
+        first = Node(1, Path(self.dir), self.port, self.controller_port, self.pid)
+        return [first, *(Node(p.node_id, node_dir(Path(self.dir), p.node_id), p.port,
+                              p.controller_port, p.pid) for p in self.peers)]
+
+    def node(self, node_id: int) -> Node:
+        """The node `node_id` (1..brokers); KeyError for another."""
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"cluster {self.alias} has no node {node_id}")
+
+    def with_pid(self, node_id: int, pid: int | None) -> ClusterState:
+        """This state with node `node_id`'s pid replaced."""
+        if node_id == 1:
+            return replace(self, pid=pid)
+        return replace(self, peers=tuple(replace(p, pid=pid) if p.node_id == node_id else p
+                                         for p in self.peers))
 
     @property
     def bootstrap(self) -> str:
-        """The client listener: PLAINTEXT, or SASL_SSL for a secure cluster."""
-        return f"127.0.0.1:{self.port}"
+        """The client listener of every node: PLAINTEXT, or SASL_SSL for a secure cluster."""
+        return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
 
     @property
     def plaintext_bootstrap(self) -> str | None:
@@ -49,6 +102,11 @@ class ClusterState:
         return Path(self.dir).parent
 
 
+def node_dir(cluster_dir: Path, node_id: int) -> Path:
+    """Where node `node_id` of the cluster in `cluster_dir` keeps its files."""
+    return cluster_dir if node_id == 1 else cluster_dir / f"node-{node_id}"
+
+
 def default_dir() -> Path:
     """`$FERRY_HOME/local`, or `~/.ferry/local` when FERRY_HOME is unset or empty."""
     return Path(os.environ.get("FERRY_HOME") or Path.home() / ".ferry") / "local"
@@ -57,7 +115,9 @@ def default_dir() -> Path:
 def load_state(cluster_dir: Path) -> ClusterState | None:
     """The state recorded in `cluster_dir`; None when there is none or it is unreadable."""
     try:
-        return ClusterState(**json.loads((cluster_dir / STATE_FILE).read_text()))
+        fields = json.loads((cluster_dir / STATE_FILE).read_text())
+        peers = tuple(NodeState(**p) for p in fields.pop("peers", ()))
+        return ClusterState(**fields, peers=peers)
     except (OSError, ValueError, TypeError):
         return None
 

@@ -33,16 +33,39 @@ def answers(bootstrap: str, timeout: float = 3.0, settings: Settings | None = No
 
 
 def wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool],
-               settings: Settings | None = None) -> None:
-    """Wait until the cluster answers, then prove a produce and a consume round trip
-    (with the client `settings`: a secure cluster needs its super user's)."""
-    while not answers(bootstrap, timeout=1.0, settings=settings):
+               settings: Settings | None = None, brokers: int = 1) -> None:
+    """Wait until the cluster answers with all its `brokers` registered, then prove a
+    produce and a consume round trip (with the client `settings`: a secure cluster needs
+    its super user's)."""
+    while registered(bootstrap, settings) < brokers:
         if not alive():
-            raise TransientError("the broker process exited")
+            raise TransientError("a broker process exited")
         if time.monotonic() > deadline:
-            raise TransientError("no metadata answer before the deadline")
+            raise TransientError(f"not all {brokers} broker(s) registered before the deadline")
         time.sleep(0.5)
     _round_trip(bootstrap, deadline, settings)
+
+
+def registered(bootstrap: str, settings: Settings | None = None, timeout: float = 1.0) -> int:
+    """How many brokers the cluster's metadata lists (0 when it does not answer)."""
+    admin = AdminClient(_config(bootstrap, settings, log_level=0))
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException:
+        return 0
+
+
+def under_replicated(bootstrap: str, settings: Settings | None = None) -> int | None:
+    """How many partitions have fewer in-sync replicas than replicas, or no leader; None
+    when the cluster does not answer. 0 means every partition is fully replicated again
+    (after a node's restart, before the next one's: a rolling restart's step)."""
+    admin = AdminClient(_config(bootstrap, settings, log_level=0))
+    try:
+        topics = admin.list_topics(timeout=5).topics
+    except KafkaException:
+        return None
+    return sum(1 for t in topics.values() for p in t.partitions.values()
+               if p.leader < 0 or len(p.isrs) < len(p.replicas))
 
 
 def _round_trip(bootstrap: str, deadline: float, settings: Settings | None) -> None:

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.errors import TerminalError, TransientError
@@ -39,6 +39,7 @@ from ferry.local.layout import (
     BOOTSTRAP_FILE,
     TLS_DIR,
     ClusterState,
+    NodeState,
     default_dir,
     load_state,
     save_state,
@@ -57,9 +58,16 @@ DEFAULT_ALIASES = ("source", "target")
 READY_TIMEOUT_S = 90.0
 
 
-def is_our_broker(state: ClusterState) -> bool:
-    """True when the recorded pid is alive and is the broker of this very directory."""
-    return runs_with(state.pid, "kafka.Kafka", str(Path(state.dir) / "server.properties"))
+def is_our_broker(state: ClusterState, node_id: int = 1) -> bool:
+    """True when node `node_id`'s recorded pid is alive and is the broker of that very
+    node's directory."""
+    node = state.node(node_id)
+    return runs_with(node.pid, "kafka.Kafka", str(node.dir / "server.properties"))
+
+
+def all_running(state: ClusterState) -> bool:
+    """True when every node of the cluster runs."""
+    return all(is_our_broker(state, n.node_id) for n in state.nodes)
 
 
 def _free_port() -> int:
@@ -90,23 +98,33 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def _prepare(root: Path, alias: str, secure: bool) -> ClusterState:
+def _prepare(root: Path, alias: str, secure: bool, brokers: int) -> ClusterState:
     """The state of a cluster about to start: its recorded ports while all are still free,
-    else new ones (client, controller, and SASL_PLAINTEXT for a secure cluster)."""
+    else new ones (per node: client and controller; a secure cluster's SASL_PLAINTEXT).
+    Pids are kept: nodes still running keep theirs."""
     cluster_dir = root / alias
     cluster_dir.mkdir(parents=True, exist_ok=True)
     old = load_state(cluster_dir)
-    wanted = 3 if secure else 2
-    if old:
+    wanted = (3 if secure else 2) + 2 * (brokers - 1)
+    ports: list[int] = []
+    if old and old.brokers == brokers:
         ports = [old.port, old.controller_port]
         if secure and old.sasl_plaintext_port is not None:
             ports.append(old.sasl_plaintext_port)
-        if len(ports) != wanted or not all(_port_free(p) for p in ports):
-            ports = _free_ports(wanted)
-    else:
-        ports = _free_ports(wanted)
+        ports += [port for p in old.peers for port in (p.port, p.controller_port)]
+        running = {n.port for n in old.nodes if is_our_broker(old, n.node_id)} | {
+            n.controller_port for n in old.nodes if is_our_broker(old, n.node_id)}
+        if len(ports) != wanted or not all(p in running or _port_free(p) for p in ports):
+            ports = []
+        else:
+            return old
+    ports = ports or _free_ports(wanted)
+    first = 3 if secure else 2
+    peers = tuple(NodeState(k + 2, ports[first + 2 * k], ports[first + 2 * k + 1])
+                  for k in range(brokers - 1))
     return ClusterState(alias, str(cluster_dir), port=ports[0], controller_port=ports[1],
-                        secure=secure, sasl_plaintext_port=ports[2] if secure else None)
+                        secure=secure, sasl_plaintext_port=ports[2] if secure else None,
+                        peers=peers)
 
 
 def _cluster_id() -> str:
@@ -149,7 +167,7 @@ class _Security:
 
 def _start_one(root: Path, alias: str, jars: Path,
                security: _Security | None = None,
-               extra: Mapping[str, str] | None = None) -> ClusterState:
+               extra: Mapping[str, str] | None = None, brokers: int = 1) -> ClusterState:
     secure = security is not None
     cluster_dir = root / alias
     current = load_state(cluster_dir)
@@ -157,35 +175,93 @@ def _start_one(root: Path, alias: str, jars: Path,
         if current.secure != secure:
             raise TerminalError(f"cluster {alias} is running {_profile(current.secure)}, not "
                                 f"{_profile(secure)}: stop it first (ferry local down)")
+        if current.brokers != brokers:
+            raise TerminalError(f"cluster {alias} is running with {current.brokers} "
+                                f"node(s), not {brokers}: stop it first (ferry local down)")
         if security is not None and security.new_passwords:
             raise TerminalError(f"cluster {alias} is running, but {root / CREDENTIALS_FILE} "
                                 "was missing: stop and wipe it (ferry local down --wipe)")
-        log.info("cluster %s already running (pid %s)", alias, current.pid)
-        return current
+        if all_running(current):
+            log.info("cluster %s already running (pid %s)", alias, current.pid)
+            return current
     formatted = (cluster_dir / "data" / "meta.properties").exists()
     was_secure = current.secure if current else False
     if formatted and was_secure != secure:
         raise TerminalError(f"cluster {alias} in {cluster_dir} holds {_profile(was_secure)} "
                             f"data, not {_profile(secure)}: wipe it first "
                             "(ferry local down --wipe)")
+    if formatted and current is not None and current.brokers != brokers:
+        raise TerminalError(f"cluster {alias} in {cluster_dir} holds the data of "
+                            f"{current.brokers} node(s), not {brokers}: wipe it first "
+                            "(ferry local down --wipe)")
     if formatted and security is not None and security.new_passwords:
         raise TerminalError(f"cluster {alias}: {root / CREDENTIALS_FILE} was missing, so its "
                             "SCRAM users have passwords no longer known: wipe it first "
                             "(ferry local down --wipe)")
-    state = _prepare(root, alias, secure)
-    props = Path(state.dir) / "server.properties"
+    state = _prepare(root, alias, secure, brokers)
+    cluster_id = _cluster_id()
+    for node in state.nodes:
+        if not is_our_broker(state, node.node_id):
+            state = _start_node(state, node.node_id, jars, security, extra, cluster_id)
+    save_state(state)
+    return state
+
+
+def _start_node(state: ClusterState, node_id: int, jars: Path, security: _Security | None,
+                extra: Mapping[str, str] | None, cluster_id: str) -> ClusterState:
+    """Write node `node_id`'s properties, format its storage once (with `cluster_id`), start
+    it detached; the state with its pid."""
+    node = state.node(node_id)
+    node.dir.mkdir(parents=True, exist_ok=True)
+    props = node.dir / "server.properties"
     text = server_properties(state, security.passwords if security else None,
-                             security.tls if security else None, extra)
-    write_atomic(props, text.encode(), 0o600 if secure else 0o644)  # JAAS holds passwords
-    log_file = Path(state.dir) / "broker.log"
-    if not formatted:
+                             security.tls if security else None, extra, node_id)
+    write_atomic(props, text.encode(), 0o600 if security else 0o644)  # JAAS: passwords
+    log_file = node.dir / "broker.log"
+    if not (node.dir / "data" / "meta.properties").exists():
         scram = scram_format_args(security.passwords) if security else []
-        fmt = _run_java(["kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+        fmt = _run_java(["kafka.tools.StorageTool", "format", "-t", cluster_id,
                          "-c", str(props), *scram], jars, log_file)
         if fmt.wait(timeout=120) != 0:
-            raise TerminalError(f"cluster {alias}: formatting storage failed; see {log_file}")
+            raise TerminalError(f"cluster {state.alias} node {node_id}: formatting storage "
+                                f"failed; see {log_file}")
     proc = _run_java(["kafka.Kafka", str(props)], jars, log_file, detach=True)
-    state = replace(state, pid=proc.pid)
+    return state.with_pid(node_id, proc.pid)
+
+
+def stop_node(state: ClusterState, node_id: int, hard: bool = False,
+              timeout: float = 60.0) -> ClusterState:
+    """Stop one node of a running cluster, cleanly (SIGTERM: a controlled shutdown that
+    moves its leaders first) or `hard` (SIGKILL, as a crash), and wait until it is gone;
+    the state with that node's pid cleared (saved). For rolling-restart tests."""
+    node = state.node(node_id)
+    if node.pid is not None and is_our_broker(state, node_id):
+        os.kill(node.pid, signal.SIGKILL if hard else signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while is_our_broker(state, node_id):
+            if time.monotonic() > deadline:
+                os.kill(node.pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.1)
+    state = state.with_pid(node_id, None)
+    save_state(state)
+    return state
+
+
+def start_node(state: ClusterState, node_id: int) -> ClusterState:
+    """Start one stopped node again on its data, ports and `server.properties` as they
+    are; returns once the process runs, not when it has caught up: wait for that with
+    `under_replicated`."""
+    if is_our_broker(state, node_id):
+        return state
+    node = state.node(node_id)
+    props = node.dir / "server.properties"
+    if not (node.dir / "data" / "meta.properties").exists():
+        raise TerminalError(f"cluster {state.alias} node {node_id} was never started: use "
+                            "ferry local up")
+    proc = _run_java(["kafka.Kafka", str(props)], kafka_jars(), node.dir / "broker.log",
+                     detach=True)
+    state = state.with_pid(node_id, proc.pid)
     save_state(state)
     return state
 
@@ -199,14 +275,22 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
        secure: bool = False, timeout: float = READY_TIMEOUT_S,
-       extra: Mapping[str, str] | None = None, wait: bool = True) -> list[ClusterState]:
-    """Start (or keep) one cluster per alias and wait until each accepts produce/consume
-    (as the super user over SASL_SSL for `secure` clusters; see `ferry.local.cluster`).
-    `extra`: broker settings added to every new or restarted cluster's properties.
-    Without `wait`, return as soon as the brokers are started: nothing has used them yet
-    (tests of what a first client meets, e.g. a group coordinator never loaded)."""
+       extra: Mapping[str, str] | None = None, wait: bool = True,
+       brokers: int = 1) -> list[ClusterState]:
+    """Start (or keep) one cluster of `brokers` KRaft nodes per alias and wait until each
+    has every node registered and accepts produce/consume (as the super user over SASL_SSL
+    for `secure` clusters, which have one node; see `ferry.local.cluster`). Nodes of a
+    cluster that stopped are started again. `extra`: broker settings added to every new or
+    restarted node's properties. Without `wait`, return as soon as the brokers are started:
+    nothing has used them yet (tests of what a first client meets, e.g. a group
+    coordinator never loaded)."""
     from ferry.local.probe import wait_ready
 
+    if brokers < 1:
+        raise TerminalError(f"--brokers {brokers}: a cluster needs at least one node")
+    if secure and brokers > 1:
+        raise TerminalError("the secure profile runs one node per cluster: drop --brokers "
+                            "or --secure")
     root = (root or default_dir()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     jars = kafka_jars()
@@ -215,17 +299,19 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
         passwords, new = ensure_credentials(root)
         security = _Security(passwords, new, ensure_tls(root / TLS_DIR))
     with ThreadPoolExecutor(max_workers=len(aliases) or 1) as pool:
-        states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra), aliases))
+        states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra, brokers),
+                               aliases))
     if not wait:
         write_bootstrap(root)
         return states
     deadline = time.monotonic() + timeout
     for state in states:
         def alive(s: ClusterState = state) -> bool:
-            return is_our_broker(s)
+            return all_running(s)
 
         try:
-            wait_ready(state.bootstrap, deadline, alive, admin_client_settings(state))
+            wait_ready(state.bootstrap, deadline, alive, admin_client_settings(state),
+                       brokers=state.brokers)
         except TransientError as exc:
             raise TerminalError(f"cluster {state.alias} did not become ready: {exc}; "
                                 f"broker.log: {_tail(Path(state.dir) / 'broker.log')}") from None
@@ -239,7 +325,7 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
 
     result: list[dict[str, object]] = []
     for state in states_in(root):
-        running = is_our_broker(state)
+        running = all_running(state)
         answering = False
         if running:
             try:
@@ -249,7 +335,10 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
         result.append({
             "alias": state.alias, "bootstrap": state.bootstrap,
             "pid": state.pid if running else None, "running": running,
-            "answering": answering, "dir": state.dir,
+            "answering": answering, "dir": state.dir, "brokers": state.brokers,
+            "nodes": [{"node": n.node_id, "port": n.port,
+                       "pid": n.pid if is_our_broker(state, n.node_id) else None}
+                      for n in state.nodes],
         })
     return result
 
@@ -261,20 +350,24 @@ def down(root: Path | None = None, wipe: bool = False, timeout: float = 30.0) ->
     stopped: list[str] = []
     states = states_in(root)
     for state in states:
-        if is_our_broker(state) and state.pid is not None:
-            os.kill(state.pid, signal.SIGTERM)
-            stopped.append(state.alias)
+        for node in state.nodes:
+            if node.pid is not None and is_our_broker(state, node.node_id):
+                os.kill(node.pid, signal.SIGTERM)
+                if state.alias not in stopped:
+                    stopped.append(state.alias)
     deadline = time.monotonic() + timeout
     for state in states:
-        while is_our_broker(state) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if is_our_broker(state) and state.pid is not None:
-            log.warning("cluster %s did not stop in %.0fs; killing pid %s",
-                        state.alias, timeout, state.pid)
-            os.kill(state.pid, signal.SIGKILL)
-            while is_our_broker(state):
-                time.sleep(0.1)
-        save_state(replace(state, pid=None))
+        for node in state.nodes:
+            while is_our_broker(state, node.node_id) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if is_our_broker(state, node.node_id) and node.pid is not None:
+                log.warning("cluster %s node %s did not stop in %.0fs; killing pid %s",
+                            state.alias, node.node_id, timeout, node.pid)
+                os.kill(node.pid, signal.SIGKILL)
+                while is_our_broker(state, node.node_id):
+                    time.sleep(0.1)
+            state = state.with_pid(node.node_id, None)
+        save_state(state)
     if wipe:
         for state in states:
             shutil.rmtree(state.dir, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""Kafka's own transactions system test with Ferry as the copier: records stream into the
+source while Ferry mirrors continuously on the warm Spark, and every node of the target,
+then of the source, is restarted once, one at a time, hard (SIGKILL) and clean (SIGTERM) in
+turn, each time waiting until every partition is fully replicated again (`bench/bounce.py`
+restarts each node both ways, with MirrorMaker 2 beside Ferry). The continuous run rides
+through (leaders moving, coordinators moving, too few in-sync replicas are waited out: no
+cycle fails, the process is never restarted) and every record is on the target once, in
+order."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from tests.integration.bounces import bounce
+from tests.integration.kafka_data import create_topic, flow_config
+from tests.integration.test_lane import assert_exact
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTITIONS = 3
+
+
+def stream(bootstrap: str, topic: str, per_second: int, stop: threading.Event,
+           sent: list[int]) -> None:
+    """Produce numbered records round-robin over the partitions at about `per_second`, with
+    an idempotent producer (acks=all) that rides through the source's own bounces."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5, "log_level": 0})
+    i = 0
+    started = time.monotonic()
+    while not stop.is_set():
+        producer.produce(topic, value=f"record-{i}".encode(), key=str(i).encode(),
+                         partition=i % PARTITIONS)
+        i += 1
+        producer.poll(0)
+        ahead = i / per_second - (time.monotonic() - started)
+        if ahead > 0:
+            time.sleep(ahead)
+    assert producer.flush(120) == 0, "the source never took every record"
+    sent.append(i)
+
+
+def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_exactly_once(
+    replicated_clusters: dict[str, str], connect_url: str, topic_name: str, tmp_path: Path
+) -> None:
+    clusters = replicated_clusters
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 500\n",
+                         replicas=3)
+    flow = config.enabled_flows[0]
+    stop, sent = threading.Event(), []
+    producer = threading.Thread(target=stream, daemon=True,
+                                args=(clusters["source"], topic_name, 300, stop, sent))
+    producer.start()
+    reports = tmp_path / "cycles.jsonl"
+    with open(reports, "w") as out, open(tmp_path / "ferry.err", "w") as err:
+        ferry = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
+             flow.name, "--continuous", "--master", connect_url, "--json"],
+            stdout=out, stderr=err, cwd=ROOT)
+    try:
+        wait_for_cycles(reports, ferry, 2)
+        # given Ferry mirroring a live stream, when every node of each cluster is restarted
+        # in turn, hard and clean by turns, each once the cluster is whole again
+        durations = []
+        for turn, (alias, node) in enumerate((a, n) for a in ("target", "source")
+                                             for n in (1, 2, 3)):
+            durations.append(bounce(clusters["root"], alias, node, hard=turn % 2 == 0))
+            assert ferry.poll() is None, failure(tmp_path, "the continuous run ended")
+        print("bounces took", [round(d, 1) for d in durations], "s")
+        stop.set()
+        producer.join(150)
+        # then the same process, never restarted, catches up: a cycle finds nothing left
+        stopped_at = len(read_reports(reports))
+        deadline = time.monotonic() + 180
+        while not any(r.get("idle") for r in read_reports(reports)[stopped_at + 1:]):
+            assert ferry.poll() is None, failure(tmp_path, "the continuous run ended")
+            assert time.monotonic() < deadline, "Ferry never caught up after the bounces"
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        ferry.send_signal(signal.SIGTERM)  # stops after the running cycle
+        code = ferry.wait(180)
+    assert code == 0, failure(tmp_path, f"exit code {code}")
+    assert sent and sent[0] > 0
+    # and every record is on the target once, in order, with the offset map pointing at it
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    assert all(r.get("job_exit_code", 0) == 0 for r in read_reports(reports))
+
+
+def read_reports(path: Path) -> list[dict[str, object]]:
+    """The cycles reported so far (one JSON object per line)."""
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def wait_for_cycles(path: Path, ferry: subprocess.Popen[bytes], count: int) -> None:
+    deadline = time.monotonic() + 180
+    while len(read_reports(path)) < count:
+        assert ferry.poll() is None, failure(path.parent, "the continuous run ended")
+        assert time.monotonic() < deadline, "no cycle finished"
+        time.sleep(0.2)
+
+
+def failure(tmp: Path, what: str) -> str:
+    """`what`, with the last lines the continuous run wrote on stderr."""
+    lines = (tmp / "ferry.err").read_text(errors="replace").splitlines()
+    return what + ":\n" + "\n".join(lines[-15:])
