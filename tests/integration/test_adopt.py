@@ -41,6 +41,7 @@ from tests.integration.kafka_data import (
     read_all,
 )
 from tests.integration.test_lane import assert_exact
+from tests.integration.test_mm1_setup import mm1_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -385,7 +386,7 @@ def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
     flow = flow_of(setup)
 
     # when
-    report = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+    report = json.loads(ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1",
                               "--group", group, "--settle", "1", "--execute", "--json").stdout)
 
     # then: Ferry continues after the 530 copied, not at the group's 500
@@ -394,7 +395,7 @@ def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
     assert sum(p["progress"] for p in parts) == 500
     assert sum(p["after_progress"] for p in parts) == 30
     assert sum(p["to_copy"] for p in parts) == 20
-    done = json.loads(ferry("mirror", str(setup), "--flow", "source->target", "--master",
+    done = json.loads(ferry("mirror", str(setup), "--flow", mm1_flow(setup), "--master",
                             connect_url, "--json").stdout)
     assert done["steps"]["record"]["records"] == 20
     assert list(done["steps"]["record"]["topics"]) == [topic_name]
@@ -404,7 +405,7 @@ def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
 def flow_of(setup: Path) -> Flow:
     from ferry.config import load_config
 
-    return load_config(setup).flow("source->target")
+    return load_config(setup).flow(mm1_flow(setup))
 
 
 def test_adopt_refuses_while_the_old_mirrors_progress_moves(
@@ -414,7 +415,7 @@ def test_adopt_refuses_while_the_old_mirrors_progress_moves(
     setup = mm1_of_one_partition(clusters, topic_name, tmp_path)
     commit_group(clusters["source"], group, topic_name, {0: 3})
     adopt = subprocess.Popen([sys.executable, "-m", "ferry.cli.main", "adopt", str(setup),
-                              "--flow", "source->target", "--from", "mm1", "--group", group,
+                              "--flow", mm1_flow(setup), "--from", "mm1", "--group", group,
                               "--settle", "8", "--execute"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     time.sleep(4)
@@ -464,7 +465,7 @@ def test_adopt_refuses_while_the_old_mirrors_group_has_members(
         wait_for(lambda: bool(member.consume(10, 0.5)) and bool(member.assignment()),
                  "the old mirror's consumer to join")
         member.commit(asynchronous=False)
-        done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+        done = ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1",
                      "--group", group, "--settle", "0", "--execute", check=False)
     finally:
         member.close()
@@ -492,7 +493,7 @@ def test_a_remote_topic_with_other_partitions_is_not_adopted(
     commit_group(clusters["source"], group, topic_name, {0: 10, 1: 10})
     setup = command_line(tmp_path, clusters, topic_name)
 
-    done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group",
+    done = ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1", "--group",
                  group, "--settle", "0", "--execute", "--json", check=False)
 
     assert done.returncode == 1, done.stdout + done.stderr
@@ -564,7 +565,7 @@ def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied
     group = f"{topic_name}-mm1"
     commit_group(clusters["source"], group, topic_name, {0: 15})
     setup = command_line(tmp_path, clusters, topic_name)
-    adopt = ("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group", group,
+    adopt = ("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1", "--group", group,
              "--settle", "0", "--execute", "--json")
 
     # when: adopted while the transaction is open
@@ -613,7 +614,7 @@ def test_adopt_does_not_wait_for_an_open_transaction_the_old_mirror_copied_nothi
     setup = command_line(tmp_path, clusters, topic_name)
 
     # when
-    report = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+    report = json.loads(ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1",
                               "--group", group, "--settle", "0", "--execute", "--json").stdout)
 
     # then: adopted at once: the 5 unpaired copies are of aborted records, not of the open
@@ -643,7 +644,7 @@ def test_a_replay_longer_than_the_window_is_not_adopted(
     setup = command_line(tmp_path, clusters, topic_name)
 
     # when: adopted with a window shorter than the replay
-    done = ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1", "--group",
+    done = ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1", "--group",
                  group, "--settle", "0", "--window", "10", "--execute", "--json", check=False)
 
     # then: not adopted: after record 59 the two sides never pair again, though the old
@@ -657,7 +658,7 @@ def test_a_replay_longer_than_the_window_is_not_adopted(
         "hole longer than --window 10: raise it), or the remote partition holds other records")
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
     # and with a window longer than the replay it is adopted: the replay reported as doubled
-    again = json.loads(ferry("adopt", str(setup), "--flow", "source->target", "--from", "mm1",
+    again = json.loads(ferry("adopt", str(setup), "--flow", mm1_flow(setup), "--from", "mm1",
                              "--group", group, "--settle", "0", "--window", "100",
                              "--execute", "--json").stdout)
     (part,) = again["partitions"]

@@ -1,6 +1,6 @@
 """A MirrorMaker 1 setup mirrors as it is, on real brokers: its command line (with its
 consumer and producer properties) or a Strimzi `KafkaMirrorMaker` resource becomes one
-flow `source->target` that keeps topic names, creates them with the target's default
+flow `<setup name>->target` that keeps topic names, creates them with the target's default
 replication factor (as MM1's auto-created ones were), copies every record exactly once,
 and then only what is new."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def command_line(folder: Path, clusters: dict[str, str], topic: str) -> Path:
         "auto.offset.reset=earliest\n")
     (folder / "producer.properties").write_text(
         f"bootstrap.servers={clusters['target']}\nacks=all\n")
-    script = folder / "mirror-maker.sh"
+    script = folder / f"mirror-maker-{uuid.uuid4().hex[:6]}.sh"  # tests share the brokers
     script.write_text("#!/bin/sh\nexec kafka-mirror-maker.sh \\\n"
                       "    --consumer.config consumer.properties \\\n"
                       "    --producer.config producer.properties \\\n"
@@ -34,12 +35,17 @@ def command_line(folder: Path, clusters: dict[str, str], topic: str) -> Path:
     return script
 
 
+def mm1_flow(setup: Path) -> str:
+    """The flow an MM1 setup became (named after the setup)."""
+    return load_config(setup).enabled_flows[0].name
+
+
 def strimzi(folder: Path, clusters: dict[str, str], topic: str) -> Path:
     resource = folder / "mm1.yaml"
     resource.write_text(f"""apiVersion: kafka.strimzi.io/v1beta2
 kind: KafkaMirrorMaker
 metadata:
-  name: legacy
+  name: legacy-{uuid.uuid4().hex[:6]}
 spec:
   replicas: 1
   consumer:
@@ -62,7 +68,7 @@ def test_an_mm1_setup_mirrors_its_topics_under_their_own_names_exactly_once(
     produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), i % 2)
                                              for i in range(300)])
     setup = form(tmp_path, clusters, topic_name)  # type: ignore[operator]
-    flow = load_config(setup).flow("source->target")
+    flow = load_config(setup).flow(mm1_flow(setup))
     assert flow.remote_topic(topic_name) == topic_name and flow.replication_factor == -1
 
     def mirror() -> dict[str, object]:

@@ -55,7 +55,7 @@ def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_ex
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 500\n",
                          replicas=3)
     flow = config.enabled_flows[0]
-    stop, sent = threading.Event(), []
+    stop, sent = threading.Event(), list[int]()
     producer = threading.Thread(target=stream, daemon=True,
                                 args=(clusters["source"], topic_name, 300, stop, sent))
     producer.start()

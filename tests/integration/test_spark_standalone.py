@@ -1,5 +1,7 @@
-"""The copy job runs unchanged on a Spark standalone cluster (master + one worker started
-from the pip pyspark install), with the library shipped to the executors."""
+"""The copy job runs unchanged on a Spark standalone cluster (a master and workers started
+from the pip pyspark install), with the library shipped to the executors; an executor lost
+mid-copy costs nothing: Spark runs its lanes again elsewhere, and the new attempt's writers
+fence whatever the lost one's Python workers still write."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kafka_data import create_topic, flow_config, produce
-from tests.integration.test_lane import assert_exact
+from tests.integration.test_lane import assert_exact, written
 from tests.integration.test_mirror_cli import ferry
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -27,8 +29,10 @@ def _port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def start_standalone(tmp_path: Path, workers: int, cores: int, memory: str
+                     ) -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """A master and `workers` workers of `cores` cores each, registered: the master's URL
+    and the processes (master first)."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -41,23 +45,36 @@ def standalone(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
          "--port", str(port), "--webui-port", str(_port())], env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "master.log", "wb"))]  # noqa: SIM115
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
         assert time.monotonic() < deadline, (tmp_path / "master.log").read_text()[-2000:]
         time.sleep(0.5)
-    procs.append(subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.worker.Worker", "--cores", "2", "--memory", "2g",
-         "--webui-port", str(_port()), master_url], env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "worker.log", "wb")))  # noqa: SIM115
-    while "Successfully registered with master" not in (tmp_path / "worker.log").read_text():
-        assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-2000:]
-        time.sleep(0.5)
+    for n in range(workers):
+        log = tmp_path / f"worker-{n}.log"
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", "--cores", str(cores),
+             "--memory", memory, "--webui-port", str(_port()), master_url], env=env,
+            start_new_session=True, stdout=subprocess.DEVNULL,
+            stderr=open(log, "wb")))  # noqa: SIM115
+        while "Successfully registered with master" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+    return master_url, procs
+
+
+def stop_standalone(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    master_url, procs = start_standalone(tmp_path, workers=1, cores=2, memory="2g")
     try:
         yield master_url, tmp_path / "work"
     finally:
-        for proc in reversed(procs):
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(30)
+        stop_standalone(procs)
 
 
 def test_the_copy_job_runs_on_a_standalone_cluster(
@@ -77,3 +94,47 @@ def test_the_copy_job_runs_on_a_standalone_cluster(
     executor_logs = "".join(p.read_text(errors="replace") for p in work.rglob("stderr"))
     assert "ferry library loaded from" in executor_logs
     assert ".zip/ferry/__init__.py" in executor_logs  # shipped with --py-files
+
+
+def test_an_executor_lost_mid_copy_is_replaced_and_the_copy_stays_exact(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    import psutil
+
+    master, procs = start_standalone(tmp_path, workers=2, cores=1, memory="1g")
+    try:
+        create_topic(clusters["source"], topic_name, 4)
+        total = 80_000
+        produce(clusters["source"], topic_name,
+                [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
+        config = flow_config(tmp_path, clusters, topic_name,
+                             "ferry.transaction.max.records = 2000\n")
+        flow = config.enabled_flows[0]
+        remote = flow.remote_topic(topic_name)
+        job = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
+             flow.name, "--master", master], cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # given the copy running on two executors, when one executor's JVM is SIGKILLed
+        # once a tenth of the records is written (its Python workers are left to run on)
+        deadline = time.monotonic() + 240
+        while written(clusters["target"], remote, 4) < 0.1 * total:
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr
+            time.sleep(0.05)
+        executors = [p for p in psutil.process_iter(["cmdline", "cwd"])
+                     if "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+                     in " ".join(p.info["cmdline"] or [])
+                     and str(tmp_path) in (p.info["cwd"] or "")]  # this test's workers
+        assert len(executors) == 2, "the copy should run on both workers' executors"
+        executors[0].kill()
+        assert written(clusters["target"], remote, 4) < total, "the kill must land mid-copy"
+        _, err = job.communicate(timeout=300)
+    finally:
+        stop_standalone(procs)
+
+    # then the job succeeds, Spark having run the lost lanes again, and nothing is lost or
+    # doubled
+    log = err.decode(errors="replace")
+    assert job.returncode == 0, log[-3000:]
+    assert "Lost executor" in log or "lost executor" in log.lower(), log[-3000:]
+    assert_exact(flow, clusters, topic_name, 4)

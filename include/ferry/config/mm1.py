@@ -3,16 +3,21 @@
 start script, a unit's ExecStart; `--consumer.config`, `--producer.config`, `--whitelist`
 or `--include`, `--num.streams`).
 
-MM1 kept topic names, so both become one flow, `source->target`, with
-IdentityReplicationPolicy. Heartbeats and checkpoints stay off (MM1 had neither); group
-translation and config/ACL sync keep MM2's defaults, which `ferry validate` shows.
-`Translation` says what each MM1 setting became, and what has no meaning in Ferry; it is
-shown by `ferry validate` beside the flow. Secret references of the resource resolve from
-the mounted secrets directory, as for `KafkaMirrorMaker2` (`ferry.config.strimzi`).
+MM1 kept topic names, so both become one flow, `<name>->target`, with
+IdentityReplicationPolicy, where `<name>` is the setup's own name (the resource's
+`metadata.name`; the command line's file name without its extension): what Ferry keeps on
+the target (writer ids, the positions group, the offset-map topic) is named by the flow,
+so two MM1 setups mirroring into one target never share it. Heartbeats and checkpoints stay
+off (MM1 had neither); group translation and config/ACL sync keep MM2's defaults, which
+`ferry validate` shows. `Translation` says what each MM1 setting became, and what has no
+meaning in Ferry; it is shown by `ferry validate` beside the flow. Secret references of
+the resource resolve from the mounted secrets directory, as for `KafkaMirrorMaker2`
+(`ferry.config.strimzi`).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,8 +27,7 @@ from typing import Any
 from ferry.config.findings import Findings
 from ferry.config.properties import parse_properties
 
-SOURCE, TARGET = "source", "target"
-FLOW = f"{SOURCE}->{TARGET}"
+TARGET = "target"
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 # Client settings that describe the connection, not one client: they go to the cluster, so
@@ -68,19 +72,43 @@ class Translation:
         self.became.append((setting, became))
 
 
-def flow_properties(include: str, streams: Any) -> dict[str, str]:
+@dataclass(frozen=True)
+class Names:
+    """The aliases and flow of one MM1 setup: its source cluster is named after the setup."""
+
+    source: str
+
+    @property
+    def target(self) -> str:
+        return TARGET
+
+    @property
+    def flow(self) -> str:
+        return f"{self.source}->{TARGET}"
+
+    @classmethod
+    def of(cls, setup: str) -> Names:
+        """The names of the setup called `setup`: letters, digits, '_' and '-' kept (what an
+        alias may hold), anything else made '-'; `source` when nothing is left, or when it
+        would be the target's alias."""
+        alias = re.sub(r"[^A-Za-z0-9_-]+", "-", setup).strip("-")
+        return cls(alias if alias and alias != TARGET else "source")
+
+
+def flow_properties(names: Names, include: str, streams: Any) -> dict[str, str]:
     """The flow's own keys: enabled, identity names, MM1's topics and only those; no
     heartbeats or checkpoints (MM1 emitted neither, and mirrored no `heartbeats` topic its
     whitelist did not name: MM2 mirrors those whatever its topics filter says). Topics are
     created with the target's default replication factor (-1), as MM1's were (the target
     broker auto-created them): MM2's default, 2, would fail on a one-broker target that
     MM1 served."""
-    props = {"clusters": f"{SOURCE}, {TARGET}", f"{FLOW}.enabled": "true",
-             f"{FLOW}.topics": java_list(include), "replication.policy.class": IDENTITY,
+    flow = names.flow
+    props = {"clusters": f"{names.source}, {TARGET}", f"{flow}.enabled": "true",
+             f"{flow}.topics": java_list(include), "replication.policy.class": IDENTITY,
              "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
              "heartbeats.replication.enabled": "false", "replication.factor": "-1"}
     if streams not in (None, ""):
-        props[f"{FLOW}.tasks.max"] = str(streams)
+        props[f"{flow}.tasks.max"] = str(streams)
     return props
 
 
@@ -111,8 +139,10 @@ def client_settings(role: str, alias: str, settings: Mapping[str, Any],
 def command_line(text: str, path: str, base_dir: Path,
                  findings: Findings) -> tuple[dict[str, str], Translation]:
     """MM1's command line (the first line that names `--consumer.config`; `\\` line
-    continuations joined). Its properties files are read relative to the file's folder."""
+    continuations joined). Its properties files are read relative to the file's folder.
+    The setup is named after the file (`Names`)."""
     done = Translation("MirrorMaker 1 command line")
+    names = Names.of(Path(path).name.split(".")[0])
     joined = text.replace("\\\n", " ")
     line = next((x for x in joined.splitlines() if "--consumer.config" in x), "")
     try:
@@ -122,7 +152,7 @@ def command_line(text: str, path: str, base_dir: Path,
         return {}, done
     options = _options(words)
     props: dict[str, str] = {}
-    for role, alias in (("consumer", SOURCE), ("producer", TARGET)):
+    for role, alias in (("consumer", names.source), ("producer", TARGET)):
         name = options.get(f"--{role}.config")
         if not name:
             findings.problem(f"--{role}.config", "missing",
@@ -141,17 +171,17 @@ def command_line(text: str, path: str, base_dir: Path,
         findings.problem("--whitelist", "missing: nothing to mirror",
                          "give --include (or --whitelist) with MM1's topic pattern")
     else:
-        done.note(f"{flag} {include}", f"{FLOW}.topics = {java_list(include)}")
+        done.note(f"{flag} {include}", f"{names.flow}.topics = {java_list(include)}")
     streams = options.get("--num.streams")
     if streams:
-        done.note(f"--num.streams {streams}", f"{FLOW}.tasks.max = {streams} (lanes)")
+        done.note(f"--num.streams {streams}", f"{names.flow}.tasks.max = {streams} (lanes)")
     for option in ("--offset.commit.interval.ms", "--abort.on.send.failure",
                    "--message.handler", "--rebalance.listener"):
         if option in options:
             done.note(f"{option} {options[option]}", _WHY_NOT[option])
     if options.get("--abort.on.send.failure", "true").lower() == "false":
         done.warnings.append(NEVER_DROPS.format(setting="--abort.on.send.failure false"))
-    props.update(flow_properties(include or "", streams))
+    props.update(flow_properties(names, include or "", streams))
     return props, done
 
 

@@ -83,7 +83,9 @@ class _Mapper:
             self.findings.problem("spec", "missing", "add the resource's spec")
             return
         if kind == "KafkaMirrorMaker":
-            self.mirror_maker_1(spec)
+            metadata = doc.get("metadata")
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            self.mirror_maker_1(spec, mm1.Names.of(str(name or "")))
             return
         clusters = list(spec.get("clusters") or [])
         named = [("spec.clusters", i, c) for i, c in enumerate(clusters)]
@@ -126,12 +128,13 @@ class _Mapper:
                 self.props[f"{alias}.{key}"] = str(target[field])
             self.props.setdefault(f"{alias}.{key}", default)
 
-    def mirror_maker_1(self, spec: Mapping[str, Any]) -> None:
+    def mirror_maker_1(self, spec: Mapping[str, Any], names: mm1.Names) -> None:
         """MM1's resource: `spec.consumer` is the source, `spec.producer` the target, one
-        identity flow of `spec.include` (`whitelist` in v1beta1)."""
+        identity flow of `spec.include` (`whitelist` in v1beta1), named after the resource
+        (`names`)."""
         done = self.translation = mm1.Translation("Strimzi KafkaMirrorMaker")
         self.props.pop("emit.heartbeats.enabled")
-        for role, alias in (("consumer", mm1.SOURCE), ("producer", mm1.TARGET)):
+        for role, alias in (("consumer", names.source), ("producer", names.target)):
             where = f"spec.{role}"
             side = spec.get(role)
             if not isinstance(side, dict):
@@ -159,17 +162,18 @@ class _Mapper:
                                   "set spec.include (spec.whitelist in v1beta1)")
         else:
             done.note("spec.include" if "include" in spec else "spec.whitelist",
-                      f"{mm1.FLOW}.topics = {mm1.java_list(include)}")
+                      f"{names.flow}.topics = {mm1.java_list(include)}")
         streams = consumer.get("numStreams") if isinstance(consumer, dict) else None
         if streams is not None:
-            done.note("spec.consumer.numStreams", f"{mm1.FLOW}.tasks.max = {streams} (lanes)")
+            done.note("spec.consumer.numStreams",
+                      f"{names.flow}.tasks.max = {streams} (lanes)")
         if isinstance(producer, dict) and producer.get("abortOnSendFailure") is False:
             done.warnings.append(mm1.NEVER_DROPS.format(
                 setting="spec.producer.abortOnSendFailure: false"))
         for key in sorted(set(spec) - {"consumer", "producer", "include", "whitelist"}):
             done.note(f"spec.{key}", "no meaning in Ferry: it configures MM1's pods; Ferry "
                       "runs in Airflow and Spark")
-        self.props.update(mm1.flow_properties(include or "", streams))
+        self.props.update(mm1.flow_properties(names, include or "", streams))
 
     def cluster(self, cluster: Any, where: str) -> str | None:
         if not isinstance(cluster, dict):

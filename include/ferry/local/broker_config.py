@@ -14,7 +14,6 @@ listener), both offering PLAIN and SCRAM-SHA-512, and `StandardAuthorizer` with
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from ferry.local.credentials import MECHANISMS, SCRAM_JAAS, SUPER_USER, plain_jaas
 from ferry.local.layout import ClusterState

@@ -1,11 +1,14 @@
 """A MirrorMaker 1 setup (a Strimzi KafkaMirrorMaker resource, or MM1's command line) maps
-onto one identity flow `source->target`, and `ferry validate` says what each setting became."""
+onto one identity flow `<setup name>->target`, and `ferry validate` says what each setting
+became."""
 
 from __future__ import annotations
 
 import pytest
 
 from ferry.cli.render import config_json, config_text
+from ferry.config.mm1 import Names
+from ferry.core.internal import offset_map_topic, positions_group, transactional_id
 from ferry.errors import ConfigError
 from ferry.secrets import Secret
 from tests.unit.conftest import Loader
@@ -50,8 +53,8 @@ SECRETS = {
 def test_a_strimzi_kafkamirrormaker_becomes_one_identity_flow(load: Loader) -> None:
     config = load(V1BETA2, files=SECRETS, name="mm1.yaml")
 
-    assert [f.name for f in config.enabled_flows] == ["source->target"]
-    flow = config.flow("source->target")
+    assert [f.name for f in config.enabled_flows] == ["legacy->target"]
+    flow = config.flow("legacy->target")
     # MM1 kept topic names; its whitelist took `|` and comma lists alike
     assert flow.remote_topic("orders") == "orders"
     assert flow.topics.include == "orders.*|payments|refunds"
@@ -62,7 +65,7 @@ def test_a_strimzi_kafkamirrormaker_becomes_one_identity_flow(load: Loader) -> N
     assert not flow.heartbeats_replication  # MM1 mirrored only what its whitelist named
     # the source cluster's connection, from the consumer side, for every client of it
     consumer = flow.consumer.settings
-    assert config.clusters["source"].bootstrap_servers == "edge-kafka-bootstrap:9093"
+    assert config.clusters["legacy"].bootstrap_servers == "edge-kafka-bootstrap:9093"
     assert consumer["security.protocol"] == "SASL_SSL"
     assert consumer["sasl.password"] == Secret("scram-pw")
     assert "BEGIN CERTIFICATE" in str(consumer["ssl.ca.pem"])
@@ -81,11 +84,11 @@ def test_validate_shows_what_each_mm1_setting_became_and_what_has_no_meaning(
 
     became = dict(config.translated)
     assert config.translated_from == "Strimzi KafkaMirrorMaker"
-    assert became["spec.consumer.bootstrapServers"] == "source.bootstrap.servers"
-    assert became["spec.include"] == "source->target.topics = orders.*|payments|refunds"
-    assert became["spec.consumer.numStreams"] == "source->target.tasks.max = 3 (lanes)"
-    assert became["spec.consumer.config.fetch.min.bytes"] == "source.consumer.fetch.min.bytes"
-    assert became["spec.consumer.config.client.dns.lookup"] == "source.client.dns.lookup"
+    assert became["spec.consumer.bootstrapServers"] == "legacy.bootstrap.servers"
+    assert became["spec.include"] == "legacy->target.topics = orders.*|payments|refunds"
+    assert became["spec.consumer.numStreams"] == "legacy->target.tasks.max = 3 (lanes)"
+    assert became["spec.consumer.config.fetch.min.bytes"] == "legacy.consumer.fetch.min.bytes"
+    assert became["spec.consumer.config.client.dns.lookup"] == "legacy.client.dns.lookup"
     for meaningless in ("spec.consumer.groupId", "spec.consumer.offsetCommitInterval",
                         "spec.consumer.config.auto.offset.reset",
                         "spec.producer.config.acks", "spec.producer.abortOnSendFailure",
@@ -102,7 +105,9 @@ def test_validate_shows_what_each_mm1_setting_became_and_what_has_no_meaning(
         config_json(config)["translated"]
 
 
-def test_a_v1beta1_whitelist_is_read_like_include(load: Loader) -> None:
+def test_a_v1beta1_whitelist_is_read_like_include_and_an_unnamed_setup_is_source(
+    load: Loader
+) -> None:
     text = """
 apiVersion: kafka.strimzi.io/v1beta1
 kind: KafkaMirrorMaker
@@ -153,22 +158,22 @@ def test_mm1s_command_line_becomes_the_same_identity_flow(load: Loader) -> None:
     config = load(COMMAND, files={"consumer.properties": CONSUMER,
                                   "producer.properties": PRODUCER}, name="mirror.sh")
 
-    flow = config.flow("source->target")
+    flow = config.flow("mirror->target")
     assert flow.enabled and flow.tasks_max == 2
     assert flow.topics.include == "orders.*|payments"
     assert flow.remote_topic("payments") == "payments"
-    assert config.clusters["source"].bootstrap_servers == "edge:9092"
+    assert config.clusters["mirror"].bootstrap_servers == "edge:9092"
     assert flow.source_admin.settings["sasl.password"] == Secret("cli-secret")
     assert flow.consumer.settings["fetch.min.bytes"] == "1024"
     assert flow.producer.settings["linger.ms"] == "20"
     became = dict(config.translated)
     assert config.translated_from == "MirrorMaker 1 command line"
     assert became["--consumer.config consumer.properties: bootstrap.servers"] == \
-        "source.bootstrap.servers"
+        "mirror.bootstrap.servers"
     assert became["--consumer.config consumer.properties: group.id"].startswith(
         "no meaning in Ferry: MM1's consumer group")
     assert became["--producer.config producer.properties: retries"].startswith("no meaning")
-    assert became["--whitelist orders.*,payments"] == "source->target.topics = orders.*|payments"
+    assert became["--whitelist orders.*,payments"] == "mirror->target.topics = orders.*|payments"
     assert became["--offset.commit.interval.ms 30000"].startswith("no meaning in Ferry")
     assert any("--abort.on.send.failure false" in w for w in config.warnings)
     assert "cli-secret" not in config_text(config)
@@ -194,3 +199,28 @@ def test_a_broken_mm1_command_line_names_the_option(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load(command, files=files, name="mirror.sh")
+
+
+@pytest.mark.parametrize(
+    ("setup", "flow"),
+    [("legacy", "legacy->target"), ("edge.eu-1", "edge-eu-1->target"),
+     ("mirror maker", "mirror-maker->target"), ("", "source->target"),
+     ("target", "source->target"), ("..", "source->target")],
+)
+def test_an_mm1_setup_is_named_after_itself_so_two_into_one_target_never_share_state(
+    setup: str, flow: str
+) -> None:
+    assert Names.of(setup).flow == flow
+
+
+def test_two_mm1_command_lines_into_one_target_get_flows_and_internal_names_of_their_own(
+    load: Loader
+) -> None:
+    files = {"consumer.properties": CONSUMER, "producer.properties": PRODUCER}
+    first = load(COMMAND, files=files, name="mirror-eu.sh").enabled_flows[0]
+    second = load(COMMAND, files=files, name="mirror-us.sh").enabled_flows[0]
+
+    assert (first.name, second.name) == ("mirror-eu->target", "mirror-us->target")
+    assert transactional_id(first, 0) != transactional_id(second, 0)
+    assert positions_group(first) != positions_group(second)
+    assert offset_map_topic(first) != offset_map_topic(second)
