@@ -10,13 +10,14 @@ writes numbered records (idempotent, acks=all) round-robin over the 3 partitions
 as flow `source->target` (remote topic `source.stream`), MM2 as `mm2src->target`
 (`mm2src.stream`) into the same target cluster; every topic either creates has 3 replicas.
 
-Once both have copied records and `--warmup` seconds have passed, every target node, then
-every source node, is restarted twice, hard (SIGKILL) then clean (SIGTERM), one at a time,
-each time waiting until every partition is fully replicated again: 12 bounces. A minimal
-service manager watches both mirrors' processes and starts one again at once when it exits
-(counted: Ferry's continuous run is meant never to need it). Then the stream stops, both
-mirrors catch up (Ferry: a cycle started after the stream stopped finds nothing to copy;
-MM2: every record arrived and nothing more for 10 s; at most 5 minutes) and stop.
+Once Ferry has finished a cycle, MM2 has copied records and `--warmup` more seconds have
+passed, every target node, then every source node, is restarted twice, hard (SIGKILL) then
+clean (SIGTERM), one at a time, each time waiting until every partition is fully replicated
+again: 12 bounces. A minimal service manager watches both mirrors' processes and starts one
+again at once when it exits (counted: Ferry's continuous run is meant never to need it).
+Then the stream stops, both mirrors catch up (Ferry: a cycle started after the stream
+stopped finds nothing to copy; MM2: every record arrived and nothing more for 10 s; at most
+5 minutes) and stop.
 
 Each remote topic is then read back (read_committed) and compared with the source, per
 partition: records lost, records doubled (extra copies), records in order (the remote
@@ -31,6 +32,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -324,15 +326,17 @@ def compare(source: list[list[int]], remote: list[list[int]]) -> Tally:
     return Tally(sum(map(len, remote)), lost, doubled, foreign, in_order)
 
 
-def log_counts(path: Path, levels: tuple[str, ...]) -> str:
-    """How many lines of the log at `path` (and its rotated copies) carry each of
-    `levels` (matched as ` LEVEL `), and the last such line."""
+def log_counts(path: Path, marks: dict[str, str]) -> str:
+    """How many lines of the log at `path` (and its moved-aside copies) match each of
+    `marks` (label -> regular expression), and the last line matching the last mark that
+    any line matches (the most severe, marks listed from the least)."""
     lines = [line for p in sorted(path.parent.glob(path.name + "*")) if p.is_file()
              for line in p.read_text(errors="replace").splitlines()]
-    counts = {level: sum(f" {level} " in line for line in lines) for level in levels}
-    flagged = [line for line in lines if any(f" {level} " in line for level in levels)]
-    text = ", ".join(f"{n} {level}" for level, n in counts.items())
-    return text + (f"; last: {flagged[-1][:220]}" if flagged else "")
+    found = {label: [line for line in lines if re.search(mark, line)]
+             for label, mark in marks.items()}
+    text = ", ".join(f"{len(hits)} {label}" for label, hits in found.items())
+    worst = [(label, hits[-1]) for label, hits in found.items() if hits]
+    return text + (f"; last {worst[-1][0]}: {worst[-1][1][:240]}" if worst else "")
 
 
 @contextlib.contextmanager
@@ -369,8 +373,8 @@ def run(work: Path, rate: int, warmup: float) -> None:
     root = work / "kafka"
     with contextlib.ExitStack() as stack:
         clusters = stack.enter_context(replicated_clusters(root))
-        admin = AdminClient({"bootstrap.servers": clusters["source"]})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
+        AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0}).create_topics(
+            [NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
         server = spark_server.up(work / "spark")
         stack.callback(spark_server.down, work / "spark")
 
@@ -392,7 +396,8 @@ def run(work: Path, rate: int, warmup: float) -> None:
         mm2 = Supervised("MM2", mm2_launcher(work, clusters))
         stack.callback(mm2.stop, 60)
 
-        wait_until("both mirrors copying", lambda: all(f.behind for f in followers.values()),
+        wait_until("Ferry's first cycle and MM2's first records",
+                   lambda: bool(cycles(work)) and bool(followers["mm2"].behind),
                    START_TIMEOUT_S)
         time.sleep(warmup)
         warm_from = stream.started
@@ -449,8 +454,8 @@ def run(work: Path, rate: int, warmup: float) -> None:
           f"holds {held:,}, each once: {'yes' if held == len(set().union(*source)) else 'NO'})")
     print(f"bounces {len(durations)}: " + ", ".join(f"{d:.1f}" for d in durations)
           + f" s (total {sum(durations):.0f} s)")
-    print(f"Ferry cycles {len(reports)}, failed {sum(map(failed, reports))}, stopped with "
-          f"{ferry_code}; MM2 stopped with {mm2_code}")
+    print(f"Ferry cycles {len(reports)}, failed {sum(map(failed, reports))}; SIGTERM at the "
+          f"end: Ferry exit {ferry_code}, MM2 exit {mm2_code} (None: killed after the grace)")
 
     def caught_text(name: str) -> str:
         seconds = caught[name]
@@ -476,8 +481,10 @@ def run(work: Path, rate: int, warmup: float) -> None:
     for name, exits in (("Ferry", ferry.exits), ("MM2", mm2.exits)):
         if exits:
             print(f"  {name} exits: " + ", ".join(f"code {c} at {t:.0f} s" for t, c in exits))
-    print(f"  Ferry stderr: {log_counts(work / 'ferry.err', ('WARNING', 'ERROR'))}")
-    print(f"  MM2 log: {log_counts(work / f'mm2-{MM2_ALIAS}.log', ('WARN', 'ERROR'))}")
+    print("  Ferry stderr: " + log_counts(work / "ferry.err", {
+        "librdkafka": r"^%\d\|", "WARNING": " WARNING ", "ERROR": " ERROR "}))
+    print("  MM2 log: " + log_counts(work / f"mm2-{MM2_ALIAS}.log",
+                                     {"WARN": r"\] WARN ", "ERROR": r"\] ERROR "}))
 
 
 def main() -> int:

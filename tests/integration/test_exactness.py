@@ -248,6 +248,7 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
     # scheduled loop pauses for each backfill's planning, then both copy at once (the case
     # a look at plan time cannot exclude).
     between_cycles = threading.Lock()
+    rounds = [0]  # backfills planned so far
 
     def scheduled() -> None:
         n = 0
@@ -269,6 +270,7 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
         n = 0
         while not stop.is_set():
             n += 1
+            rounds[0] = n
             with between_cycles:
                 try:
                     position = admin.group_offsets(positions_group(flow), [(remote, 0)]).get(
@@ -314,7 +316,11 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
                for w in (stream, scheduled, backfills, watch)]
     for thread in threads:
         thread.start()
-    time.sleep(25)
+    # until every delay was tried twice and both kinds of writer copied (25 s at most)
+    deadline = time.monotonic() + 25
+    while (rounds[0] < 8 or min(copied["scheduled"], copied["backfill"]) == 0) \
+            and time.monotonic() < deadline and not errors:
+        time.sleep(0.1)
     stop.set()
     for thread in threads:
         thread.join(timeout=120)

@@ -73,7 +73,8 @@ def test_an_mm1_setup_mirrors_its_topics_under_their_own_names_exactly_once(
 
     def mirror() -> dict[str, object]:
         done = subprocess.run([sys.executable, "-m", "ferry.cli.main", "mirror", str(setup),
-                               "--flow", "source_to_target", "--master", connect_url,
+                               "--flow", flow.dag_id.removeprefix("ferry_"), "--master",
+                               connect_url,
                                "--json"], capture_output=True, text=True, timeout=600,
                               check=False)
         assert done.returncode == 0, done.stderr[-3000:]
