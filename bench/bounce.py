@@ -373,8 +373,9 @@ def run(work: Path, rate: int, warmup: float) -> None:
     root = work / "kafka"
     with contextlib.ExitStack() as stack:
         clusters = stack.enter_context(replicated_clusters(root))
-        AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0}).create_topics(
-            [NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
+        admin = AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
+        del admin  # its connections would log through the source's bounces
         server = spark_server.up(work / "spark")
         stack.callback(spark_server.down, work / "spark")
 

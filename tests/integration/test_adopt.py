@@ -470,7 +470,8 @@ def test_adopt_refuses_while_the_old_mirrors_group_has_members(
     finally:
         member.close()
     assert done.returncode == 1, done.stdout + done.stderr
-    assert (f"MirrorMaker 1 (group {group} on source) still run (1 members, group state "
+    source = flow_of(setup).source  # the source cluster is named after the setup
+    assert (f"MirrorMaker 1 (group {group} on {source}) still run (1 members, group state "
             "Stable): stop them first, then adopt") in done.stderr
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
 
