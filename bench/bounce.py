@@ -50,7 +50,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import mm2_dedicated, write_config
 from ferry.local import cluster, spark_server
-from ferry.local.probe import registered
 
 TOPIC = "stream"
 PARTITIONS = 3
@@ -65,11 +64,6 @@ CATCH_UP_TIMEOUT_S = 300.0
 QUIET_S = 10.0
 """MM2 has caught up once every record arrived and nothing more came for this long."""
 
-FAST_FAILURE_DETECTION = {"broker.heartbeat.interval.ms": "500",
-                          "broker.session.timeout.ms": "3000"}
-"""Broker settings that let the controller fence a silent node after 3 s instead of 9 s
-(the same as the rolling-bounce integration test's clusters)."""
-
 FERRY_TOPICS = (f"replication.factor = {REPLICAS}\n"
                 f"checkpoints.topic.replication.factor = {REPLICAS}\n"
                 f"heartbeats.topic.replication.factor = {REPLICAS}\n")
@@ -83,29 +77,8 @@ MM2_TOPICS = FERRY_TOPICS + "".join(
 
 
 def bounce(root: Path, alias: str, node_id: int, hard: bool) -> float:
-    """Stop node `node_id` of cluster `alias` (SIGKILL when `hard`, else SIGTERM: a
-    controlled shutdown), wait until the cluster has noticed (the node is gone from its
-    metadata), start it again on its data and wait until all nodes are registered and no
-    partition is under-replicated; returns the seconds the whole bounce took. Raises
-    RuntimeError when it takes over BOUNCE_TIMEOUT_S or the node exits again."""
-    (state,) = [s for s in cluster.states_in(root) if s.alias == alias]
-    started = time.monotonic()
-    deadline = started + BOUNCE_TIMEOUT_S
-    state = cluster.stop_node(state, node_id, hard=hard)
-    while registered(state.bootstrap) >= state.brokers:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{alias} never noticed node {node_id} stopped")
-        time.sleep(0.2)
-    state = cluster.start_node(state, node_id)
-    while (registered(state.bootstrap) < state.brokers
-           or cluster.under_replicated(state.bootstrap) != 0):
-        if not cluster.is_our_broker(state, node_id):
-            raise RuntimeError(f"{alias} node {node_id} exited after its restart")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{alias} was not fully replicated again in "
-                               f"{BOUNCE_TIMEOUT_S:.0f} s")
-        time.sleep(0.5)
-    return time.monotonic() - started
+    """One step of the rolling restart (`cluster.bounce_node`); the seconds it took."""
+    return cluster.bounce_node(root, alias, node_id, hard, BOUNCE_TIMEOUT_S)
 
 
 class Stream(threading.Thread):
@@ -346,7 +319,7 @@ def replicated_clusters(root: Path) -> Iterator[dict[str, str]]:
     cluster.down(root, wipe=True)
     try:
         states = cluster.up(("source", "target"), root, brokers=3,
-                            extra=FAST_FAILURE_DETECTION)
+                            extra=cluster.FAST_FAILURE_DETECTION)
         yield {s.alias: s.bootstrap for s in states}
     finally:
         cluster.down(root, wipe=True)

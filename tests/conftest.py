@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ferry.local import cluster
-from tests.integration.bounces import FAST_FAILURE_DETECTION
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,12 +56,12 @@ def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
     each, as production runs them: replication factor 3 and min ISR 2 for every internal and
-    default topic. `"root"` is their directory, for `bounce` (tests/integration/bounces.py)."""
+    default topic. `"root"` is their directory, for `cluster.bounce_node`."""
     base = os.environ.get("FERRY_TEST_DIR")
     root = Path(base) / "replicated" if base else tmp_path_factory.mktemp("kafka-replicated")
     try:
         states = cluster.up(("source", "target"), root, brokers=3,
-                            extra=FAST_FAILURE_DETECTION)
+                            extra=cluster.FAST_FAILURE_DETECTION)
         yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from tests.integration.bounces import bounce
+from ferry.local import cluster
 from tests.integration.kafka_data import create_topic, flow_config
 from tests.integration.test_lane import assert_exact
 
@@ -72,7 +72,8 @@ def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_ex
         durations = []
         for turn, (alias, node) in enumerate((a, n) for a in ("target", "source")
                                              for n in (1, 2, 3)):
-            durations.append(bounce(clusters["root"], alias, node, hard=turn % 2 == 0))
+            durations.append(cluster.bounce_node(Path(clusters["root"]), alias, node,
+                                                 hard=turn % 2 == 0, timeout=180))
             assert ferry.poll() is None, failure(tmp_path, "the continuous run ended")
         print("bounces took", [round(d, 1) for d in durations], "s")
         stop.set()

@@ -4,11 +4,12 @@ public face of the local clusters (import this module; the others are its parts)
 Each cluster lives in `<dir>/<alias>/`: `server.properties`, `data/`, `broker.log` and
 `cluster.json` (alias, ports, pid); nodes 2..n of a multi-node cluster in `node-<k>/`
 beside them. With three nodes every internal and default topic has replication factor 3
-and `min.insync.replicas=2`; `stop_node`/`start_node` and `under_replicated` make a
-rolling restart, one node at a time. Stopping signals only a pid recorded there, and only
-after checking that the process is the broker started from that very directory (never a
-broad kill). `<dir>/bootstrap.properties` lists `<alias>.bootstrap.servers=...` for every
-cluster, ready for a `${file:...}` reference in an mm2.properties.
+and `min.insync.replicas=2`; `bounce_node` (or `stop_node`, `start_node` and
+`under_replicated`) makes a rolling restart, one node at a time. Stopping signals only a
+pid recorded there, and only after checking that the process is the broker started from
+that very directory (never a broad kill). `<dir>/bootstrap.properties` lists
+`<alias>.bootstrap.servers=...` for every cluster, ready for a `${file:...}` reference in
+an mm2.properties.
 
 The secure profile (`up(..., secure=True)`) runs each broker with SASL + ACLs:
 
@@ -33,7 +34,7 @@ passwords, JAAS and client settings, `SecureClusters`) and `process` (`up`, `sta
 
 from __future__ import annotations
 
-from ferry.local.broker_config import AUTHORIZER, server_properties
+from ferry.local.broker_config import AUTHORIZER, FAST_FAILURE_DETECTION, server_properties
 from ferry.local.credentials import (
     CREDENTIALS_FILE,
     MECHANISMS,
@@ -50,6 +51,7 @@ from ferry.local.process import (
     DEFAULT_ALIASES,
     READY_TIMEOUT_S,
     all_running,
+    bounce_node,
     down,
     is_our_broker,
     start_node,
@@ -62,6 +64,7 @@ __all__ = [
     "AUTHORIZER",
     "CREDENTIALS_FILE",
     "DEFAULT_ALIASES",
+    "FAST_FAILURE_DETECTION",
     "MECHANISMS",
     "READY_TIMEOUT_S",
     "SUPER_USER",
@@ -72,6 +75,7 @@ __all__ = [
     "SecureClusters",
     "admin_client_settings",
     "all_running",
+    "bounce_node",
     "client_settings",
     "credentials",
     "default_dir",

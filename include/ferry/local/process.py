@@ -266,6 +266,36 @@ def start_node(state: ClusterState, node_id: int) -> ClusterState:
     return state
 
 
+def bounce_node(root: Path, alias: str, node_id: int, hard: bool,
+                timeout: float = 300.0) -> float:
+    """One step of a rolling restart: stop node `node_id` of cluster `alias` in `root`
+    (SIGKILL when `hard`, else SIGTERM: a controlled shutdown), wait until the cluster
+    has noticed (the node is gone from its metadata), start it again on its data and wait
+    until every node is registered and no partition is under-replicated, as an operator
+    waits before the next node. Returns the seconds it took; TerminalError when it takes
+    longer than `timeout` or the node exits again."""
+    from ferry.local.probe import registered, under_replicated
+
+    (state,) = [s for s in states_in(root) if s.alias == alias]
+    started = time.monotonic()
+    deadline = started + timeout
+    state = stop_node(state, node_id, hard=hard)
+    while registered(state.bootstrap) >= state.brokers:
+        if time.monotonic() > deadline:
+            raise TerminalError(f"cluster {alias} never noticed node {node_id} stopped")
+        time.sleep(0.2)
+    state = start_node(state, node_id)
+    while registered(state.bootstrap) < state.brokers or under_replicated(state.bootstrap):
+        if not is_our_broker(state, node_id):
+            raise TerminalError(f"cluster {alias} node {node_id} exited after its restart; "
+                                f"see {state.node(node_id).dir / 'broker.log'}")
+        if time.monotonic() > deadline:
+            raise TerminalError(f"cluster {alias} was not fully replicated again "
+                                f"{timeout:.0f} s after node {node_id} stopped")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
