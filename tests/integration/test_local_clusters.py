@@ -111,9 +111,12 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     # then status sees it running and answering; up again is idempotent
     status = _ferry("local", "status", "--dir", str(root), "--json")
     assert status.returncode == 0
+    port = int(started["bootstrap"].rsplit(":", 1)[1])
+    assert started["brokers"] == 1
     assert json.loads(status.stdout)[0] | {"dir": None} == {
         "alias": "solo", "bootstrap": started["bootstrap"], "pid": started["pid"],
-        "running": True, "answering": True, "dir": None}
+        "running": True, "answering": True, "dir": None, "brokers": 1,
+        "nodes": [{"node": 1, "port": port, "pid": started["pid"]}]}
     again = _ferry("local", "up", "--config", str(config), "--dir", str(root))
     assert again.stdout.strip() == f"solo {started['bootstrap']}"
 
@@ -123,6 +126,15 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert not _pid_alive(started["pid"])
     stopped = _ferry("local", "status", "--dir", str(root))
     assert stopped.returncode == 1 and "solo" in stopped.stdout and "stopped" in stopped.stdout
+
+
+@pytest.mark.parametrize("count", ["0", "-1", "three"])
+def test_up_refuses_a_node_count_below_one_with_one_line(tmp_path: Path, count: str) -> None:
+    done = _ferry("local", "up", "--brokers", count, "--dir", str(tmp_path / "local"))
+
+    assert done.returncode == 2
+    assert f"{count!r} is not a node count: give 1 or more" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "local").exists()
 
 
 def test_down_never_signals_a_pid_it_did_not_start(tmp_path: Path) -> None:
