@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.errors import TerminalError
 from ferry.kafka.lane import Lane
 from ferry.steps.mirror import prepare
+from ferry.steps.ports import KafkaCluster
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
     Conn,
@@ -215,6 +216,53 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
 
     assert_exact(flow, clusters, topic_name, 4)
     assert prepare(flow, apply=False).plan.is_idle
+
+
+class CommitsBeforeRemoteRead:
+    """The target, with another writer of the flow (a killed client's lanes still running on
+    a Spark server) committing its first transaction after the plan found neither a position
+    nor an offset-map entry, just before it looks at the remote partitions: forced, not
+    hoped for."""
+
+    def __init__(self, target: KafkaCluster, remote: str, writer: Callable[[], object]) -> None:
+        self.target, self.remote, self.writer = target, remote, writer
+        self.fired = False
+
+    def watermarks(self, tps: Iterable[TopicPartition_]) -> object:
+        tps = list(tps)
+        if not self.fired and any(tp.topic == self.remote for tp in tps):
+            self.fired = True
+            self.writer()
+        return self.target.watermarks(tps)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.target, name)
+
+
+def test_a_run_planned_while_a_zombie_commits_its_first_batch_is_not_refused_and_stays_exact(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given a flow over a topic it never copied, and a zombie lane holding its whole plan
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(f"k{i}".encode(), b"v", i % 2) for i in range(400)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    zombie = prepare(flow, run_id="zombie")
+
+    def zombie_commits() -> None:
+        for ranges in by_writer(zombie.plan.ranges, flow.ferry.writers).values():
+            Lane(flow, ranges, "zombie").run()
+
+    # when the next run's plan finds no position and no map entry, and the zombie then
+    # commits records, entries and positions before the plan looks at the remote partitions
+    target = CommitsBeforeRemoteRead(KafkaCluster(flow.target_admin),
+                                     flow.remote_topic(topic_name), zombie_commits)
+    prepared = prepare(flow, run_id="next", target=target)  # type: ignore[arg-type]
+
+    # then the records are known as the flow's own: nothing is refused, and the plan
+    # continues from the zombie's positions, so nothing is copied twice
+    assert target.fired
+    assert prepared.plan.is_idle
+    assert_exact(flow, clusters, topic_name, 2)
 
 
 def refusing_target(clusters: Mapping[str, str], topic_name: str, tmp_path: Path) -> Flow:

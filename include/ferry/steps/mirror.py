@@ -92,8 +92,6 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     `restore`, committed back into the positions group for the lanes. `source` and
     `target` default to the flow's clusters."""
     from ferry.core.lanes import cores_of, lane_count
-    from ferry.kafka.lane_state import recorded_source_id
-    from ferry.state import incidents
     from ferry.steps.ports import KafkaCluster
     from ferry.steps.sync import sync_flow
 
@@ -110,26 +108,22 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         target.ensure_offset_map_topic(flow)
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
-    committed = target.committed(
-        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
-    found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
     ids = source.topic_ids(topics)
-    recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
-    try:
-        check_identity(flow, ids, recorded)
-    except SourceRecreatedError:
-        incidents.record(flow, [
-            incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
-                               f"topic ID {recorded[tp]} became {ids[tp.topic]}")
-            for tp in sorted(recorded)
-            if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
-        raise
-    positions = {tp: c[0] if c else None for tp, c in found.items()}
+    positions = _positions(flow, target, tps, ids, run_id)
     positions.update(_recover(flow, source, target,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":
-        refuse_unmapped(flow, target, [tp for tp in tps if positions[tp] is None
+        held = unmapped(flow, target, [tp for tp in tps if positions[tp] is None
                                        and not _new_remote(flow, tp, actions)])
+        if held:
+            # Another writer of this flow (a killed client's lanes still running on a Spark
+            # server) may have committed its first batch since the positions were read. Its
+            # records, map entries and positions commit in one transaction, and the stable
+            # read below, made after the records were seen, sees its positions: then the
+            # records are the flow's own and the plan continues after them.
+            late = _positions(flow, target, sorted(held), ids, run_id)
+            positions.update({tp: p for tp, p in late.items() if p is not None})
+            refuse_unmapped(flow, {tp: m for tp, m in held.items() if late[tp] is None})
     result = plan(positions, marks, limits_for(flow))
     remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
@@ -158,25 +152,33 @@ def _new_remote(flow: Flow, tp: TopicPartition, actions: TopicActions) -> bool:
         g.name == remote and tp.partition >= g.from_partitions for g in actions.grow)
 
 
-def refuse_unmapped(flow: Flow, target: PlanTarget, never: list[TopicPartition]) -> None:
-    """Refuse to append to a remote partition that holds committed records the flow has no
-    position or offset map for (G1): another mirror (MM2, MM1) filled it, and copying the
-    source's history after them would double it. Partitions with only aborted records (a
-    first transaction of Ferry's that never committed) are not refused."""
+def unmapped(flow: Flow, target: PlanTarget, never: list[TopicPartition]
+             ) -> dict[TopicPartition, Watermarks]:
+    """Of the partitions the flow has no position or offset map for, those whose remote
+    partition holds committed records, with its watermarks. Partitions with only aborted
+    records (a first transaction of Ferry's that never committed) are not among them."""
     from ferry.core.internal import reader_group
 
     remote = {tp: TopicPartition(flow.remote_topic(tp.topic), tp.partition) for tp in never}
     if not remote:
-        return
+        return {}
     marks = target.watermarks(remote.values())
     group = reader_group(flow, "map-reader")
-    held = [(tp, r, marks[r]) for tp, r in sorted(remote.items())
+    return {tp: marks[r] for tp, r in sorted(remote.items())
             if marks[r].high > marks[r].low
-            and target.timestamp_at(r.topic, r.partition, marks[r].low, group) is not None]
+            and target.timestamp_at(r.topic, r.partition, marks[r].low, group) is not None}
+
+
+def refuse_unmapped(flow: Flow, held: Mapping[TopicPartition, Watermarks]) -> None:
+    """Refuse to append to remote partitions that hold committed records the flow has no
+    position or offset map for (G1): another mirror (MM2, MM1) filled them, and copying the
+    source's history after them would double it."""
     if not held:
         return
+    remote = [(TopicPartition(flow.remote_topic(tp.topic), tp.partition), m)
+              for tp, m in sorted(held.items())]
     names = ", ".join(f"{r.topic}-{r.partition} (offsets {m.low}..{m.high - 1})"
-                      for _, r, m in held[:5]) + (f" and {len(held) - 5} more"
+                      for r, m in remote[:5]) + (f" and {len(held) - 5} more"
                                                   if len(held) > 5 else "")
     raise UnmappedRecordsError(
         f"flow {flow.name}: remote partition {names} on {flow.target} already holds records "
@@ -214,6 +216,30 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         f"topic {flow.remote_topic(first.topic)} on {flow.target}, or keep it and run `ferry "
         f"positions reset CONFIG --flow '{flow.name}' --topic {first.topic} --to earliest "
         "--execute`; then run again.")
+
+
+def _positions(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
+               ids: Mapping[str, str], run_id: str) -> dict[TopicPartition, int | None]:
+    """The committed (stable) positions of `tps` in the flow's positions group, None where
+    there is none. A position committed for another incarnation of its source topic is
+    recorded as an incident and refused (G10)."""
+    from ferry.kafka.lane_state import recorded_source_id
+    from ferry.state import incidents
+
+    committed = target.committed(
+        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
+    found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+    recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
+    try:
+        check_identity(flow, ids, recorded)
+    except SourceRecreatedError:
+        incidents.record(flow, [
+            incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
+                               f"topic ID {recorded[tp]} became {ids[tp.topic]}")
+            for tp in sorted(recorded)
+            if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
+        raise
+    return {tp: c[0] if c else None for tp, c in found.items()}
 
 
 def _recover(flow: Flow, source: PlanSource, target: PlanTarget,
