@@ -20,13 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.steps.mirror import Prepared, new_run_id, prepare
 from ferry.steps.ports import KafkaCluster
+
+if TYPE_CHECKING:
+    from ferry.steps.sync import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,8 @@ class Cycle:
         self.master = master or flow.ferry.spark_master
         self.pace = pace
         self._clusters = clusters
+        self._synced: SyncReport | None = None
+        """This cycle's sync: the plan takes its topics instead of listing them again."""
 
     @property
     def clusters(self) -> Clusters:
@@ -147,6 +152,7 @@ class Cycle:
         report = sync_flow(self.flow, apply=True, run_id=self.run_id,
                            steps=[s for s in STEPS if s not in paced],
                            source=self.clusters.source, target=self.clusters.target)
+        self._synced = report
         self._ran(*(s for s in STEPS if s in PACED and s not in paced))
         return {"steps": dict(report.steps) | paced, "changes": report.lines(),
                 "warnings": list(report.warnings), "topics": len(report.mirrored)}
@@ -157,7 +163,7 @@ class Cycle:
         Delta does not hold yet."""
         prepared = prepare(self.flow, apply=False, run_id=self.run_id, master=self.master,
                            sync=False, source=self.clusters.source,
-                           target=self.clusters.target)
+                           target=self.clusters.target, synced=self._synced)
         lag = offset_map_lag(self.flow, self.clusters.target)
         work = needs_job(prepared, lag)
         if not work:

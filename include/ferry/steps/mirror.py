@@ -23,6 +23,7 @@ from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
     from ferry.steps.ports import PlanSource, PlanTarget
+    from ferry.steps.sync import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ def limits_for(flow: Flow) -> Limits:
 
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             master: str | None = None, sync: bool = True, restore: bool = True, *,
-            source: PlanSource | None = None, target: PlanTarget | None = None) -> Prepared:
+            source: PlanSource | None = None, target: PlanTarget | None = None,
+            synced: SyncReport | None = None) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
@@ -90,7 +92,9 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
 
     Positions Kafka expired are taken from the offset map (`ferry.steps.recovery`) and, with
     `restore`, committed back into the positions group for the lanes. `source` and
-    `target` default to the flow's clusters."""
+    `target` default to the flow's clusters. `synced`: the report of the sync this cycle
+    just ran against the same clusters; the plan takes its topics instead of listing both
+    clusters' topics again (then `sync` and `apply` are not used for the sync)."""
     from ferry.core.lanes import cores_of, lane_count
     from ferry.steps.ports import KafkaCluster
     from ferry.steps.sync import sync_flow
@@ -98,8 +102,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     run_id = run_id or new_run_id()
     source = source or KafkaCluster(flow.source_admin)
     target = target or KafkaCluster(flow.target_admin)
-    report = sync_flow(flow, apply=apply, run_id=run_id, source=source, target=target,
-                       steps=None if sync else ())
+    report = synced or sync_flow(flow, apply=apply, run_id=run_id, source=source,
+                                 target=target, steps=None if sync else ())
     topics = report.ready(flow)
     actions = report.topics
     if apply and report.steps.get("topics") != "done":

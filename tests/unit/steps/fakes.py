@@ -67,6 +67,8 @@ class FakeCluster:
     timestamps_read: list[tuple[str, int, int]] = field(default_factory=list)
     positions_written: list[PositionWrite] = field(default_factory=list)
     """Positions written through `write_positions`, in order."""
+    topic_listings: int = 0
+    """How often a step listed the cluster's topics."""
 
     def topic(self, name: str, *ends: int, start: int = 0) -> FakeCluster:
         """Add topic `name` with one partition per end offset (all starting at `start`)."""
@@ -76,6 +78,7 @@ class FakeCluster:
         return self
 
     def topics(self) -> dict[str, TopicInfo]:
+        self.topic_listings += 1
         return {name: TopicInfo(name, n) for name, n in self.partitions.items()}
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:

@@ -5,6 +5,7 @@ the copies that follow: `tests/integration/test_lane.py` and `test_exactness.py`
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,56 @@ def test_a_partition_with_a_position_is_never_checked_for_unmapped_records(flow:
     prepare(flow, master="local[1]", source=source(), target=target)
 
     assert target.timestamps_read == []
+
+
+@dataclass
+class CommittedMeanwhile(FakeCluster):
+    """A target on which another writer of the flow (a killed client's lanes still running
+    on a Spark server) commits records, map entries and positions in one transaction right
+    after the plan read the positions and found none."""
+
+    meanwhile: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[tuple[str, int], tuple[int, str]]:
+        found = super().committed(group, tps)
+        if group == GROUP and self.meanwhile:
+            self.groups.setdefault(GROUP, {}).update(self.meanwhile)
+            for (topic, partition), (end, _) in self.meanwhile.items():
+                self.marks[TopicPartition(topic, partition)] = Watermarks(0, end)
+                self.stamps[(topic, partition)] = {0: 1_000}
+            self.meanwhile = {}
+        return found
+
+
+def test_records_the_flows_own_writer_committed_since_the_positions_were_read_are_continued(
+    flow: Flow
+) -> None:
+    # given: a zombie of the flow commits partition 0 up to 4 once the plan read no position
+    target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
+        .topic(MAP_TOPIC, 0)
+    target.meanwhile = {("A.orders", 0): (4, position_metadata(4, "ferry.A->B.writer-0-of-1",
+                                                                "s1"))}
+
+    # when
+    prepared = prepare(flow, master="local[1]", source=source(), target=target)
+
+    # then: the records are the flow's own (a position came with them): not refused, and
+    # the plan goes on from the zombie's position
+    assert ("orders", 0, 4, 5) in spans(prepared.plan.copies)
+    assert prepared.positions[TopicPartition("orders", 0)] == 4
+
+
+def test_a_position_committed_meanwhile_for_another_source_incarnation_is_still_refused(
+    flow: Flow
+) -> None:
+    target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
+        .topic(MAP_TOPIC, 0)
+    target.meanwhile = {("A.orders", 0): (4, position_metadata(4, "ferry.A->B.writer-0-of-1",
+                                                                "s0"))}
+
+    with pytest.raises(SourceRecreatedError):
+        prepare(flow, master="local[1]", source=source(), target=target)
 
 
 # -- a backfill's plan -----------------------------------------------------------------------

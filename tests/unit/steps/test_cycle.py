@@ -1,0 +1,100 @@
+"""One run of a flow (`ferry.steps.cycle`) against in-memory clusters: what each step reads,
+when the copy job starts, and where a failed copy stops the run. The copy itself runs on
+real brokers in `tests/integration/test_lane.py` and `test_mirror_cli.py`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferry.spark.submit
+from ferry.config import MirrorConfig
+from ferry.kafka.lane_state import position_metadata
+from ferry.steps.cycle import Clusters, Cycle, run
+from tests.unit.steps.fakes import FakeCluster
+
+MAP_TOPIC = "ferry-offset-map.A.internal"
+GROUP = "__ferry-positions.A"
+
+
+def clusters(*ends: int) -> Clusters:
+    """A holds `orders` (one partition per end offset); B holds its remote topic, empty."""
+    source = FakeCluster("A", ids={"orders": "s1"}).topic("orders", *ends)
+    target = FakeCluster("B", ids={"A.orders": "t1"}).topic("A.orders", *(0 for _ in ends)) \
+        .topic(MAP_TOPIC, 0)
+    return Clusters(source, target)  # type: ignore[arg-type]
+
+
+class Jobs:
+    """Stands in for the copy job: records each plan it is handed, returns `exit_code`."""
+
+    def __init__(self, exit_code: int = 0) -> None:
+        self.exit_code, self.plans = exit_code, []  # type: list[dict[str, Any]]
+
+    def __call__(self, config_path: str, flow: str, plan_path: str, master: str,
+                 keep_session: bool = False, **_: Any) -> int:
+        self.plans.append(json.loads(Path(plan_path).read_text()))
+        return self.exit_code
+
+
+@pytest.fixture
+def jobs(monkeypatch: pytest.MonkeyPatch) -> Jobs:
+    jobs = Jobs()
+    monkeypatch.setattr(ferry.spark.submit, "run_job", jobs)
+    return jobs
+
+
+def test_a_cycle_lists_each_clusters_topics_once_for_its_sync_and_its_plan(
+    config: MirrorConfig, jobs: Jobs
+) -> None:
+    both = clusters(5, 0, 7)
+
+    Cycle(config, config.flow("A->B"), "r1", clusters=both).start()
+
+    assert (both.source.topic_listings, both.target.topic_listings) == (1, 1)  # type: ignore[attr-defined]
+
+
+def test_an_idle_cycle_writes_no_plan_and_starts_no_job(
+    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+) -> None:
+    both = clusters(0, 0)
+    for partition in (0, 1):  # both partitions were copied up to their (empty) end
+        both.target.groups.setdefault(GROUP, {})[("A.orders", partition)] = (  # type: ignore[attr-defined]
+            0, position_metadata(0, "ferry.A->B.writer-0-of-1", "s1"))
+    cycle = Cycle(config, config.flow("A->B"), "r1", clusters=both)
+
+    result = cycle.start()
+
+    assert result.planned is not None and result.planned.idle
+    assert cycle.copy(result, str(tmp_path / "mm2.properties"))
+    assert jobs.plans == [] and result.copy_exit_code is None and result.ok
+
+
+def test_a_cycle_with_work_hands_its_exact_ranges_to_the_copy_job(
+    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+) -> None:
+    result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
+                 master="local[1]", clusters=clusters(5, 0, 7), run_id="r1")
+
+    assert result.ok and result.copy_exit_code == 0
+    [plan] = jobs.plans
+    assert plan["run_id"] == "r1"
+    # the empty partition 1 gets its first position too (a range of nothing)
+    assert sorted((r["partition"], r["start"], r["end"]) for r in plan["ranges"]) == [
+        (0, 0, 5), (1, 0, 0), (2, 0, 7)]
+
+
+def test_a_failed_copy_stops_the_run_before_record_and_checkpoints(
+    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(ferry.spark.submit, "run_job", Jobs(exit_code=1))
+    monkeypatch.setattr(Cycle, "finish", lambda *_: pytest.fail("finish ran after a failed copy"))
+
+    result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
+                 master="local[1]", clusters=clusters(5), run_id="r1")
+
+    assert not result.ok and result.copy_exit_code == 1
+    assert result.recorded == {} and result.checkpoints == {}
