@@ -254,17 +254,13 @@ def write_snapshot(plan_path: str, connections: Mapping[str, Connection]) -> Pat
     """Write `connections` for the copy job of `plan_path`, readable by this user only
     (created 0600, then renamed into place); None when there are none. The job's lanes read
     the config again in Spark's workers, where Airflow's connections are out of reach, and
-    secrets never travel in Spark closures. Snapshots over a day old anywhere under the
-    plans folder (left by jobs that never started, or were killed) are removed."""
+    secrets never travel in Spark closures. Snapshots over a day old in the same folder
+    (left by jobs that never started, or were killed) are removed; a cycle's record step
+    sweeps its flow's folders too (`ferry.steps.cycle.prune_plans`)."""
     if not connections:
         return None
     path = snapshot_path(plan_path)
-    now = time.time()
-    plans = next((p for p in path.parents if p.name == "plans"), path.parent)
-    for old in plans.rglob("*" + SNAPSHOT_SUFFIX):
-        with contextlib.suppress(FileNotFoundError):
-            if now - old.stat().st_mtime > _SNAPSHOT_MAX_AGE_S:
-                old.unlink()
+    remove_stale_snapshots(path.parent)
     data = {conn_id: {"conn_type": c.conn_type, "host": c.host, "port": c.port,
                       "login": c.login, "password": c.password, "extra": dict(c.extra)}
             for conn_id, c in connections.items()}
@@ -274,6 +270,15 @@ def write_snapshot(plan_path: str, connections: Mapping[str, Connection]) -> Pat
         json.dump(data, out)
     os.replace(partial, path)
     return path
+
+
+def remove_stale_snapshots(folder: Path, max_age_s: float = _SNAPSHOT_MAX_AGE_S) -> None:
+    """Remove the snapshots in `folder` (not below it) older than `max_age_s`."""
+    now = time.time()
+    for old in folder.glob("*" + SNAPSHOT_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            if now - old.stat().st_mtime > max_age_s:
+                old.unlink()
 
 
 def remove_snapshot(plan_path: str) -> None:

@@ -11,6 +11,7 @@ An idle run (nothing to copy, no gap, offset map up to date) starts no JVM.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import threading
@@ -199,6 +200,7 @@ class Cycle:
                    "topics": copied_topics(runs)}
         logging.getLogger("ferry.record").info("run recorded: %s", summary,
                                                extra={"flow": flow.name})
+        prune_plans(flow)
         return summary
 
     def checkpoints(self) -> dict[str, Any]:
@@ -289,6 +291,42 @@ def plans_dir(flow: Flow) -> Path:
     state = flow.ferry.state_dir
     base = Path(state) if "://" not in state else Path(tempfile.gettempdir()) / "ferry-state"
     return base / "plans" / flow.dag_id
+
+
+PLAN_HISTORY = 20
+"""A flow's cycle plan files kept after their runs were recorded, newest first, for
+inspection; older ones are removed by the record step."""
+
+
+def prune_plans(flow: Flow, keep: int = PLAN_HISTORY) -> list[Path]:
+    """Remove the flow's cycle plan files beyond the newest `keep`, each with a connections
+    snapshot its job may have left, and stale snapshots in its backfill folders (whose
+    chunk plans stay with their backfill). Returns the plan files removed."""
+    from ferry.config.connections import SNAPSHOT_SUFFIX, remove_snapshot, remove_stale_snapshots
+
+    folder = plans_dir(flow)
+    if not folder.is_dir():
+        return []
+    plans = [p for p in folder.glob("*.json")
+             if not p.name.endswith(SNAPSHOT_SUFFIX) and not p.name.startswith(".")]
+    plans.sort(key=lambda p: (_mtime_ns(p), p.name), reverse=True)
+    removed = plans[keep:]
+    for path in removed:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        remove_snapshot(str(path))
+    remove_stale_snapshots(folder)
+    for backfill in folder.glob("backfill-*"):
+        if backfill.is_dir():
+            remove_stale_snapshots(backfill)
+    return removed
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:  # removed meanwhile: the oldest
+        return 0
 
 
 def write_plan(flow: Flow, prepared: Prepared) -> str:

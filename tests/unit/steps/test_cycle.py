@@ -5,6 +5,8 @@ real brokers in `tests/integration/test_lane.py` and `test_mirror_cli.py`."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ import pytest
 import ferry.spark.submit
 from ferry.config import MirrorConfig
 from ferry.kafka.lane_state import position_metadata
-from ferry.steps.cycle import Clusters, Cycle, run
+from ferry.config.connections import SNAPSHOT_SUFFIX
+from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
 from tests.unit.steps.fakes import FakeCluster
 
 MAP_TOPIC = "ferry-offset-map.A.internal"
@@ -98,3 +101,30 @@ def test_a_failed_copy_stops_the_run_before_record_and_checkpoints(
 
     assert not result.ok and result.copy_exit_code == 1
     assert result.recorded == {} and result.checkpoints == {}
+
+
+def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
+    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+) -> None:
+    # given: a snapshot a killed backfill chunk's job left two days ago
+    flow = config.flow("A->B")
+    stale = plans_dir(flow) / "backfill-b1" / ("chunk-0.json" + SNAPSHOT_SUFFIX)
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    os.utime(stale, (time.time() - 2 * 86400,) * 2)
+    chunk = stale.parent / "chunk-1.json"
+    chunk.write_text("{}")
+
+    # when: more runs with work are recorded than the history keeps
+    runs = [f"r{i:02d}" for i in range(PLAN_HISTORY + 3)]
+    for run_id in runs:
+        result = run(str(tmp_path / "mm2.properties"), config, flow, master="local[1]",
+                     clusters=clusters(5), run_id=run_id)
+        assert result.recorded["run_id"] == run_id
+
+    # then: the newest plans are kept for inspection, the stale snapshot is gone, and the
+    # backfill's chunk plans are left to their backfill
+    kept = sorted(p.name for p in plans_dir(flow).glob("*.json"))
+    assert kept == [f"{r}.json" for r in runs[-PLAN_HISTORY:]]
+    assert len(jobs.plans) == len(runs)
+    assert not stale.exists() and chunk.exists()
