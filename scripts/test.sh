@@ -8,7 +8,7 @@ bash scripts/setup.sh
 export PATH="$(pwd)/.venv/bin:$PATH"
 unset SPARK_HOME SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED
 echo "== ruff"
-ruff check include tests dags bench
+ruff check include tests dags jobs bench
 echo "== mypy"
 mypy
 echo "== import layers"
