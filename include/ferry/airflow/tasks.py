@@ -142,7 +142,8 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
     fails the task, naming the fix, without a `spark_default` connection."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.spark.submit import driver_conf, library_zip
+    from ferry.spark.library import library_zip
+    from ferry.spark.submit import driver_conf
 
     if master is None:
         raise AirflowFailException(

@@ -16,21 +16,52 @@ refusal) is the same for both; a `Delivery` decides the rest:
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.config.clients import RdValue
-from ferry.errors import TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.kafka.lane_errors import LaneErrors
 from ferry.kafka.lane_state import Part, position_metadata
 
-if TYPE_CHECKING:
-    from ferry.kafka.lane import Lane
-
 CALL_TIMEOUT_S = 60.0
+
+
+class Lane(Protocol):
+    """What a delivery mode uses of its lane (`ferry.kafka.lane.Lane`, which picks the
+    mode): declared here, so this module does not import the lane that imports it."""
+
+    flow: Flow
+    lane: int
+    txn_id: str
+    parts: dict[tuple[str, int], Part]
+    explain: LaneErrors
+    log: logging.Logger
+    reader: Consumer | None
+    refused: tuple[str, int, str] | None
+    in_transaction: bool
+
+    def call(self, call: Callable[[], Any], cluster: str, action: str) -> Any: ...
+
+    def kafka_error(self, exc: KafkaException, cluster: str, action: str) -> FerryError: ...
+
+    def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any: ...
+
+    def remote_end(self, reader: Consumer, part: Part) -> int: ...
+
+    def flush(self, producer: Producer, until_refused: bool = True) -> int: ...
+
+    def resume_from_committed(self, reader: Consumer) -> None: ...
+
+    def learn_targets(self, producer: Producer) -> None: ...
+
+    def commit(self, producer: Producer, metadata: Any, parts: list[Part]) -> None: ...
 
 
 class Refused(Exception):

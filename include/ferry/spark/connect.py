@@ -107,7 +107,7 @@ def remote_session(url: str) -> SparkSession:
     """A session on the Connect server at `url`, with this Ferry's library as an artifact."""
     from pyspark.sql import SparkSession
 
-    from ferry.spark.submit import library_zip
+    from ferry.spark.library import library_zip
 
     started = time.monotonic()
     _reachable(url)

@@ -3,15 +3,13 @@ DAG's SparkSubmitOperator gets the same application, conf and arguments)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ferry
-from ferry.spark.jars import cache_dir
+from ferry.spark.library import library_zip
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -33,26 +31,6 @@ def jobs_dir() -> Path:
 
 def job_path() -> str:
     return str(jobs_dir() / JOB)
-
-
-def library_zip() -> str:
-    """The `ferry` package zipped for `--py-files`, so executors on other machines import
-    the same code as the driver. Rebuilt when any source file changes."""
-    package = Path(ferry.__file__).resolve().parent
-    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    target = cache_dir() / "py" / f"ferry-{digest.hexdigest()[:16]}.zip"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in files:
-                archive.write(path, str(Path("ferry") / path.relative_to(package)))
-        partial.replace(target)
-    return str(target)
 
 
 def job_arguments(config_path: str, flow: str, plan_path: str) -> list[str]:

@@ -14,8 +14,8 @@ import pytest
 
 import ferry.spark.submit
 from ferry.config import MirrorConfig
-from ferry.kafka.lane_state import position_metadata
 from ferry.config.connections import SNAPSHOT_SUFFIX
+from ferry.kafka.lane_state import position_metadata
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
 from tests.unit.steps.fakes import FakeCluster
 
