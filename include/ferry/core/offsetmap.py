@@ -268,3 +268,15 @@ def next_mirrored(entries: Sequence[MapEntry], source_offset: int) -> tuple[int,
                 source = max(source_offset, segment.source_start)
                 return source, segment.target_start + (source - segment.source_start)
     return None
+
+
+@dataclass(frozen=True)
+class MapCursor:
+    """Where the Delta offset map stands against the offset-map topic on the target."""
+
+    topic_id: str
+    """The offset-map topic's ID ("" when it does not exist yet)."""
+    after: int
+    """The last offset of that topic the Delta table holds (-1: none): read on from here."""
+    legacy_current: bool
+    """Rows an older Ferry wrote without the topic's ID belong to this topic."""

@@ -156,10 +156,11 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     rebuilt from their entries like a dead job's, and its error is raised only if that did
     not record them: a failed append loses no history."""
     from ferry.kafka.admin import Admin
-    from ferry.kafka.mapreader import map_cursor, read_entries
+    from ferry.kafka.mapreader import map_topic_facts, read_entries
+    from ferry.state.mapcursor import map_cursor
     from ferry.state.reader import recorded_run_ids
 
-    cursor = map_cursor(flow, Admin(flow.target_admin))
+    cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
     if after is None:
         after = cursor.after
     topic = offset_map_topic(flow)

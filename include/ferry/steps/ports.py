@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from ferry.config import Flow
 from ferry.config.clients import ClientConfig
 from ferry.core.checkpoints import Checkpoint, TargetGroup
-from ferry.core.offsetmap import MapEntry
+from ferry.core.offsetmap import MapCursor, MapEntry
 from ferry.core.planner import TopicPartition, Watermarks
 from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
@@ -28,7 +28,6 @@ from ferry.core.sync.topics import TopicActions
 
 if TYPE_CHECKING:
     from ferry.kafka.admin import Admin, TopicInfo
-    from ferry.kafka.mapreader import MapCursor
     from ferry.kafka.mm2topics import Appender, Record
 
 Offsets = dict[tuple[str, int], int]
@@ -393,9 +392,10 @@ class KafkaCluster:
         create_acls(self.admin, acls)
 
     def map_cursor(self, flow: Flow) -> MapCursor:
-        from ferry.kafka.mapreader import map_cursor
+        from ferry.kafka.mapreader import map_topic_facts
+        from ferry.state.mapcursor import map_cursor
 
-        return map_cursor(flow, self.admin)
+        return map_cursor(flow, *map_topic_facts(flow, self.admin))
 
     def map_entries(self, flow: Flow, after: int) -> Iterator[tuple[int, MapEntry]]:
         """Read with the flow's target client (`flow.target_admin`, this cluster's)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.internal import offset_map_topic
-from ferry.core.offsetmap import MapEntry, Segment
+from ferry.core.offsetmap import MapCursor, MapEntry, Segment
 from ferry.core.planner import TopicPartition, Watermarks
 from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
@@ -27,7 +27,6 @@ from ferry.core.sync.topics import TopicActions
 from ferry.kafka.acls import NoAuthorizer
 from ferry.kafka.admin import TopicInfo
 from ferry.kafka.configs import IncrementalUnsupported
-from ferry.kafka.mapreader import MapCursor
 from ferry.kafka.mm2topics import Record
 
 

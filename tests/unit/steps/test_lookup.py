@@ -11,10 +11,9 @@ import pytest
 from deltalake import write_deltalake
 
 from ferry.config import MirrorConfig
-from ferry.core.offsetmap import MapEntry
+from ferry.core.offsetmap import MapCursor, MapEntry
 from ferry.core.tables import OFFSET_MAP_DDL, StatePaths, offset_map_row
 from ferry.errors import TransientError
-from ferry.kafka.mapreader import MapCursor
 from ferry.state.writer import arrow_schema
 from ferry.steps.lookup import find, partition_entries
 from tests.unit.steps.fakes import FakeCluster, entry

@@ -1,0 +1,42 @@
+"""Where the Delta offset map stands in the offset-map topic's current incarnation (Delta
+adapter). The Kafka facts (the topic's ID and end) come from the caller, so this layer reads
+no Kafka itself."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ferry.config import Flow
+from ferry.core.internal import offset_map_topic
+from ferry.core.offsetmap import MapCursor
+from ferry.core.tables import StatePaths
+from ferry.state.reader import max_map_offset
+
+log = logging.getLogger(__name__)
+
+
+def map_cursor(flow: Flow, topic_id: str, topic_end: Callable[[], int]) -> MapCursor:
+    """The Delta table's position in the offset-map topic whose ID is `topic_id` (""
+    when the topic does not exist); `topic_end()` gives its end (read only when rows of an
+    older Ferry, recorded without a topic ID, must be placed). Rows read from a topic that
+    has been deleted and created again (another ID) do not count: the new topic is read
+    from its start, and the change is logged as an incident (G10)."""
+    if not topic_id:
+        return MapCursor("", -1, False)
+    topic = offset_map_topic(flow)
+    path = StatePaths(flow.ferry.state_dir).offset_map
+    current = max_map_offset(path, flow.name, topic_id)
+    legacy = max_map_offset(path, flow.name, "")
+    legacy_current = legacy >= 0 and (current >= 0 or legacy < topic_end())
+    after = max(current, legacy) if legacy_current else current
+    if after < 0 and max_map_offset(path, flow.name) >= 0:
+        from ferry.state import incidents
+
+        log.error("incident: the offset-map topic %s on %s was deleted and created again "
+                  "(now ID %s): the Delta offset map keeps every entry recorded before; the "
+                  "new topic is read from its start", topic, flow.target, topic_id,
+                  extra={"flow": flow.name})
+        incidents.record(flow, [incidents.Incident(incidents.OFFSET_MAP_RECREATED, topic, 0,
+                                                   f"now topic ID {topic_id}")])
+    return MapCursor(topic_id, after, legacy_current)
