@@ -26,9 +26,10 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.config.clients import RdValue
+from ferry.core.positions import encode_position
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.lane_errors import LaneErrors
-from ferry.kafka.lane_state import Part, position_metadata
+from ferry.kafka.lane_state import Part
 
 CALL_TIMEOUT_S = 60.0
 
@@ -272,7 +273,7 @@ class AtLeastOnce(Delivery):
         for part in new:
             part.target_end = lane.remote_end(reader, part)
             offsets.append(KTP(part.remote, part.partition, part.covered,
-                               metadata=position_metadata(part.target_end,
+                               metadata=encode_position(part.target_end,
                                                           source_id=part.source_id)))
         lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
                   lane.flow.target, "committing start positions")

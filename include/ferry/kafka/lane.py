@@ -45,21 +45,16 @@ from ferry.core.internal import offset_map_topic, positions_group, reader_group,
 from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
+from ferry.core.positions import decode_position, encode_position
 from ferry.core.tables import RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
-from ferry.kafka.lane_state import (
-    Part,
-    position_metadata,
-    recorded_end,
-    recorded_owner,
-    recorded_source_id,
-)
+from ferry.kafka.lane_state import Part
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import retrying, transient
 
-__all__ = ["Lane", "LaneResult", "position_metadata", "recorded_source_id"]
+__all__ = ["Lane", "LaneResult"]
 
 log = logging.getLogger(__name__)
 
@@ -330,8 +325,8 @@ class Lane:
                         "so nothing is doubled or skipped; run the earlier chunk first, or "
                         "plan again (a run restores an expired position from the offset map)")
                 continue
-            part.owner = recorded_owner(tp.metadata)
-            part.target_end = recorded_end(tp.metadata)
+            recorded = decode_position(tp.metadata)
+            part.owner, part.target_end = recorded.owner, recorded.target_end
             self.delivery.found_position(self, reader, part)
             if part.skip_from is not None and tp.offset == part.skip_from:
                 # An accepted gap: the first entry covers it, with no records.
@@ -453,7 +448,7 @@ class Lane:
                              extra={"flow": self.flow.name, "topic": part.topic,
                                     "partition": part.partition})
             part.covered = min(tp.offset, part.end)
-            part.target_end = recorded_end(tp.metadata)
+            part.target_end = decode_position(tp.metadata).target_end
             for result in part.ranges:
                 if result.outcome == "pending" and tp.offset >= result.end:
                     result.outcome = "skipped"
@@ -675,7 +670,7 @@ class Lane:
             covered_end = ends[(part.topic, part.partition)]
             self._record(producer, part, covered_end, now_ms)
             offsets.append(KTP(part.remote, part.partition, covered_end,
-                               metadata=position_metadata(
+                               metadata=encode_position(
                                    part.target_end, self.delivery.owner(self),
                                    part.source_id)))
         self.delivery.commit(self, producer, metadata, offsets, refusal)

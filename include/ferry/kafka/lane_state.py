@@ -11,10 +11,8 @@ after what was recorded, the transactional id that committed it and the source t
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from confluent_kafka import Message
 
@@ -145,53 +143,3 @@ class Part:
                            if count and txn.first_target is not None else None)
         if not count:
             txn.first_target = None
-
-
-def position_metadata(target_end: int | None, owner: str = "", source_id: str = "",
-                      adopted: str = "") -> str:
-    """Commit metadata of a position: the remote partition's end after what was recorded,
-    the transactional id that committed it (the partition's owner, fenced by the next
-    owner before it writes), the source topic's ID (a recreated topic has another) and,
-    for a position `ferry adopt` wrote, the adoption's run id."""
-    data: dict[str, object] = {}
-    if target_end is not None:
-        data["ferry_target_end"] = target_end
-    if owner:
-        data["ferry_owner"] = owner
-    if source_id:
-        data["ferry_source_id"] = source_id
-    if adopted:
-        data["ferry_adopted"] = adopted
-    return json.dumps(data) if data else ""
-
-
-def recorded_adoption(metadata: str | None) -> str:
-    """The run id of the adoption that wrote a position ("" when no adoption did)."""
-    value = _metadata(metadata).get("ferry_adopted")
-    return value if isinstance(value, str) else ""
-
-
-def recorded_source_id(metadata: str | None) -> str:
-    """The source topic ID a position was committed for ("" when not recorded)."""
-    value = _metadata(metadata).get("ferry_source_id")
-    return value if isinstance(value, str) else ""
-
-
-def recorded_end(metadata: str | None) -> int | None:
-    """The remote partition's end recorded with a position (None when not recorded)."""
-    value = _metadata(metadata).get("ferry_target_end")
-    return int(value) if isinstance(value, int) else None
-
-
-def recorded_owner(metadata: str | None) -> str:
-    """The transactional id that committed a position ("" when not recorded)."""
-    value = _metadata(metadata).get("ferry_owner")
-    return value if isinstance(value, str) else ""
-
-
-def _metadata(metadata: str | None) -> dict[str, Any]:
-    try:
-        data = json.loads(metadata or "{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}

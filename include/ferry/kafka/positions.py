@@ -25,11 +25,16 @@ from ferry.config.clients import RdValue
 from ferry.core.internal import offset_map_topic, positions_group, transactional_id
 from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import encode
-from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
+from ferry.core.positions import (
+    UNREAD,
+    PositionMoved,
+    PositionWrite,
+    decode_position,
+    encode_position,
+)
 from ferry.errors import TransientError
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
-from ferry.kafka.lane_state import position_metadata, recorded_owner
 from ferry.kafka.retry import retrying
 
 
@@ -71,7 +76,7 @@ class PositionWriter:
                         break
                     except BufferError:
                         producer.poll(0.05)
-            offsets = [KTP(remote, write.partition, write.position, metadata=position_metadata(
+            offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
                 write.target_end, self.owner, write.source_id, adopted=write.adopted))]
             metadata = self.reader.consumer_group_metadata()
             self._call(lambda: producer.send_offsets_to_transaction(
@@ -98,7 +103,7 @@ class PositionWriter:
                 f"cluster {self.flow.target}: writing the offset-map entry of {remote}-"
                 f"{write.partition} failed ({failed[0] if failed else 'unacknowledged'}); "
                 "no position was committed")
-        offsets = [KTP(remote, write.partition, write.position, metadata=position_metadata(
+        offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
             write.target_end, "", write.source_id, adopted=write.adopted))]
         self._call(lambda: self.reader.commit(offsets=offsets, asynchronous=False),
                    f"committing the position of {remote}-{write.partition}")
@@ -143,7 +148,7 @@ class PositionWriter:
             [KTP(remote, partition)], timeout=CALL_TIMEOUT_S)),
             f"reading the position of {remote}-{partition}")
         (tp,) = found
-        return (tp.offset if tp.offset >= 0 else None), recorded_owner(tp.metadata)
+        return (tp.offset if tp.offset >= 0 else None), decode_position(tp.metadata).owner
 
     def _call(self, call: Callable[[], object], action: str) -> None:
         try:

@@ -221,7 +221,7 @@ def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCl
 def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
                             parts: list[PartitionAdoption]) -> None:
     """Mark partitions an earlier adoption took; refuse when Ferry has positions there."""
-    from ferry.kafka.lane_state import recorded_adoption, recorded_owner
+    from ferry.core.positions import decode_position
 
     committed = target.committed(positions_group(flow),
                                  [(p.remote, p.partition) for p in parts])
@@ -231,7 +231,8 @@ def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
         found = committed.get((part.remote, part.partition))
         if found is None or found[0] < 0:
             continue
-        if recorded_adoption(found[1]) or recorded_owner(found[1]) == owner:
+        recorded = decode_position(found[1])
+        if recorded.adopted or recorded.owner == owner:
             part.status, part.position = ALREADY, found[0]
         else:
             taken.append(f"{part.remote}-{part.partition}@{found[0]}")

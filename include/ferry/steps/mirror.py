@@ -227,13 +227,13 @@ def _positions(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
     """The committed (stable) positions of `tps` in the flow's positions group, None where
     there is none. A position committed for another incarnation of its source topic is
     recorded as an incident and refused (G10)."""
-    from ferry.kafka.lane_state import recorded_source_id
+    from ferry.core.positions import decode_position
     from ferry.state import incidents
 
     committed = target.committed(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
-    recorded = {tp: recorded_source_id(c[1]) for tp, c in found.items() if c}
+    recorded = {tp: decode_position(c[1]).source_id for tp, c in found.items() if c}
     try:
         check_identity(flow, ids, recorded)
     except SourceRecreatedError:

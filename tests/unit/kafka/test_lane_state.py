@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ferry.core.tables import RangeResult
-from ferry.kafka.lane_state import Part, Txn, position_metadata
+from ferry.kafka.lane_state import Part, Txn
 
 
 def test_after_an_aborted_transaction_the_next_one_covers_nothing_it_did_not_read() -> None:
@@ -123,10 +123,3 @@ def test_at_least_once_keeps_only_the_acknowledged_records_before_a_refusal() ->
     assert part.txn.last_target == 102
     assert not part.done
     assert part.covered_end == 3
-
-
-def test_position_metadata_names_the_owner_and_source_incarnation() -> None:
-    assert position_metadata(None) == ""
-    assert position_metadata(5, "ferry.A->B.lane-0-of-2", "id-1") == (
-        '{"ferry_target_end": 5, "ferry_owner": "ferry.A->B.lane-0-of-2", '
-        '"ferry_source_id": "id-1"}')

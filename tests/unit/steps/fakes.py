@@ -163,7 +163,7 @@ class FakeCluster:
                         ) -> list[PositionMoved]:
         from ferry.core.internal import positions_group, transactional_id
         from ferry.core.lanes import writer_of
-        from ferry.kafka.lane_state import position_metadata, recorded_owner
+        from ferry.core.positions import decode_position, encode_position
 
         group, moved = self.groups.setdefault(positions_group(flow), {}), []
         for w in writes:
@@ -171,12 +171,12 @@ class FakeCluster:
             found = group.get(key)
             if w.expect is not UNREAD and (found[0] if found else None) != w.expect:
                 moved.append(PositionMoved(w, found[0] if found else None,
-                                           recorded_owner(found[1]) if found else ""))
+                                           decode_position(found[1]).owner if found else ""))
                 continue
             after = max((o for o, _ in self.map_topic), default=-1)
             self.map_topic += [(after + 1 + i, e) for i, e in enumerate(w.entries)]
             owner = transactional_id(flow, writer_of(w.topic, w.partition, flow.ferry.writers))
-            group[key] = (w.position, position_metadata(w.target_end, owner, w.source_id,
+            group[key] = (w.position, encode_position(w.target_end, owner, w.source_id,
                                                         adopted=w.adopted))
             self.positions_written.append(w)
         return moved

@@ -15,7 +15,7 @@ import pytest
 import ferry.spark.submit
 from ferry.config import MirrorConfig
 from ferry.config.connections import SNAPSHOT_SUFFIX
-from ferry.kafka.lane_state import position_metadata
+from ferry.core.positions import encode_position
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
 from tests.unit.steps.fakes import FakeCluster
 
@@ -66,7 +66,7 @@ def test_an_idle_cycle_writes_no_plan_and_starts_no_job(
     both = clusters(0, 0)
     for partition in (0, 1):  # both partitions were copied up to their (empty) end
         both.target.groups.setdefault(GROUP, {})[("A.orders", partition)] = (  # type: ignore[attr-defined]
-            0, position_metadata(0, "ferry.A->B.writer-0-of-1", "s1"))
+            0, encode_position(0, "ferry.A->B.writer-0-of-1", "s1"))
     cycle = Cycle(config, config.flow("A->B"), "r1", clusters=both)
 
     result = cycle.start()

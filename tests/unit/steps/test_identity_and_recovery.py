@@ -9,7 +9,7 @@ import pytest
 from ferry.config import Flow, load_config
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.planner import TopicPartition
-from ferry.kafka.lane import position_metadata, recorded_source_id
+from ferry.core.positions import decode_position, encode_position
 from ferry.steps.mirror import SourceRecreatedError, check_identity
 from ferry.steps.recovery import Recorded, latest_positions
 
@@ -55,9 +55,9 @@ def test_the_offset_map_gives_each_partition_the_position_its_latest_entry_left(
 
 
 def test_positions_carry_the_source_topic_id_they_count_offsets_of() -> None:
-    metadata = position_metadata(12, "ferry.A->B.lane-0-of-1", "Xy-1")
-    assert recorded_source_id(metadata) == "Xy-1"
-    assert recorded_source_id("") == "" and recorded_source_id("not json") == ""
+    metadata = encode_position(12, "ferry.A->B.lane-0-of-1", "Xy-1")
+    assert decode_position(metadata).source_id == "Xy-1"
+    assert decode_position("").source_id == "" and decode_position("not json").source_id == ""
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,6 @@ def test_recovered_positions_are_committed_back_as_the_lanes_commit_them(flow: F
     # given: positions the offset map recorded for two partitions whose group offsets expired
     from ferry.core.internal import transactional_id
     from ferry.core.lanes import writer_of
-    from ferry.kafka.lane_state import recorded_owner, recorded_source_id
     from ferry.steps.recovery import restore
     from tests.unit.steps.fakes import FakeCluster
 
@@ -104,8 +103,8 @@ def test_recovered_positions_are_committed_back_as_the_lanes_commit_them(flow: F
             for w in target.positions_written] == [(0, 12, None, "id-1", None),
                                                    (1, 40, 77, "id-1", None)]
     group = target.groups["__ferry-positions.A"]
-    assert [recorded_source_id(group[("A.orders", p)][1]) for p in (0, 1)] == ["id-1"] * 2
-    assert recorded_owner(group[("A.orders", 1)][1]) == transactional_id(
+    assert [decode_position(group[("A.orders", p)][1]).source_id for p in (0, 1)] == ["id-1"] * 2
+    assert decode_position(group[("A.orders", 1)][1]).owner == transactional_id(
         flow, writer_of("orders", 1, flow.ferry.writers))
 
 

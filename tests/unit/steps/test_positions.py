@@ -69,7 +69,7 @@ def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of
     config: MirrorConfig
 ) -> None:
     from ferry.core.offsetmap import RESET_LANE
-    from ferry.kafka.lane_state import recorded_source_id
+    from ferry.core.positions import decode_position
     from ferry.steps.recovery import latest_positions
 
     source, target = clusters()
@@ -81,7 +81,7 @@ def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of
     # topic's ID and the remote partition's end
     assert [(w.partition, w.position, w.expect, w.source_id, w.target_end)
             for w in target.positions_written] == [(0, 50, 40, "s1", 30), (1, 50, None, "s1", 0)]
-    assert recorded_source_id(target.groups[GROUP][("A.orders", 1)][1]) == "s1"
+    assert decode_position(target.groups[GROUP][("A.orders", 1)][1]).source_id == "s1"
     # and the offset map says so: a position restored from it later is the reset one
     entries = [e for _, e in target.map_topic]
     assert [(e.lane, e.source_partition, e.covered_start, e.covered_end, e.records)

@@ -14,9 +14,9 @@ from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.internal import positions_group
 from ferry.core.planner import Range, TopicPartition, Watermarks
+from ferry.core.positions import encode_position
 from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError, UsageError
-from ferry.kafka.lane_state import position_metadata
 from ferry.state.reader import rows
 from ferry.steps.backfill import BackfillRequest, prepare_backfill
 from ferry.steps.mirror import SourceRecreatedError, UnmappedRecordsError, prepare
@@ -47,7 +47,7 @@ def mirrored_target() -> FakeCluster:
 def committed(target: FakeCluster, partition: int, offset: int, source_id: str = "s1"
               ) -> None:
     target.groups.setdefault(GROUP, {})[("A.orders", partition)] = (
-        offset, position_metadata(offset, "ferry.A->B.lane-0-of-1", source_id))
+        offset, encode_position(offset, "ferry.A->B.lane-0-of-1", source_id))
 
 
 def spans(ranges: Iterable[Range]) -> list[tuple[str, int, int, int]]:
@@ -226,7 +226,7 @@ def test_records_the_flows_own_writer_committed_since_the_positions_were_read_ar
     # given: a zombie of the flow commits partition 0 up to 4 once the plan read no position
     target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
         .topic(MAP_TOPIC, 0)
-    target.meanwhile = {("A.orders", 0): (4, position_metadata(4, "ferry.A->B.writer-0-of-1",
+    target.meanwhile = {("A.orders", 0): (4, encode_position(4, "ferry.A->B.writer-0-of-1",
                                                                 "s1"))}
 
     # when
@@ -243,7 +243,7 @@ def test_a_position_committed_meanwhile_for_another_source_incarnation_is_still_
 ) -> None:
     target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
         .topic(MAP_TOPIC, 0)
-    target.meanwhile = {("A.orders", 0): (4, position_metadata(4, "ferry.A->B.writer-0-of-1",
+    target.meanwhile = {("A.orders", 0): (4, encode_position(4, "ferry.A->B.writer-0-of-1",
                                                                 "s0"))}
 
     with pytest.raises(SourceRecreatedError):
