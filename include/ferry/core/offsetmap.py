@@ -21,6 +21,7 @@ import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 FORMAT_VERSION = 1
 MAX_ENTRY_SEGMENTS = 10_000
@@ -268,6 +269,27 @@ def next_mirrored(entries: Sequence[MapEntry], source_offset: int) -> tuple[int,
                 source = max(source_offset, segment.source_start)
                 return source, segment.target_start + (source - segment.source_start)
     return None
+
+
+def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
+    """Entries in source order, where overlapping ones (an at_least_once crash, or positions
+    reset after a source topic was recreated) resolve to the one written later (the higher
+    key: its offset in the offset-map topic, or a (incarnation, offset) pair). An older
+    entry keeps the part no later one covers: a partial overlap cuts it, never drops it."""
+    kept: list[MapEntry] = []
+    for _, entry in sorted(entries, key=lambda pair: pair[0], reverse=True):
+        if entry.covered_start == entry.covered_end:
+            kept.append(entry)
+            continue
+        free = [(entry.covered_start, entry.covered_end)]
+        for k in kept:
+            if k.covered_start == k.covered_end:
+                continue
+            free = [(x, y) for a, b in free
+                    for x, y in ((a, min(b, k.covered_start)), (max(a, k.covered_end), b))
+                    if x < y]
+        kept.extend(p for a, b in free if (p := restrict(entry, a, b)) is not None)
+    return sorted(kept, key=lambda e: (e.covered_start, e.covered_end))
 
 
 @dataclass(frozen=True)

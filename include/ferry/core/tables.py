@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry
+from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry, Segment
 from ferry.core.planner import Gap
 
 SCHEMA_VERSION = 1
@@ -122,6 +122,30 @@ def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
         "source_topic_id": entry.source_id, "target_topic_id": entry.target_id,
         "map_topic_id": map_topic_id,
     }
+
+
+class MapRow(NamedTuple):
+    """An offset-map entry as the Delta table holds it."""
+
+    offset: int
+    """Its offset in the offset-map topic."""
+    entry: MapEntry
+    map_topic_id: str
+    """The ID of the offset-map topic it was read from ("" when not recorded)."""
+
+
+def map_row(row: Mapping[str, Any]) -> MapRow:
+    """An offset-map row as `offset_map_row` wrote it (older rows may lack the ID columns)."""
+    return MapRow(row["map_offset"], MapEntry(
+        flow=row["flow"], run_id=row["run_id"], lane=row["lane"],
+        source_topic=row["source_topic"], source_partition=row["source_partition"],
+        target_topic=row["target_topic"], target_partition=row["target_partition"],
+        covered_start=row["covered_start"], covered_end=row["covered_end"],
+        segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
+                       for s in row["segments"]),
+        committed_at_ms=int(row["committed_at"].timestamp() * 1000),
+        target_end=row.get("target_end"), source_id=row.get("source_topic_id") or "",
+        target_id=row.get("target_topic_id") or ""), row.get("map_topic_id") or "")
 
 
 REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended before it "

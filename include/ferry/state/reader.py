@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from ferry.core.offsetmap import MapEntry, Segment, restrict
 from ferry.core.planner import Gap
+from ferry.core.tables import MapRow, map_row
 
 
 def _table(path: str) -> Any | None:
@@ -111,41 +111,10 @@ def max_map_offset(path: str, flow: str, map_topic_id: str | None = None) -> int
     return -1 if value is None else int(value)
 
 
-def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
-    """Entries in source order, where overlapping ones (an at_least_once crash, or positions
-    reset after a source topic was recreated) resolve to the one written later (the higher
-    key: its offset in the offset-map topic, or a (incarnation, offset) pair). An older
-    entry keeps the part no later one covers: a partial overlap cuts it, never drops it."""
-    kept: list[MapEntry] = []
-    for _, entry in sorted(entries, key=lambda pair: pair[0], reverse=True):
-        if entry.covered_start == entry.covered_end:
-            kept.append(entry)
-            continue
-        free = [(entry.covered_start, entry.covered_end)]
-        for k in kept:
-            if k.covered_start == k.covered_end:
-                continue
-            free = [(x, y) for a, b in free
-                    for x, y in ((a, min(b, k.covered_start)), (max(a, k.covered_end), b))
-                    if x < y]
-        kept.extend(p for a, b in free if (p := restrict(entry, a, b)) is not None)
-    return sorted(kept, key=lambda e: (e.covered_start, e.covered_end))
-
-
-class MapRow(NamedTuple):
-    """An offset-map entry as the Delta table holds it."""
-
-    offset: int
-    """Its offset in the offset-map topic."""
-    entry: MapEntry
-    map_topic_id: str
-    """The ID of the offset-map topic it was read from ("" when not recorded)."""
-
-
 def map_rows(path: str, flow: str, topics: Collection[str] | None = None
              ) -> list[MapRow]:
     """The flow's offset-map entries (of `topics` only, when given), each with its offset in
-    the offset-map topic (resolve overlaps with `latest_cover`)."""
+    the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`)."""
     import pyarrow.dataset as ds
 
     table = _table(path)
@@ -154,17 +123,4 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     condition = ds.field("flow") == flow
     if topics is not None:
         condition = condition & ds.field("source_topic").isin(sorted(topics))
-    return _entries(table.to_pyarrow_dataset().to_table(filter=condition).to_pylist())
-
-
-def _entries(found: list[dict[str, Any]]) -> list[MapRow]:
-    return [MapRow(r["map_offset"], MapEntry(
-        flow=r["flow"], run_id=r["run_id"], lane=r["lane"], source_topic=r["source_topic"],
-        source_partition=r["source_partition"], target_topic=r["target_topic"],
-        target_partition=r["target_partition"], covered_start=r["covered_start"],
-        covered_end=r["covered_end"],
-        segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
-                       for s in r["segments"]),
-        committed_at_ms=int(r["committed_at"].timestamp() * 1000),
-        target_end=r.get("target_end"), source_id=r.get("source_topic_id") or "",
-        target_id=r.get("target_topic_id") or ""), r.get("map_topic_id") or "") for r in found]
+    return [map_row(r) for r in table.to_pyarrow_dataset().to_table(filter=condition).to_pylist()]

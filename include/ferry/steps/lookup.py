@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.config import Flow
-from ferry.core.offsetmap import MapEntry, lookup, next_mirrored
+from ferry.core.offsetmap import MapEntry, latest_cover, lookup, next_mirrored
 from ferry.core.tables import StatePaths
-from ferry.state.reader import latest_cover, map_rows
+from ferry.state.reader import map_rows
 from ferry.steps.ports import HasTopicIds, KafkaCluster, OffsetMapTarget
 
 log = logging.getLogger(__name__)

@@ -202,7 +202,7 @@ def test_an_entry_of_sixty_thousand_segments_encodes_below_the_broker_record_lim
 def test_overlapping_entries_resolve_to_the_later_written_and_keep_the_rest_of_the_older(
     older: tuple[int, int], newer: tuple[int, int], cover: list[tuple[int, int]]
 ) -> None:
-    from ferry.state.reader import latest_cover
+    from ferry.core.offsetmap import latest_cover
 
     old = entry(older[0], older[1], [(older[0], 100 + older[0], older[1] - older[0])])
     new = entry(newer[0], newer[1], [(newer[0], 500 + newer[0], newer[1] - newer[0])])

@@ -126,3 +126,17 @@ def test_entries_that_are_no_copy_of_ferrys_are_not_rebuilt_as_runs(run_id: str,
     other = replace(ENTRY, run_id=run_id, lane=lane)
     rows = tables.runs_from_entries([other, ENTRY], set(), "exactly_once")
     assert [r["run_id"] for r in rows] == [ENTRY.run_id]
+
+
+@pytest.mark.parametrize("ids", [("s1", "t1", "m1"), ("", "", "")], ids=["with-ids", "no-ids"])
+def test_an_offset_map_row_reads_back_as_the_entry_it_was_written_from(
+    ids: tuple[str, str, str]
+) -> None:
+    source_id, target_id, map_id = ids
+    written = MapEntry("A->B", "r1", 3, "orders", 2, "A.orders", 2, 10, 15,
+                       (Segment(10, 100, 2), Segment(13, 102, 2)), 1_700_000_000_123,
+                       target_end=104, source_id=source_id, target_id=target_id)
+
+    row = tables.offset_map_row(written, "ferry-offset-map.A.internal", 42, map_id)
+
+    assert tables.map_row(row) == tables.MapRow(42, written, map_id)
