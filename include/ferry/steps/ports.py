@@ -301,22 +301,33 @@ class KafkaCluster:
 
         alter_offsets(self.admin, group, offsets, action, needs)
 
+    def _is_target_of(self, flow: Flow) -> None:
+        """The calls below write or read `flow`'s own topics and groups on its target,
+        with the flow's producer and consumer settings for that cluster: they are made on
+        the target's `KafkaCluster` only."""
+        if self.cluster != flow.target:
+            raise ValueError(f"cluster {self.cluster} is not the target of flow {flow.name} "
+                             f"({flow.target})")
+
     def write_positions(self, flow: Flow, writes: Sequence[PositionWrite]
                         ) -> list[PositionMoved]:
         from ferry.kafka.positions import PositionWriter
 
+        self._is_target_of(flow)
         with PositionWriter(flow) as writer:
             return writer.write_all(writes)
 
     def read_checkpoints(self, flow: Flow, topic: str) -> list[Checkpoint]:
         from ferry.kafka.groups import read_checkpoints
 
+        self._is_target_of(flow)
         return read_checkpoints(flow, topic)
 
     def write_checkpoints(self, flow: Flow, topic: str, checkpoints: list[Checkpoint]
                           ) -> None:
         from ferry.kafka.groups import write_checkpoints
 
+        self._is_target_of(flow)
         write_checkpoints(flow, topic, checkpoints)
 
     def ensure_mm2_topic(self, topic: str, replication_factor: int, setting: str) -> bool:
@@ -395,10 +406,12 @@ class KafkaCluster:
         from ferry.kafka.mapreader import map_topic_facts
         from ferry.state.mapcursor import map_cursor
 
+        self._is_target_of(flow)
         return map_cursor(flow, *map_topic_facts(flow, self.admin))
 
     def map_entries(self, flow: Flow, after: int) -> Iterator[tuple[int, MapEntry]]:
         """Read with the flow's target client (`flow.target_admin`, this cluster's)."""
         from ferry.kafka.mapreader import read_entries
 
+        self._is_target_of(flow)
         return read_entries(flow, after)

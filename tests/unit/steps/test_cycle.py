@@ -128,3 +128,21 @@ def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
     assert kept == [f"{r}.json" for r in runs[-PLAN_HISTORY:]]
     assert len(jobs.plans) == len(runs)
     assert not stale.exists() and chunk.exists()
+
+
+@pytest.mark.parametrize("call", ["write_positions", "read_checkpoints", "write_checkpoints",
+                                  "map_cursor", "map_entries"])
+def test_a_flows_own_target_state_is_never_touched_through_another_cluster(
+    config: MirrorConfig, call: str
+) -> None:
+    from ferry.steps.ports import KafkaCluster
+
+    flow = config.flow("A->B")
+    source = KafkaCluster(flow.source_admin)
+    arguments = {"write_positions": ([],), "read_checkpoints": ("B.checkpoints.internal",),
+                 "write_checkpoints": ("B.checkpoints.internal", []), "map_cursor": (),
+                 "map_entries": (-1,)}[call]
+
+    with pytest.raises(ValueError, match="cluster A is not the target of flow A->B"):
+        result = getattr(source, call)(flow, *arguments)
+        list(result or ())  # map_entries reads lazily
