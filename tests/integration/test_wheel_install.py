@@ -70,12 +70,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(source)],
                    check=True, cwd=root, timeout=600)
-    (wheel,) = (root / "dist").glob("ferry-*.whl")
+    shutil.copy(REPO / "README.md", source)
+    shutil.copy(REPO / "LICENSE", source)
+    (wheel,) = (root / "dist").glob("ferry_mirror-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                     "--disable-pip-version-check", "-c", str(REPO / "requirements.txt"),
-                    f"ferry[airflow] @ {wheel.as_uri()}"], check=True, cwd=root, timeout=1200)
+                    f"ferry-mirror[airflow] @ {wheel.as_uri()}"], check=True, cwd=root, timeout=1200)
     home, work = root / "airflow", root / "work"
     (home / "dags").mkdir(parents=True)
     work.mkdir()
@@ -99,6 +101,29 @@ def test_the_installed_cli_runs_from_the_package_not_the_checkout(installed: Ins
     assert [f["name"] for f in validated["flows"]] == ["A->B"]
 
 
+def test_the_package_is_ferry_mirror_under_apache_2_with_its_metadata_and_type_hints(
+    installed: Installed
+) -> None:
+    found = json.loads(installed.run("python", "-c", """if True:
+        import importlib.metadata as m, json, pathlib, ferry
+        d = m.distribution("ferry-mirror")
+        print(json.dumps({
+            "licence": d.metadata["License-Expression"],
+            "licence_file": [str(f) for f in d.files if f.name == "LICENSE"],
+            "classifiers": d.metadata.get_all("Classifier"),
+            "readme": d.metadata["Description-Content-Type"],
+            "summary": d.metadata["Summary"],
+            "typed": (pathlib.Path(ferry.__file__).parent / "py.typed").is_file(),
+            "requires": d.requires}))""").stdout)
+    assert found["licence"] == "Apache-2.0" and found["licence_file"]
+    licence = installed.venv.glob("lib/python*/site-packages/" + found["licence_file"][0])
+    assert "Apache License" in next(licence).read_text()
+    assert "Framework :: Apache Airflow :: Provider" in found["classifiers"]
+    assert found["readme"] == "text/markdown" and "MirrorMaker 2" in found["summary"]
+    assert found["typed"]
+    assert not any(r.startswith("pandas") for r in found["requires"])
+
+
 def test_airflow_lists_the_flows_dag_the_plugin_and_the_provider(installed: Installed) -> None:
     written = json.loads(installed.run("ferry", "dag-file", "--write",
                                        str(installed.home / "dags"), "--json").stdout)
@@ -117,7 +142,7 @@ def test_airflow_lists_the_flows_dag_the_plugin_and_the_provider(installed: Inst
     assert [a["url_prefix"] for a in ferry["fastapi_apps"]] == ["/ferry"]
 
     providers = json_out(installed.run("airflow", "providers", "list", "-o", "json"))
-    assert "ferry" in {p["package_name"] for p in providers}
+    assert "ferry-mirror" in {p["package_name"] for p in providers}
     hooks = json_out(installed.run("airflow", "providers", "hooks", "-o", "json"))
     assert any(h.get("connection_type") == "ferry_kafka" for h in
                (hooks.values() if isinstance(hooks, dict) else hooks))

@@ -11,7 +11,7 @@ def get_provider_info() -> dict[str, Any]:
     from ferry import __version__
 
     return {
-        "package-name": "ferry",
+        "package-name": "ferry-mirror",
         "name": "Ferry",
         "description": "Exact-offset-range Kafka mirroring, MirrorMaker 2 compatible: one DAG "
                        "per flow, the Ferry page, and Kafka cluster connections.",
