@@ -4,9 +4,11 @@ and before mirroring, MM2's counters from what the copy job recorded, the lag hi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -232,6 +234,78 @@ def test_metrics_count_what_the_copy_job_recorded(
     assert abs(found["ferry_last_run_timestamp_seconds"][pair] - time.time()) < 600
 
 
+@contextlib.contextmanager
+def down_cluster(how: str) -> Iterator[str]:
+    """The bootstrap address of a cluster that is down: `stopped` (nothing listens there:
+    every connection is refused) or `hung` (it accepts connections and never answers)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        if how == "hung":
+            listener.listen(64)
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+def serve(config_path: str, *extra: str, env: dict[str, str] | None = None
+          ) -> tuple[dict[str, Any], subprocess.Popen[str]]:
+    """`ferry metrics FILE --serve 127.0.0.1:0 --json -v ...`: (its start-up line, the
+    process)."""
+    ferry = Path(sys.executable).parent / "ferry"
+    process = subprocess.Popen(
+        [str(ferry), "metrics", config_path, "--serve", "127.0.0.1:0", "--json", "-v", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})})
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], 60)
+    assert ready, "ferry metrics --serve did not start"
+    line = process.stdout.readline()
+    assert line, f"ferry metrics --serve exited: {process.communicate()[1][-2000:]}"
+    return json.loads(line), process
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(15)
+
+
+@pytest.mark.parametrize("how", ["stopped", "hung"])
+def test_with_the_target_down_every_scrape_answers_within_a_second_and_the_flow_is_down(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, how: str
+) -> None:
+    # given: a flow whose target is down, its Kafka calls bounded to 3 s at the top level
+    create_topic(clusters["source"], topic_name, 1)
+    with down_cluster(how) as target:
+        config = flow_config(tmp_path, {"source": clusters["source"], "target": target},
+                             topic_name, "ferry.kafka.retry.seconds = 3\n")
+        flow = config.enabled_flows[0]
+        started, process = serve(config.path, "--refresh", "1")
+        url = started["serving"]
+        try:
+            # when: scraped again and again while the collections wait on the target
+            answers = scrapes(url)
+
+            # then: each scrape answered within a second (503 until the first collection
+            # ended), and the flow is reported down, with the age of what was served
+            assert [s for s, _, _ in answers][-1] == 200, answers[-1][1]
+            assert {s for s, _, _ in answers} <= {200, 503}
+            assert max(took for _, _, took in answers) < 1.0, answers
+            lines = answers[-1][1].splitlines()
+            assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 0' in lines
+            assert any(line.startswith("ferry_metrics_age_seconds ") for line in lines)
+            # and status says so within the same budget, naming the cluster
+            done = subprocess.run([str(Path(sys.executable).parent / "ferry"), "status",
+                                   config.path], capture_output=True, text=True, timeout=60,
+                                  check=False)
+            assert done.returncode == 1
+            assert f"cluster {flow.target}" in done.stderr
+            assert "ferry.kafka.retry.seconds=3" in done.stderr
+        finally:
+            stop(process)
+
+
 @pytest.fixture
 def serving(clusters: dict[str, str], topic_name: str, tmp_path: Path
             ) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
@@ -241,27 +315,12 @@ def serving(clusters: dict[str, str], topic_name: str, tmp_path: Path
     produce(clusters["source"], topic_name, [(None, b"v", 0)] * 5)
     config = flow_config(tmp_path, clusters, topic_name)
     token = "scrape-" + os.urandom(8).hex()
-    ferry = Path(sys.executable).parent / "ferry"
-    process = subprocess.Popen(
-        [str(ferry), "metrics", config.path, "--serve", "127.0.0.1:0", "--json", "-v"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "FERRY_METRICS_TOKEN": token})
+    started, process = serve(config.path, env={"FERRY_METRICS_TOKEN": token})
     try:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], 60)
-        assert ready, "ferry metrics --serve did not start"
-        line = process.stdout.readline()
-        assert line, f"ferry metrics --serve exited: {process.communicate()[1][-2000:]}"
-        started = json.loads(line)
         assert started["token_required"] is True
         yield started["serving"], token, process
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(15)
+        stop(process)
 
 
 def get(url: str, authorization: str | None = None) -> tuple[int, str]:
@@ -275,6 +334,22 @@ def get(url: str, authorization: str | None = None) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def scrapes(url: str, authorization: str | None = None
+            ) -> list[tuple[int, str, float]]:
+    """Scrapes until one is not a 503 (the first background collection still running), 90 s
+    at most: each one's (status, body, seconds it took)."""
+    answers: list[tuple[int, str, float]] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        status, body = get(url, authorization)
+        answers.append((status, body, time.monotonic() - started))
+        if status != 503:
+            break
+        time.sleep(0.2)
+    return answers
+
+
 def test_metrics_serve_answers_only_scrapes_with_the_token_and_never_logs_it(
     serving: tuple[str, str, subprocess.Popen[str]], topic_name: str,
 ) -> None:
@@ -283,7 +358,7 @@ def test_metrics_serve_answers_only_scrapes_with_the_token_and_never_logs_it(
     assert get(url)[0] == 401
     assert get(url, "Bearer not-the-token")[0] == 401
     assert get(url, f"Basic {token}")[0] == 401
-    status, body = get(url, f"Bearer {token}")
+    status, body, _ = scrapes(url, f"Bearer {token}")[-1]
 
     assert status == 200
     assert "# TYPE ferry_lag_records gauge" in body

@@ -77,7 +77,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
                     "--disable-pip-version-check", "-c", str(REPO / "requirements.txt"),
-                    f"ferry-mirror[airflow] @ {wheel.as_uri()}"], check=True, cwd=root, timeout=1200)
+                    f"ferry-mirror[airflow] @ {wheel.as_uri()}"], check=True, cwd=root,
+                   timeout=1200)
     home, work = root / "airflow", root / "work"
     (home / "dags").mkdir(parents=True)
     work.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -95,6 +96,20 @@ def request(server: AirflowServer, path: str, authorization: str | None = None,
         connection.close()
 
 
+def scrape(server: AirflowServer, authorization: str | None = None,
+           cookie: str | None = None) -> tuple[int, dict[str, str], str]:
+    """A scrape of /ferry/metrics, each answered at once: 503 while the server's first
+    background collection runs (the wait for it is polled, at most a minute), then the
+    latest collection."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, headers, body = request(server, "/ferry/metrics", authorization, cookie)
+        if status != 503 or time.monotonic() > deadline:
+            return status, headers, body
+        assert headers.get("retry-after") == "5"
+        time.sleep(0.5)
+
+
 def forged() -> str:
     """A well-formed JWT for an admin, signed with a key the api-server does not have."""
     return jwt.encode({"sub": USER, "role": "admin", "aud": "apache-airflow"},
@@ -129,17 +144,18 @@ def test_an_anonymous_browser_is_sent_to_airflows_login_and_sees_nothing(
 
 
 def test_the_scrape_token_opens_metrics_only(airflow_server: AirflowServer) -> None:
-    scrape = f"Bearer {airflow_server.scrape_token}"
+    scrape_bearer = f"Bearer {airflow_server.scrape_token}"
     flow = airflow_server.config.enabled_flows[0]
 
-    status, headers, body = request(airflow_server, "/ferry/metrics", scrape)
+    status, headers, body = scrape(airflow_server, scrape_bearer)
 
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     remote = flow.remote_topic(airflow_server.topic)
     assert (f'ferry_lag_records{{source="{flow.source}",target="{flow.target}",'
             f'topic="{remote}",partition="0"}} 7') in body.splitlines()
-    assert request(airflow_server, "/ferry/api/flows", scrape)[0] == 401
-    assert request(airflow_server, "/ferry/", scrape)[0] == 303
+    assert "ferry_metrics_age_seconds " in body
+    assert request(airflow_server, "/ferry/api/flows", scrape_bearer)[0] == 401
+    assert request(airflow_server, "/ferry/", scrape_bearer)[0] == 303
     assert airflow_server.scrape_token not in airflow_server.log.read_text()
 
 
@@ -153,7 +169,7 @@ def test_an_airflow_token_opens_the_api_and_metrics(airflow_server: AirflowServe
     assert [(p["partition"], p["lag_records"]) for p in flow["status"]["partitions"]] == \
         [(0, 7), (1, 0)]
     assert [p["records"] for p in flow["lag_history"]] == [40, 7]
-    assert request(airflow_server, "/ferry/metrics", cookie=f"_token={token}")[0] == 200
+    assert scrape(airflow_server, cookie=f"_token={token}")[0] == 200
 
 
 def test_a_flow_whose_connection_is_missing_shows_why_and_the_other_flows_still_show(
@@ -174,8 +190,7 @@ def test_a_flow_whose_connection_is_missing_shows_why_and_the_other_flows_still_
     assert unconnected["status"] is None
     assert airflow_server.missing in unconnected["error"], unconnected["error"]
     # and so do the metrics a scraper reads, in one answer
-    status, _, body = request(airflow_server, "/ferry/metrics",
-                              f"Bearer {airflow_server.scrape_token}")
+    status, _, body = scrape(airflow_server, f"Bearer {airflow_server.scrape_token}")
     assert status == 200, body
     source, target = airflow_server.unconnected.split("->")
     lines = body.splitlines()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 if TYPE_CHECKING:
     from fastapi.responses import Response
 
+    from ferry.observe.collector import Collector
     from ferry.observe.snapshot import FlowSnapshot
 
 log = logging.getLogger("ferry.airflow.plugin")
@@ -100,6 +102,26 @@ def _snapshots() -> tuple[str, list[FlowSnapshot]]:
     return path, collect(config, resolve=resolve)
 
 
+_collectors: dict[str, Collector] = {}
+_collectors_lock = threading.Lock()
+
+
+def _collector() -> Collector:
+    """This process's background collector of the config's metrics (started on the first
+    scrape): a scrape serves its latest collection at once, whatever the clusters do."""
+    from ferry.airflow.tasks import config_path
+    from ferry.observe.collect import metric_families
+    from ferry.observe.collector import Collector
+
+    path = config_path()
+    with _collectors_lock:
+        found = _collectors.get(path)
+        if found is None:
+            found = _collectors[path] = Collector(
+                lambda: metric_families(*_config()[1:])).start()
+    return found
+
+
 def create_app() -> FastAPI:
     """The FastAPI app Airflow mounts under `URL_PREFIX`."""
     from ferry.errors import ConfigError
@@ -150,13 +172,17 @@ def create_app() -> FastAPI:
         token = os.environ.get(TOKEN_ENV, "").strip() or None
         if not token_allows(request.headers.get("authorization"), token):
             await airflow_user(request)
-        from ferry.observe.collect import metric_families
+        from ferry.observe.serve import FIRST_WAIT_S
 
         try:
-            body = render(await run_in_threadpool(lambda: metric_families(*_config()[1:])))
+            found = await run_in_threadpool(_collector().latest, FIRST_WAIT_S)
         except ConfigError as exc:
             return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
-        return PlainTextResponse(body, media_type=CONTENT_TYPE)
+        if found is None:
+            return PlainTextResponse(
+                "ferry: the first collection of the metrics is still running\n",
+                status_code=503, headers={"Retry-After": "5"})
+        return PlainTextResponse(render(found), media_type=CONTENT_TYPE)
 
     return app
 

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ferry.cli.verbs import EXIT_OK, Parser, config_verb, emit
+from ferry.observe.collector import REFRESH_SECONDS
 
 log = logging.getLogger("ferry.cli")
 
@@ -23,9 +24,24 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     metrics.add_argument("--serve", metavar="HOST:PORT",
                          help="serve /metrics until interrupted (scrape token: "
                               "$FERRY_METRICS_TOKEN)")
+    metrics.add_argument("--refresh", metavar="SECONDS", type=_refresh_seconds,
+                         default=REFRESH_SECONDS,
+                         help="with --serve: collect in the background every SECONDS "
+                              f"(default {REFRESH_SECONDS:g}); a scrape serves the latest "
+                              "collection at once, with its age")
     topology = config_verb(subparsers, "topology",
                            "the clusters upstream of one, seen through heartbeats", cmd_topology)
     topology.add_argument("--cluster", required=True, help="the cluster alias to look from")
+
+
+def _refresh_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.1 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds from 0.1 to 3600, e.g. 15")
+    return value
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -58,7 +74,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                   if args.json else
                   f"serving {url}" + (" (scrape token required)" if token else ""), flush=True)
 
-        serve(args.file, host, port, token, ready)
+        serve(args.file, host, port, token, ready, args.refresh)
         return EXIT_OK
     found = metric_families(load_config(args.file))
     if args.json:

@@ -92,6 +92,11 @@ def build_config(
     check_flow_keys(props, aliases, findings)
     check_keys(props, aliases, findings)
     clusters = {a: _cluster(props, a, findings, a in deferred) for a in aliases}
+    # The clusters' own clients (heartbeats, topology, status) wait transient states out
+    # as long as the top-level setting says, as the flows' clients do.
+    retry = _top_retry_seconds(props)
+    clusters = {a: replace(c, admin=replace(c.admin, retry_seconds=retry))
+                for a, c in clusters.items()}
     top = Reader(props, findings)
     flows = tuple(
         _flow(props, s, t, base_dir, findings, client_profiles)
@@ -126,6 +131,19 @@ def _cluster_props(props: Props, alias: str) -> Props:
                 result.setdefault(role + key, value)
             result.setdefault(key, value)
     return result
+
+
+def _top_retry_seconds(props: Props) -> float:
+    """The top-level `ferry.kafka.retry.seconds` (its default when unset; a bad value is
+    reported once, through the flows that take it)."""
+    from ferry.config.ferry_keys import BY_NAME
+
+    key = BY_NAME["ferry.kafka.retry.seconds"]
+    found = props.get(key.name)
+    try:
+        return float(key.parse(found.text if found is not None else key.default))
+    except ValueError:
+        return float(key.parse(key.default))
 
 
 def _cluster(props: Props, alias: str, findings: Findings, deferred: bool = False) -> Cluster:

@@ -93,8 +93,13 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "ferry_checkpoint_age_seconds": (
         "gauge", "Seconds since the flow last translated consumer-group offsets."),
     "ferry_flow_up": (
-        "gauge", "1 when the flow's clusters answered this scrape, 0 when they did not "
-                 "(the page names the error)."),
+        "gauge", "1 when the flow's clusters answered the latest collection, 0 when they did "
+                 "not (the page names the error)."),
+    "ferry_metrics_age_seconds": (
+        "gauge", "Seconds since the metrics served were collected (collected in the "
+                 "background: a scrape never waits on the clusters)."),
+    "ferry_metrics_collect_seconds": (
+        "gauge", "How long the latest collection of the metrics took."),
 }
 
 

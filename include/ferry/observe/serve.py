@@ -1,5 +1,7 @@
 """`ferry metrics --serve HOST:PORT`: a Prometheus endpoint for setups without the Airflow
-plugin (stdlib HTTP server; each scrape reads the clusters and the state tables now).
+plugin (stdlib HTTP server). The clusters and the state tables are read in the background
+every `refresh_s` seconds (`ferry.observe.collector`); a scrape answers at once with the
+latest collection and its age (503 until the first one ends).
 
 With a scrape token configured (`FERRY_METRICS_TOKEN`), a scrape must send
 `Authorization: Bearer <token>`; the token is never logged, and neither are headers.
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ferry.errors import ConfigError, UsageError
+from ferry.observe.collector import REFRESH_SECONDS, Collector
 
 log = logging.getLogger("ferry.metrics")
 
@@ -39,12 +42,18 @@ def parse_listen(value: str) -> tuple[str, int]:
     return match["v6"] or match["host"], port
 
 
+FIRST_WAIT_S = 0.5
+"""How long a scrape waits for the first collection before it is answered 503."""
+
+
 def serve(config_file: str, host: str, port: int, token: str | None,
-          ready: Callable[[str], None]) -> None:
+          ready: Callable[[str], None], refresh_s: float = REFRESH_SECONDS) -> None:
     """Serve `/metrics` until interrupted; `ready` gets the URL once the socket listens."""
     from ferry.config import load_config
     from ferry.observe.collect import metric_families
     from ferry.observe.metrics import CONTENT_TYPE, render, token_allows
+
+    collector = Collector(lambda: metric_families(load_config(config_file)), refresh_s)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "ferry-metrics"
@@ -63,16 +72,16 @@ def serve(config_file: str, host: str, port: int, token: str | None,
                             {"WWW-Authenticate": 'Bearer realm="ferry-metrics"'})
                 return
             try:
-                body = render(metric_families(load_config(config_file)))
+                found = collector.latest(FIRST_WAIT_S)
             except ConfigError as exc:
                 self._reply(500, "text/plain; charset=utf-8", f"ferry: {exc}\n")
                 return
-            except Exception:  # a scrape must answer; the log has the traceback
-                log.exception("collecting metrics failed")
-                self._reply(500, "text/plain; charset=utf-8",
-                            "ferry: collecting metrics failed (see the server's log)\n")
+            if found is None:
+                self._reply(503, "text/plain; charset=utf-8",
+                            "ferry: the first collection of the metrics is still running\n",
+                            {"Retry-After": "5"})
                 return
-            self._reply(200, CONTENT_TYPE, body)
+            self._reply(200, CONTENT_TYPE, render(found))
 
         def _reply(self, code: int, kind: str, body: str,
                    headers: dict[str, str] | None = None) -> None:
@@ -90,9 +99,11 @@ def serve(config_file: str, host: str, port: int, token: str | None,
             log.debug("%s %s", self.address_string(), format % args)
 
     server = (_Server6 if ":" in host else _Server)((host, port), Handler)
+    collector.start()
     try:
         shown = f"[{host}]" if ":" in host else host
         ready(f"http://{shown}:{server.server_address[1]}/metrics")
         server.serve_forever()
     finally:
+        collector.stop()
         server.server_close()

@@ -216,3 +216,22 @@ def test_where_mm2_in_dedicated_mode_keeps_a_flows_progress(
         load: Loader, extra: str, topic: str, group: str) -> None:
     flow = load(BASE + extra).flow("A->B")
     assert (flow.mm2_offsets_topic, flow.mm2_worker_group) == (topic, group)
+
+
+@pytest.mark.parametrize(("extra", "cluster_s", "flow_s"), [
+    ("", 120.0, 120.0),
+    ("ferry.kafka.retry.seconds = 3\n", 3.0, 3.0),
+    ("A->B.ferry.kafka.retry.seconds = 5\n", 120.0, 5.0),
+    ("ferry.kafka.retry.seconds = 3\nA->B.ferry.kafka.retry.seconds = 5\n", 3.0, 5.0),
+], ids=["default", "top-level", "flow-only", "both"])
+def test_the_retry_budget_bounds_the_clusters_own_clients_as_well_as_the_flows(
+    load: Loader, extra: str, cluster_s: float, flow_s: float
+) -> None:
+    # the clusters' own admin clients read heartbeats and the topology for status and
+    # metrics: a top-level budget holds there too
+    config = load(BASE + extra)
+    flow = config.flow("A->B")
+
+    assert {c.admin.retry_seconds for c in config.clusters.values()} == {cluster_s}
+    assert {flow.source_admin.retry_seconds, flow.target_admin.retry_seconds,
+            flow.producer.retry_seconds, flow.consumer.retry_seconds} == {flow_s}

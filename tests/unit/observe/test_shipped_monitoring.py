@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ferry.observe.collector import Collector
 from ferry.observe.metrics import DEFINITIONS, families, render
 from ferry.observe.snapshot import FlowSnapshot
 from ferry.observe.status import FlowStatus, PartitionStatus
@@ -43,7 +44,12 @@ def exposition() -> str:
     snap.gaps = [{"topic": "orders", "partition": 0, "records": 5, "detected_at": NOW}]
     snap.verify = [{"topic": "orders", "partition": 0, "checked": 100, "altered": 1,
                     "missing": 0, "extra": 0, "verified_at": NOW}]
-    return render(families([snap], NOW.timestamp()))
+    served = Collector(lambda: families([snap], NOW.timestamp()),
+                       clock=lambda: NOW.timestamp() + 5)  # as a scrape gets it
+    served.collect_once()
+    found = served.latest()
+    assert found is not None
+    return render(found)
 
 
 EXPOSED = set(re.findall(r"^# TYPE (\S+) ", exposition(), re.MULTILINE))

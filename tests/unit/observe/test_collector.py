@@ -1,0 +1,90 @@
+"""Metrics collected in the background (`ferry.observe.collector`): a scrape never waits on
+the clusters; it gets the latest collection with its age."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ferry.errors import ConfigError, Problem
+from ferry.observe.collector import Collector
+from ferry.observe.metrics import Family, Sample
+
+
+def up(value: float) -> list[Family]:
+    return [Family("ferry_flow_up", "gauge", "up", (Sample((("source", "A"),), value),))]
+
+
+def values(found: list[Family] | None) -> dict[str, float]:
+    assert found is not None
+    return {f.name: f.samples[0].value for f in found}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_scrape_during_a_hung_collection_gets_the_previous_one_with_its_age() -> None:
+    # given: a first collection done at t=1000, then one that hangs (a cluster went down)
+    clock, release, calls = Clock(), threading.Event(), []
+
+    def collect() -> list[Family]:
+        calls.append(clock.now)
+        if len(calls) > 1:
+            release.wait(30)
+            return up(0)
+        return up(1)
+
+    collector = Collector(collect, interval_s=0.01, clock=clock)
+    collector.collect_once()
+    clock.now += 42
+    collector.start()
+    try:
+        # when: scraped while the second collection hangs
+        found = collector.latest()
+
+        # then: at once, the first collection, 42 s old
+        assert values(found) == {"ferry_flow_up": 1, "ferry_metrics_age_seconds": 42,
+                                 "ferry_metrics_collect_seconds": pytest.approx(0, abs=1)}
+    finally:
+        release.set()
+        collector.stop()
+
+
+def test_before_the_first_collection_a_scrape_gets_nothing_after_its_short_wait() -> None:
+    release = threading.Event()
+    collector = Collector(lambda: (release.wait(30), up(1))[1], interval_s=60).start()
+    try:
+        assert collector.latest(wait_s=0.05) is None
+        release.set()
+        assert values(collector.latest(wait_s=30))["ferry_flow_up"] == 1
+    finally:
+        release.set()
+        collector.stop()
+
+
+def test_a_failed_collection_keeps_the_previous_metrics_and_a_broken_config_is_raised() -> None:
+    outcomes: list[list[Family] | Exception] = [
+        up(1), RuntimeError("boom"),
+        ConfigError([Problem("A.bootstrap.servers", "missing", "set it")]), up(0)]
+
+    def collect() -> list[Family]:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    collector = Collector(collect)
+    collector.collect_once()
+    collector.collect_once()  # fails: the first collection stays served
+    assert values(collector.latest())["ferry_flow_up"] == 1
+    collector.collect_once()  # the config broke: no metric of it can be trusted
+    with pytest.raises(ConfigError, match=r"A\.bootstrap\.servers"):
+        collector.latest()
+    collector.collect_once()  # fixed again
+    assert values(collector.latest())["ferry_flow_up"] == 0
