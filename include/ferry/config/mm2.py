@@ -334,11 +334,9 @@ def _name_filter(include: Value, exclude: Value, findings: Findings) -> NameFilt
 def _policy(conn: Reader, source: str) -> ReplicationPolicy:
     cls = conn.props.get("replication.policy.class")
     separator = conn.props.get("replication.policy.separator")
+    # An empty separator is taken as given, as MM2 does: with IdentityReplicationPolicy, or
+    # with an empty `source.cluster.alias`, the old way to keep topic names unchanged.
     sep = separator.text if separator is not None else "."
-    if separator is not None and sep == "":
-        conn.findings.problem(separator.origin, "must not be empty",
-                              f"set {separator.origin}=.")
-        sep = "."
     internal = True
     if separator is not None:
         internal = conn.boolean("replication.policy.internal.topic.separator.enabled", True)

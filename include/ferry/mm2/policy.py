@@ -5,7 +5,8 @@ Ports `DefaultReplicationPolicy` and `IdentityReplicationPolicy` from MM2's clie
 contract between Ferry, MM2 and every consumer that reads a remote topic:
 
 - `topic_source` splits on the separator like Java's `String.split`, which drops trailing
-  empty parts: `"a."` is not a remote topic, `".a"` has the source `""`.
+  empty parts: `"a."` is not a remote topic, `".a"` has the source `""`. An empty separator
+  (MM2 takes it as given) splits between every character, as Java's split does.
 - `original_topic` peels sources until there is none or the name stops changing (the
   identity policy never changes it).
 - Internal topics (`__*`, `.*`, `*.internal`, `*-internal`) are never replicated.
@@ -41,7 +42,7 @@ class DefaultReplicationPolicy:
 
     def topic_source(self, topic: str) -> str | None:
         """The alias of the cluster `topic` was mirrored from, or None for a local topic."""
-        parts = topic.split(self.separator)
+        parts = topic.split(self.separator) if self.separator else list(topic)
         while parts and parts[-1] == "":
             parts.pop()
         return parts[0] if len(parts) >= 2 else None

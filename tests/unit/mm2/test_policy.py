@@ -20,6 +20,24 @@ def test_topic_source_splits_like_java(topic: str, source: str | None) -> None:
 
 
 @pytest.mark.parametrize(
+    ("topic", "source", "upstream", "original"),
+    # Java's "orders".split(Pattern.quote("")) is every character: MM2 takes the first one
+    # for the source and peels one character per hop
+    [("orders", "o", "rders", "s"), ("ab", "a", "b", "b"), ("a", None, None, "a"),
+     ("", None, None, "")],
+)
+def test_an_empty_separator_splits_between_every_character_as_java_does(
+    topic: str, source: str | None, upstream: str | None, original: str
+) -> None:
+    policy = DefaultReplicationPolicy("")
+    assert policy.topic_source(topic) == source
+    assert policy.upstream_topic(topic) == upstream
+    assert policy.original_topic(topic) == original
+    assert policy.format_remote_topic("", "orders") == "orders"
+    assert policy.format_remote_topic("us", "orders") == "usorders"
+
+
+@pytest.mark.parametrize(
     ("topic", "upstream"),
     [("topic1", None), ("us-west.topic1", "topic1"), ("us-east.us-west.topic1", "us-west.topic1")],
 )

@@ -1,0 +1,52 @@
+"""Config shapes found in real MirrorMaker deployments (Kafka's docs, Strimzi and AMQ Streams
+examples, users' repositories), each read as MM2 or Strimzi reads it. The files here are
+written for these tests in those shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.conftest import BASE, Loader
+
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+@pytest.mark.parametrize(("lines", "remote"), [
+    # AMQ Streams' identity mirroring: the identity policy with an empty separator
+    (f"replication.policy.class = {IDENTITY}\nreplication.policy.separator =\n", "orders"),
+    # an empty separator under the default policy joins alias and topic
+    ("replication.policy.separator =\n", "Aorders"),
+], ids=["identity", "default"])
+def test_an_empty_separator_is_taken_as_given_as_mm2_does(
+    load: Loader, lines: str, remote: str
+) -> None:
+    config = load(BASE + lines)
+    flow = config.flow("A->B")
+
+    assert flow.policy.separator == ""
+    assert flow.remote_topic("orders") == remote
+    assert not [w for w in config.warnings if "separator" in str(w)]
+
+
+def test_a_strimzi_resource_with_an_empty_separator_is_read(load: Loader) -> None:
+    config = load("""
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata: {name: amq}
+spec:
+  connectCluster: dc2
+  clusters:
+    - {alias: dc1, bootstrapServers: "dc1:9092"}
+    - {alias: dc2, bootstrapServers: "dc2:9092"}
+  mirrors:
+    - sourceCluster: dc1
+      targetCluster: dc2
+      topicsPattern: ".*"
+      sourceConnector:
+        config:
+          replication.policy.class: org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+          replication.policy.separator: ""
+""", name="mm2.yaml")
+
+    flow = config.flow("dc1->dc2")
+    assert flow.policy.separator == "" and flow.remote_topic("orders") == "orders"
