@@ -175,10 +175,31 @@ KEY_RULES: Final[tuple[KeyRule, ...]] = (
 )
 
 
+BYTE_ARRAY_CONVERTER: Final = "org.apache.kafka.connect.converters.ByteArrayConverter"
+CONVERTER_KEYS: Final = ("key.converter", "value.converter", "header.converter")
+
+
+def _check_converter(key: Key, value: Value, findings: Findings) -> bool:
+    """A converter other than MM2's ByteArrayConverter, at the top level or per flow: MM2's
+    worker would apply it (JsonConverter wraps every record in JSON), while Ferry copies
+    records byte for byte, so the two would write different records. Refused."""
+    if key.place not in ("top", "flow") or key.setting not in CONVERTER_KEYS:
+        return False
+    if value.text.strip() != BYTE_ARRAY_CONVERTER:
+        findings.problem(key.key, f"MM2's worker would write records through "
+                                  f"{value.text.strip() or 'no converter'}; Ferry copies them "
+                                  "byte for byte", f"remove it (MM2's default is "
+                                  f"{BYTE_ARRAY_CONVERTER}) and convert downstream",
+                         value.shown())
+    return True
+
+
 def check_keys(props: Props, aliases: list[str], findings: Findings) -> None:
     """Each key meets the first rule of `KEY_RULES` for its place that applies to it."""
     for name in props:
         key = Key.placed(name, aliases)
+        if _check_converter(key, props[name], findings):
+            continue
         rule = next((r for r in KEY_RULES if key.place in r.places and r.applies(key)), None)
         if rule is not None:
             rule.report(key, findings)

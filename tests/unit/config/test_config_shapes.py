@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ferry.errors import ConfigError
 from tests.unit.conftest import BASE, Loader
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
@@ -50,3 +51,25 @@ spec:
 
     flow = config.flow("dc1->dc2")
     assert flow.policy.separator == "" and flow.remote_topic("orders") == "orders"
+
+
+@pytest.mark.parametrize("key", ["key.converter", "value.converter", "header.converter",
+                                 "A->B.value.converter"])
+def test_a_converter_mm2_would_apply_to_records_is_refused_naming_the_key(
+    load: Loader, key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(BASE + f"{key} = org.apache.kafka.connect.json.JsonConverter\n"
+                    "value.converter.schemas.enable = false\n")
+
+    (problem,) = refused.value.problems
+    assert problem.key == key
+    assert "JsonConverter" in problem.message and "byte for byte" in problem.message
+    assert "ByteArrayConverter" in problem.fix
+
+
+def test_mm2s_own_byte_array_converter_is_accepted(load: Loader) -> None:
+    config = load(BASE + "key.converter = org.apache.kafka.connect.converters."
+                         "ByteArrayConverter\nvalue.converter = org.apache.kafka.connect."
+                         "converters.ByteArrayConverter\n")
+    assert config.flow("A->B").enabled
