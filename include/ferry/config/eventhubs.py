@@ -70,8 +70,18 @@ def apply(props: Props, aliases: Iterable[str], findings: Findings) -> tuple[str
                      f"{PARTITION_LIMITS[tier]} partitions per topic; {alias}.{TIER_KEY})")
         for source in aliases:
             if source != alias:
-                shown += _flow(props, f"{source}->{alias}")
+                lines = _flow(props, f"{source}->{alias}")
+                # A pair the config does not enable (MM2's heartbeat-only pairs) gets the
+                # same settings, but validate shows the flows the config declares
+                if _enabled(props, f"{source}->{alias}"):
+                    shown += lines
     return tuple(shown)
+
+
+def _enabled(props: Props, flow: str) -> bool:
+    """Whether the config enables `flow` (`S->T.enabled = true`, as MM2 reads it)."""
+    value = props.get(f"{flow}.enabled")
+    return value is not None and value.text.strip().lower() == "true"
 
 
 def profile_client(client: ClientConfig, findings: Findings) -> tuple[ClientConfig, list[str]]:

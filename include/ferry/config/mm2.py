@@ -227,7 +227,8 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
     for role, client in clients.items():
         if eventhubs.is_hub(props, client.cluster):
             clients[role], shown = eventhubs.profile_client(client, findings)
-            profiles += shown
+            if enabled:  # validate shows what the profile does to the flows declared
+                profiles += shown
     flow = Flow(
         source=source,
         target=target,

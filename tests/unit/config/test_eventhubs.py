@@ -113,3 +113,18 @@ def test_a_namespace_behind_its_own_dns_name_opts_in_by_naming_its_tier(load: Lo
     flow = config.flow("kafka->hub")
     assert flow.target_partition_limit == 1024 and flow.ferry.delivery == "at_least_once"
     assert flow.producer.settings["connections.max.idle.ms"] == "180000"
+
+
+def test_with_event_hubs_as_the_source_validate_shows_only_the_flows_declared(
+    load: Loader
+) -> None:
+    # given: the hub is the source, and heartbeats are on (MM2 then has a heartbeat-only
+    # pair kafka->hub the config never declares)
+    config = load(HUB.replace("kafka->hub.enabled = true", "hub->kafka.enabled = true")
+                  .replace("emit.heartbeats.enabled = false\n", ""))
+
+    assert [(f.name, f.enabled) for f in config.flows] == [("kafka->hub", False),
+                                                          ("hub->kafka", True)]
+    assert not any("kafka->hub" in line or "hub producer" in line for line in config.profiles)
+    assert "hub consumer: connections.max.idle.ms=180000 (Event Hubs profile)" in \
+        config.profiles
