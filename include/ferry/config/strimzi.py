@@ -36,13 +36,7 @@ def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, s
                        ) -> tuple[dict[str, str], Translation | None]:
     """MM2 properties equivalent to the resource, and for a MirrorMaker 1 resource what each
     of its settings became; ConfigError lists what is wrong."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError([Problem(path, f"is not valid YAML{where}",
-                                   "fix the syntax")]) from None
+    doc = _mirror_resource(text, path)
     secrets = Path(env.get("FERRY_SECRETS_DIR") or base_dir / "secrets")
     mapper = _Mapper(secrets)
     mapper.resource(doc)
@@ -50,6 +44,35 @@ def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, s
         # all of them as found (raise_problems would also drop repeats)
         raise ConfigError(mapper.findings.problems, source=path)
     return mapper.props, mapper.translation
+
+
+MIRROR_KINDS = ("KafkaMirrorMaker2", "KafkaMirrorMaker")
+
+
+def _mirror_resource(text: str, path: str) -> Any:
+    """The file's one YAML document, or out of several (`---`, as `kubectl apply -f` takes:
+    a Kafka, its users and a mirror) the one KafkaMirrorMaker2 or KafkaMirrorMaker.
+    Several mirror resources in one file are refused, naming them."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError([Problem(path, f"is not valid YAML{where}",
+                                   "fix the syntax")]) from None
+    if len(docs) <= 1:
+        return docs[0] if docs else None
+    mirrors = [d for d in docs if isinstance(d, dict) and d.get("kind") in MIRROR_KINDS]
+    if len(mirrors) == 1:
+        return mirrors[0]
+    kinds = ", ".join(f"{d.get('kind', '?')} {(d.get('metadata') or {}).get('name', '?')}"
+                      if isinstance(d, dict) else "?" for d in docs)
+    if not mirrors:
+        raise ConfigError([Problem(path, f"holds {len(docs)} resources ({kinds}), none a "
+                                         "KafkaMirrorMaker2 or KafkaMirrorMaker",
+                                   "give the file that holds the mirror resource")])
+    raise ConfigError([Problem(path, f"holds {len(mirrors)} mirror resources ({kinds})",
+                               "give Ferry one mirror resource per file")])
 
 
 class _Mapper:

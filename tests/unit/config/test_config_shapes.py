@@ -73,3 +73,52 @@ def test_mm2s_own_byte_array_converter_is_accepted(load: Loader) -> None:
                          "ByteArrayConverter\nvalue.converter = org.apache.kafka.connect."
                          "converters.ByteArrayConverter\n")
     assert config.flow("A->B").enabled
+
+
+KAFKA_DOC = """apiVersion: kafka.strimzi.io/v1beta2
+kind: Kafka
+metadata: {name: dc2}
+spec: {kafka: {replicas: 3, listeners: []}}
+"""
+USER_DOC = """apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaUser
+metadata: {name: mirror, labels: {strimzi.io/cluster: dc2}}
+spec: {authentication: {type: tls}}
+"""
+MIRROR_DOC = """apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata: {name: %s}
+spec:
+  connectCluster: dc2
+  clusters:
+    - {alias: dc1, bootstrapServers: "dc1:9092"}
+    - {alias: dc2, bootstrapServers: "dc2:9092"}
+  mirrors:
+    - sourceCluster: dc1
+      targetCluster: dc2
+      topicsPattern: "orders"
+      sourceConnector: {config: {replication.factor: 1}}
+"""
+
+
+def test_the_mirror_is_read_out_of_a_file_of_several_resources(load: Loader) -> None:
+    text = "---\n".join([KAFKA_DOC, USER_DOC, MIRROR_DOC % "dr"])
+
+    config = load(text, name="dc2.yaml")
+
+    assert config.flow("dc1->dc2").remote_topic("orders") == "dc1.orders"
+
+
+@pytest.mark.parametrize(("docs", "says"), [
+    ([KAFKA_DOC, USER_DOC], "holds 2 resources (Kafka dc2, KafkaUser mirror), none a "
+                            "KafkaMirrorMaker2 or KafkaMirrorMaker"),
+    ([MIRROR_DOC % "one", KAFKA_DOC, MIRROR_DOC % "two"], "holds 2 mirror resources"),
+], ids=["no-mirror", "two-mirrors"])
+def test_a_file_of_several_resources_without_exactly_one_mirror_is_refused_plainly(
+    load: Loader, docs: list[str], says: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load("---\n".join(docs), name="all.yaml")
+
+    (problem,) = refused.value.problems
+    assert says in problem.message and "not valid YAML" not in problem.message
