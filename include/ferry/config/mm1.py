@@ -95,20 +95,28 @@ class Names:
         return cls(alias if alias and alias != TARGET else "source")
 
 
-def flow_properties(names: Names, include: str, streams: Any) -> dict[str, str]:
+MM1_BEHAVIOUR = ("{flow} behaves as MM1 did: no topic config or ACL sync, no heartbeats, "
+                 "no checkpoints (for MM2's, write the flow as an mm2.properties)")
+
+
+def flow_properties(names: Names, include: str, streams: Any,
+                    done: Translation) -> dict[str, str]:
     """The flow's own keys: enabled, identity names, MM1's topics and only those; no
     heartbeats or checkpoints (MM1 emitted neither, and mirrored no `heartbeats` topic its
-    whitelist did not name: MM2 mirrors those whatever its topics filter says). Topics are
-    created with the target's default replication factor (-1), as MM1's were (the target
-    broker auto-created them): MM2's default, 2, would fail on a one-broker target that
-    MM1 served."""
+    whitelist did not name: MM2 mirrors those whatever its topics filter says), and no
+    topic config or ACL sync (MM1 never changed the target's topics after the broker
+    auto-created them). Topics are created with the target's default replication factor
+    (-1), as MM1's were: MM2's default, 2, would fail on a one-broker target that MM1
+    served. `done` notes the behaviour kept."""
     flow = names.flow
     props = {"clusters": f"{names.source}, {TARGET}", f"{flow}.enabled": "true",
              f"{flow}.topics": java_list(include), "replication.policy.class": IDENTITY,
              "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false",
-             "heartbeats.replication.enabled": "false", "replication.factor": "-1"}
+             "heartbeats.replication.enabled": "false", "replication.factor": "-1",
+             "sync.topic.configs.enabled": "false", "sync.topic.acls.enabled": "false"}
     if streams not in (None, ""):
         props[f"{flow}.tasks.max"] = str(streams)
+    done.note(f"(the {done.kind})", MM1_BEHAVIOUR.format(flow=flow))
     return props
 
 
@@ -181,7 +189,7 @@ def command_line(text: str, path: str, base_dir: Path,
             done.note(f"{option} {options[option]}", _WHY_NOT[option])
     if options.get("--abort.on.send.failure", "true").lower() == "false":
         done.warnings.append(NEVER_DROPS.format(setting="--abort.on.send.failure false"))
-    props.update(flow_properties(names, include or "", streams))
+    props.update(flow_properties(names, include or "", streams, done))
     return props, done
 
 

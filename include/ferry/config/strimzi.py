@@ -196,7 +196,7 @@ class _Mapper:
         for key in sorted(set(spec) - {"consumer", "producer", "include", "whitelist"}):
             done.note(f"spec.{key}", "no meaning in Ferry: it configures MM1's pods; Ferry "
                       "runs in Airflow and Spark")
-        self.props.update(mm1.flow_properties(names, include or "", streams))
+        self.props.update(mm1.flow_properties(names, include or "", streams, done))
 
     def cluster(self, cluster: Any, where: str) -> str | None:
         if not isinstance(cluster, dict):

@@ -63,6 +63,12 @@ def test_a_strimzi_kafkamirrormaker_becomes_one_identity_flow(load: Loader) -> N
     assert flow.tasks_max == 3  # numStreams: the lanes
     assert not flow.emit_heartbeats.enabled and not flow.emit_checkpoints.enabled
     assert not flow.heartbeats_replication  # MM1 mirrored only what its whitelist named
+    # MM1 never changed the target's topic configs or ACLs: neither does the flow, and
+    # validate says so
+    assert not flow.sync_topic_configs.enabled and not flow.sync_topic_acls.enabled
+    assert ("(the Strimzi KafkaMirrorMaker)", "legacy->target behaves as MM1 did: no topic "
+            "config or ACL sync, no heartbeats, no checkpoints (for MM2's, write the flow as "
+            "an mm2.properties)") in config.translated
     # the source cluster's connection, from the consumer side, for every client of it
     consumer = flow.consumer.settings
     assert config.clusters["legacy"].bootstrap_servers == "edge-kafka-bootstrap:9093"
@@ -166,6 +172,7 @@ def test_mm1s_command_line_becomes_the_same_identity_flow(load: Loader) -> None:
     assert flow.source_admin.settings["sasl.password"] == Secret("cli-secret")
     assert flow.consumer.settings["fetch.min.bytes"] == "1024"
     assert flow.producer.settings["linger.ms"] == "20"
+    assert not flow.sync_topic_configs.enabled and not flow.sync_topic_acls.enabled
     became = dict(config.translated)
     assert config.translated_from == "MirrorMaker 1 command line"
     assert became["--consumer.config consumer.properties: bootstrap.servers"] == \
