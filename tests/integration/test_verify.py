@@ -45,7 +45,8 @@ def test_an_altered_and_a_missing_target_record_are_named(
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{i}".encode(), 0)
                                              for i in range(30)])
-    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
     run_cycle(flow)
     remote = flow.remote_topic(topic_name)
     # Rewrite the remote topic by hand: the same records, except offset 12's value...
@@ -73,3 +74,5 @@ def test_an_altered_and_a_missing_target_record_are_named(
     assert f"altered {topic_name}-0@12 -> {remote}-0@12" in check.text(flow)
     (row,) = rows(StatePaths(flow.ferry.state_dir).verify, flow.name)
     assert (row["outcome"], row["altered"], row["missing"]) == ("mismatch", 1, 3)
+    # and the command says so with its own exit code (1 is a check that failed)
+    assert main(["verify", config.path, "--flow", flow.name]) == 3

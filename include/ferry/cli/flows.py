@@ -62,7 +62,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from ferry.cli.render import config_json, config_text, flow_json
+    from ferry.cli.render import config_json, config_text, flow_json, flow_text
     from ferry.config import load_config
 
     config = load_config(args.file)
@@ -72,7 +72,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise UsageError(str(exc.args[0])) from None
         emit(args, {"ok": True, "flow": flow_json(flow), "warnings": list(config.warnings)},
-             json.dumps(flow_json(flow), indent=2))
+             "\n".join(flow_text(flow) + (["warnings:"] if config.warnings else [])
+                       + [f"  - {w}" for w in config.warnings]))
         return EXIT_OK
     emit(args, config_json(config), config_text(config))
     return EXIT_OK

@@ -10,6 +10,7 @@ this module builds the parser from them and is the error edge.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -87,6 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, EXIT_FAILED, [str(exc)], {"ok": False, "error": str(exc)})
     except KeyboardInterrupt:
         return _fail(args, 130, ["interrupted"], {"ok": False, "error": "interrupted"})
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+EXIT_CLOSED_PIPE = 141
+"""128 + SIGPIPE: how a command ends when its reader went away (`ferry validate | head`)."""
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away: nothing more can be said there, and nothing is
+    wrong. Later writes (the final flush) go to /dev/null instead of raising again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
 
 
 def run() -> NoReturn:
@@ -96,8 +112,12 @@ def run() -> NoReturn:
     to clean up by then."""
     code = main()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _closed_pipe()
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
     os._exit(code)
 
 

@@ -10,6 +10,7 @@ import argparse
 from ferry.cli.verbs import (
     DRY_RUN_NOTE,
     EXIT_FAILED,
+    EXIT_MISMATCH,
     EXIT_OK,
     Parser,
     config_and_flow,
@@ -26,7 +27,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                           ("mm2.properties --flow 'A->B' --group payments-app --json",))
     translate.add_argument("--group", required=True, help="the consumer group id")
     verify = flow_verb(subparsers, "verify", "compare source and target record by record "
-                       "through the offset map (exit 1 on a mismatch)", cmd_verify)
+                       "through the offset map (exit 3 on a mismatch)", cmd_verify,
+                       extra_codes=f", {EXIT_MISMATCH} records differ (the report names them)")
     verify.add_argument("--topic", help="only this source topic")
     flow_verb(subparsers, "checkpoints", "translate every group now: checkpoints, and group "
               "offsets when sync.group.offsets.enabled=true", cmd_checkpoints)
@@ -170,7 +172,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                                   else "all equal"))
     emit(args, {"flow": flow.name, "ok": not bad, "partitions": [c.to_json() for c in checks]},
          "\n".join(lines))
-    return EXIT_FAILED if bad else EXIT_OK
+    return EXIT_MISMATCH if bad else EXIT_OK
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:

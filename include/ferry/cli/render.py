@@ -103,6 +103,28 @@ def _client_line(settings: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in settings.items())
 
 
+def flow_text(flow: Flow) -> list[str]:
+    """One flow as `ferry validate` prints it (secrets masked)."""
+    data = flow_json(flow)
+    policy = data["replication_policy"]
+    lines = [
+        f"flow {flow.name}  (Airflow DAG {flow.dag_id})",
+        f"  topics:   include '{flow.topics.include}'  exclude '{flow.topics.exclude}'",
+        f"  groups:   include '{flow.groups.include}'  exclude '{flow.groups.exclude}'",
+        f"  policy:   {policy['class'].rsplit('.', 1)[-1]} "
+        f"(separator {policy['separator']!r}); e.g. 'orders' -> "
+        f"{flow.remote_topic('orders')!r}",
+        f"  replication.factor: {flow.replication_factor}   tasks.max: "
+        f"{flow.tasks_max if flow.tasks_max is not None else 'default'}",
+        "  features: " + "; ".join(f"{k} {v['describe']}" for k, v in data["features"].items()),
+        "  ferry:    " + ", ".join(f"{k}={v}" for k, v in data["ferry"].items()),
+        "  clients:",
+    ]
+    for role, settings in data["clients"].items():
+        lines.append(f"    {role.replace('_', ' ')}: {_client_line(settings)}")
+    return lines
+
+
 def config_text(config: MirrorConfig) -> str:
     lines = [f"config: {config.path}  ({len(config.clusters)} clusters, "
              f"{len(config.enabled_flows)} enabled flows)", "clusters:"]
@@ -111,24 +133,7 @@ def config_text(config: MirrorConfig) -> str:
             f"  (client settings from Airflow connection {cluster.connection!r})"
             if cluster.connection else ""))
     for flow in config.enabled_flows:
-        data = flow_json(flow)
-        policy = data["replication_policy"]
-        lines += [
-            f"flow {flow.name}  (Airflow DAG {flow.dag_id})",
-            f"  topics:   include '{flow.topics.include}'  exclude '{flow.topics.exclude}'",
-            f"  groups:   include '{flow.groups.include}'  exclude '{flow.groups.exclude}'",
-            f"  policy:   {policy['class'].rsplit('.', 1)[-1]} "
-            f"(separator {policy['separator']!r}); e.g. 'orders' -> "
-            f"{flow.remote_topic('orders')!r}",
-            f"  replication.factor: {flow.replication_factor}   tasks.max: "
-            f"{flow.tasks_max if flow.tasks_max is not None else 'default'}",
-            "  features: " + "; ".join(f"{k} {v['describe']}"
-                                       for k, v in data["features"].items()),
-            "  ferry:    " + ", ".join(f"{k}={v}" for k, v in data["ferry"].items()),
-            "  clients:",
-        ]
-        for role, settings in data["clients"].items():
-            lines.append(f"    {role.replace('_', ' ')}: {_client_line(settings)}")
+        lines += flow_text(flow)
     others = [f.name for f in config.flows if not f.enabled]
     if others:
         lines.append(f"heartbeat-only pairs (no records mirrored): {', '.join(others)}")

@@ -16,6 +16,9 @@ from typing import Any, NoReturn
 from ferry.errors import UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_MISMATCH = 3
+"""`ferry verify` found records that differ: the check itself worked (1 is kept for a check
+that failed)."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -40,23 +43,23 @@ EXIT_CODES = ("exit codes: 0 done, 1 the operation failed (one line says why), 2
 
 
 def verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-         func: Handler, examples: tuple[str, ...] = ()) -> Parser:
+         func: Handler, examples: tuple[str, ...] = (), extra_codes: str = "") -> Parser:
     """A verb with the common options, run by `func`; its --help shows `help_text`, the
     `examples` and the exit codes."""
     parser = subparsers.add_parser(name, parents=[_common()], help=help_text,
                                    description=help_text[:1].upper() + help_text[1:] + ".",
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     shown = ["examples:", *(f"  {parser.prog} {e}" for e in examples), ""] if examples else []
-    parser.epilog = "\n".join([*shown, EXIT_CODES])
+    parser.epilog = "\n".join([*shown, EXIT_CODES + extra_codes])
     parser.set_defaults(func=func, verb_prog=parser.prog)
     return parser
 
 
 def flow_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-              func: Handler, examples: tuple[str, ...] = ()) -> Parser:
+              func: Handler, examples: tuple[str, ...] = (), extra_codes: str = "") -> Parser:
     """A verb on one flow of a config: `file --flow A->B`."""
     parser = verb(subparsers, name, help_text, func,
-                  examples or ("mm2.properties --flow 'A->B'",))
+                  examples or ("mm2.properties --flow 'A->B'",), extra_codes)
     config_argument(parser)
     parser.add_argument("--flow", required=True,
                         help="the flow: 'A->B' (quoted: > is a shell redirect), or its DAG id, "

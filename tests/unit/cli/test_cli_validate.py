@@ -99,3 +99,41 @@ def test_every_example_config_validates_without_leaking_secrets(
     out = capsys.readouterr().out
     for secret in SECRET_VALUES:
         assert secret not in out
+
+
+def test_validate_one_flow_without_json_prints_text_as_for_the_whole_config(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", str(EXAMPLES / "multi-flow.properties"), "--flow",
+                 "central->dr"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flow central->dr  (Airflow DAG ferry_central_to_dr)\n")
+    assert "  policy:   " in out and not out.lstrip().startswith("{")
+
+
+class ClosedPipe:
+    """stdout whose reader (`| head`) has gone: every write fails as a closed pipe does."""
+
+    def write(self, _text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.target
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+
+
+def test_output_into_a_closed_pipe_ends_quietly_with_sigpipes_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # the descriptor `main` points at /dev/null once the pipe is gone (a file here)
+    with open(tmp_path / "stdout", "w") as spare:
+        monkeypatch.setattr("sys.stdout", ClosedPipe(spare.fileno()))
+        code = main(["validate", str(EXAMPLES / "multi-flow.properties")])
+
+    assert code == 141  # 128 + SIGPIPE, as `yes | head` ends
+    assert capsys.readouterr().err == ""  # no traceback, no error line
