@@ -94,7 +94,15 @@ def read_all(bootstrap: Conn, topic: str, partition: int, timeout: float = 30.0,
         "enable.partition.eof": True}))
     tp = TopicPartition(topic, partition)
     try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)  # high: the LSO
+        if high <= low and _written_end(bootstrap, tp) > low:
+            # A transaction committed a moment ago: its markers, and with them the last
+            # stable offset, reach the partition asynchronously. Wait for them (10 s at
+            # most: a transaction still open has nothing committed to read).
+            deadline = time.monotonic() + 10
+            while high <= low and time.monotonic() < deadline:
+                time.sleep(0.05)
+                low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
         if high <= low:
             return []
         consumer.assign([TopicPartition(topic, partition, low)])
@@ -110,6 +118,16 @@ def read_all(bootstrap: Conn, topic: str, partition: int, timeout: float = 30.0,
                 records.append(Rec(msg.offset(), msg.key(), msg.value(),
                                    tuple(msg.headers() or ()), msg.timestamp()[1]))
         raise AssertionError(f"reading {topic}-{partition} timed out")
+    finally:
+        consumer.close()
+
+
+def _written_end(bootstrap: Conn, tp: TopicPartition) -> int:
+    """The partition's high watermark, committed or not."""
+    consumer = Consumer(conf(bootstrap, **{"group.id": "ferry-test-hwm",
+                                           "isolation.level": "read_uncommitted"}))
+    try:
+        return int(consumer.get_watermark_offsets(tp, timeout=10)[1])
     finally:
         consumer.close()
 
