@@ -215,7 +215,10 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
     conn = Reader(connector_props(props, source, target), findings)
     enabled = conn.boolean("enabled", False)
     topics, groups, config_filter = _filters(conn)
-    policy = _policy(conn, source)
+    aliases = {key: value.text.strip() if (value := conn.props.get(key)) is not None else None
+               for key in ("source.cluster.alias", "target.cluster.alias")}
+    policy = _policy(conn, aliases["source.cluster.alias"]
+                     if aliases["source.cluster.alias"] is not None else source)
     clients = _clients(props, conn.props, source, target, findings)
     ferry_values = {k: (v.text, v.origin) for k, v in props.items() if k.startswith("ferry.")}
     ferry_values.update({k: (v.text, v.origin) for k, v in conn.props.items()
@@ -268,6 +271,8 @@ def _flow(props: Props, source: str, target: str, base_dir: Path, findings: Find
         mm2_offsets_topic=_first(props, "offset.storage.topic", f"{target}.offset.storage.topic")
         or f"mm2-offsets.{source}.internal",
         mm2_worker_group=_first(props, f"{target}.group.id") or f"{source}-mm2",
+        source_alias=aliases["source.cluster.alias"],
+        target_alias=aliases["target.cluster.alias"],
     )
     if flow.enabled and flow.ferry.delivery == "exactly_once" and _is_event_hubs(flow.producer) \
             and flow.target_partition_limit is None:  # the profile shows its own line

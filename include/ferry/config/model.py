@@ -99,17 +99,32 @@ class Flow:
     mm2_worker_group: str = ""
     """The group its Connect workers for this flow join on the target: `<target>.group.id`,
     else `<source>-mm2`."""
+    source_alias: str | None = None
+    """MM2's `source.cluster.alias`, when the config sets it (top level or per flow: MM2's
+    connectors take it over the pair's source): the name remote topics, the checkpoints
+    topic and heartbeats carry. None: the pair's source."""
+    target_alias: str | None = None
+    """MM2's `target.cluster.alias`, likewise (heartbeats, and the cycle check)."""
 
     @property
     def name(self) -> str:
         return f"{self.source}->{self.target}"
 
     @property
+    def named_source(self) -> str:
+        """The source's name in what MM2 writes (remote topics, checkpoints, heartbeats)."""
+        return self.source if self.source_alias is None else self.source_alias
+
+    @property
+    def named_target(self) -> str:
+        return self.target if self.target_alias is None else self.target_alias
+
+    @property
     def dag_id(self) -> str:
         return f"ferry_{_ident(self.source)}_to_{_ident(self.target)}"
 
     def remote_topic(self, topic: str) -> str:
-        return self.policy.format_remote_topic(self.source, topic)
+        return self.policy.format_remote_topic(self.named_source, topic)
 
 
 def _ident(alias: str) -> str:

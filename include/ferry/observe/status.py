@@ -72,7 +72,7 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
         found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)
     seen = seen or topology(config, flow.target)
     beats = [h for h in seen.heartbeats
-             if sources_of(flow.policy, h.topic)[:1] == [flow.source]]
+             if sources_of(flow.policy, h.topic)[:1] == [flow.named_source]]
     if beats:
         newest_beat = max(beats, key=lambda h: h.timestamp_ms)
         found.heartbeat_latency_s = newest_beat.latency_s

@@ -78,7 +78,7 @@ class CheckpointReport:
 
 
 def checkpoints_topic(flow: Flow) -> str:
-    return flow.policy.checkpoints_topic(flow.source)
+    return flow.policy.checkpoints_topic(flow.named_source)
 
 
 def translate_groups(flow: Flow, group: str | None = None,

@@ -56,7 +56,7 @@ def emit(flows: list[Flow], *,
         target = connect(flow.target_admin)
         target.ensure_mm2_topic(topic, flow.heartbeats_replication_factor,
                                 "heartbeats.topic.replication.factor")
-        beat = Heartbeat(flow.source, flow.target, int(time.time() * 1000))
+        beat = Heartbeat(flow.named_source, flow.named_target, int(time.time() * 1000))
         target.append(topic, [(*encode(beat), beat.timestamp_ms)])
         sent.append(beat)
         log.info("heartbeat %s->%s written to %s", flow.source, flow.target, topic,
@@ -149,7 +149,7 @@ def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str, top
     if not sources:
         return {}
     flow = next((f for f in config.enabled_flows
-                 if f.source == sources[0] and f.target == cluster), None)
+                 if f.named_source == sources[0] and f.target == cluster), None)
     upstream = policy.upstream_topic(topic)
     if flow is None or upstream is None:
         return {}

@@ -122,3 +122,33 @@ def test_a_file_of_several_resources_without_exactly_one_mirror_is_refused_plain
 
     (problem,) = refused.value.problems
     assert says in problem.message and "not valid YAML" not in problem.message
+
+
+@pytest.mark.parametrize(("lines", "remote", "checkpoints"), [
+    # MM2's connectors take a top-level source.cluster.alias over the pair's source
+    ("source.cluster.alias = usdf\n", "usdf.orders", "usdf.checkpoints.internal"),
+    ("A->B.source.cluster.alias = usdf\n", "usdf.orders", "usdf.checkpoints.internal"),
+    # the pre-identity trick: an empty alias and an empty separator keep the names
+    ("source.cluster.alias =\nreplication.policy.separator =\n", "orders",
+     "checkpointsinternal"),
+    ("", "A.orders", "A.checkpoints.internal"),
+], ids=["top-level", "per-flow", "empty-alias-and-separator", "unset"])
+def test_source_cluster_alias_names_what_mm2_writes_as_mm2s_connectors_do(
+    load: Loader, lines: str, remote: str, checkpoints: str
+) -> None:
+    from ferry.steps.checkpoints import checkpoints_topic
+
+    flow = load(BASE + lines).flow("A->B")
+
+    assert flow.name == "A->B"  # the pair, its clusters and its DAG stay A and B
+    assert flow.remote_topic("orders") == remote
+    assert checkpoints_topic(flow) == checkpoints
+
+
+def test_target_cluster_alias_is_the_name_a_cycle_is_recognised_by(load: Loader) -> None:
+    from ferry.core.sync.topics import mirrored_topics
+
+    flow = load(BASE + "target.cluster.alias = central\n").flow("A->B")
+
+    assert mirrored_topics(flow, {"orders": 1, "central.orders": 1, "B.orders": 1}) == {
+        "orders": 1, "B.orders": 1}

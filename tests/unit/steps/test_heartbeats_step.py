@@ -62,6 +62,17 @@ def test_each_pair_writes_one_heartbeat_to_heartbeats_on_its_target(
         b.timestamp_ms for b in sent[1:]]  # the record's time is the heartbeat's
 
 
+def test_a_heartbeat_carries_the_aliases_mm2s_connectors_would(load: Loader) -> None:
+    config = load(CLUSTERS + "A->B.enabled = true\nsource.cluster.alias = usdf\n"
+                             "A->B.target.cluster.alias = central\n")
+    clusters = Clusters()
+
+    (sent,) = emit([config.flow("A->B")], connect=clusters)
+
+    assert (sent.source, sent.target) == ("usdf", "central")
+    assert clusters.heartbeats("B") == [sent]  # written to the pair's target cluster
+
+
 def test_a_pair_with_heartbeats_off_writes_none_and_touches_no_cluster(
     three: MirrorConfig
 ) -> None:

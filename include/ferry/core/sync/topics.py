@@ -62,7 +62,7 @@ def mirrored_topics(flow: Flow, source_topics: Mapping[str, int]) -> dict[str, i
     """The source topics the flow mirrors, with their partition counts."""
     return {
         name: count for name, count in sorted(source_topics.items())
-        if should_replicate_topic(flow.policy, flow.topics, name, flow.target,
+        if should_replicate_topic(flow.policy, flow.topics, name, flow.named_target,
                                   flow.heartbeats_replication)
     }
 
