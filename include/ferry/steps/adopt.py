@@ -199,7 +199,7 @@ def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCl
 
         def read_mm2() -> dict[tuple[str, int], int]:
             try:
-                return connect_progress(flow.target_admin, topic, flow.source,
+                return connect_progress(flow.target_admin, topic, flow.named_source,
                                         reader_group(flow, "adopt"), connector)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
