@@ -83,7 +83,9 @@ EXPRS = [pytest.param(r["expr"], id=r["alert"]) for r in alert_rules()] + [
 @pytest.mark.parametrize("expr", EXPRS)
 def test_each_query_asks_for_exported_metrics_by_their_labels(expr: str) -> None:
     names = set(METRIC.findall(expr))
-    assert names and names <= EXPOSED, names - EXPOSED
+    # Prometheus's own `up` of the ferry job is the one series not Ferry's (exporter down)
+    assert names or 'up{job="ferry"}' in expr, expr
+    assert names <= EXPOSED, names - EXPOSED
     for clause in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
         assert {label.strip() for label in clause.split(",")} <= LABELS, clause
     assert balanced(expr), expr
@@ -128,3 +130,24 @@ def test_the_rules_unit_tests_cover_every_alert_firing_and_quiet() -> None:
         mine = [c for c in checks if c["alertname"] == rule["alert"]]
         assert any(c.get("exp_alerts") for c in mine), f"{rule['alert']} never seen firing"
         assert any(not c.get("exp_alerts") for c in mine), f"{rule['alert']} never seen quiet"
+
+
+def test_the_prometheus_operator_rules_are_the_rules_file_and_the_monitor_is_the_ferry_job(
+) -> None:
+    kubernetes = DEPLOY / "kubernetes"
+    rule = yaml.safe_load((kubernetes / "ferry-prometheusrule.yaml").read_text())
+    monitor = yaml.safe_load((kubernetes / "ferry-podmonitor.yaml").read_text())
+
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert rule["spec"]["groups"] == RULES["groups"]
+    assert monitor["kind"] == "PodMonitor"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["path"] == "/metrics" and endpoint["authorization"]["type"] == "Bearer"
+    assert {"targetLabel": "job", "replacement": "ferry"} in endpoint["relabelings"]
+
+
+def test_every_alert_has_a_troubleshooting_section() -> None:
+    page = (DEPLOY.parent / "docs" / "troubleshooting.md").read_text()
+    headings = {h.strip() for line in re.findall(r"^## (.+)$", page, re.MULTILINE)
+                for h in line.split("/")}
+    assert {r["alert"] for r in alert_rules()} <= headings
