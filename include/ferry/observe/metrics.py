@@ -38,6 +38,10 @@ TOKEN_ENV = "FERRY_METRICS_TOKEN"
 
 SOURCE = "kafka_connect_mirror_source_connector_"
 CHECKPOINT = "kafka_connect_mirror_checkpoint_connector_"
+STRIMZI_SOURCE = "kafka_connect_mirror_mirrorsourceconnector_"
+STRIMZI_CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
+"""The names Strimzi's MM2 metrics config gives the same attributes (its dashboards query
+them): served beside the generic exporter rule's names."""
 
 # name -> (type, help). The order here is the order of the exposition.
 DEFINITIONS: dict[str, tuple[str, str]] = {
@@ -61,6 +65,29 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     CHECKPOINT + "checkpoint_latency_ms": (
         "gauge", "ms since the group partition's offset was last translated to the target "
                  "(MM2 checkpoint-latency-ms; Ferry translates once per run)."),
+    STRIMZI_SOURCE + "record_count": ("gauge", "Strimzi's name for MM2 record-count."),
+    STRIMZI_SOURCE + "byte_count": ("gauge", "Strimzi's name for MM2 byte-count (key + value)."),
+    STRIMZI_SOURCE + "record_rate": (
+        "gauge", "Strimzi's name for MM2 record-rate: records per second while the "
+                 "partition's latest run copied it."),
+    STRIMZI_SOURCE + "byte_rate": (
+        "gauge", "Strimzi's name for MM2 byte-rate: bytes per second while the partition's "
+                 "latest run copied it."),
+    STRIMZI_SOURCE + "replication_latency_ms": (
+        "gauge", "Strimzi's name for MM2 replication-latency-ms."),
+    STRIMZI_SOURCE + "replication_latency_ms_max": (
+        "gauge", "Strimzi's name for MM2 replication-latency-ms-max."),
+    STRIMZI_SOURCE + "replication_latency_ms_avg": (
+        "gauge", "Strimzi's name for MM2 replication-latency-ms-avg: Ferry records each "
+                 "range's oldest record, so this is the latest range's (an upper bound)."),
+    STRIMZI_SOURCE + "record_age_ms": ("gauge", "Strimzi's name for MM2 record-age-ms."),
+    STRIMZI_SOURCE + "record_age_ms_max": (
+        "gauge", "Strimzi's name for MM2 record-age-ms-max."),
+    STRIMZI_SOURCE + "record_age_ms_avg": (
+        "gauge", "Strimzi's name for MM2 record-age-ms-avg: the latest range's oldest "
+                 "record's age (an upper bound)."),
+    STRIMZI_CHECKPOINT + "checkpoint_latency_ms": (
+        "gauge", "Strimzi's name for MM2 checkpoint-latency-ms."),
     "ferry_lag_records": (
         "gauge", "Source records not mirrored yet: source end (last stable offset) minus "
                  "the flow's position."),
@@ -215,11 +242,22 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
         registry.add(SOURCE + "replication_latency_ms_max", at, totals.latency_ms_max)
         registry.add(SOURCE + "record_age_ms", at, totals.record_age_ms)
         registry.add(SOURCE + "record_age_ms_max", at, totals.record_age_ms_max)
+        for suffix, value in (
+                ("record_count", totals.records), ("byte_count", totals.bytes),
+                ("record_rate", totals.record_rate), ("byte_rate", totals.byte_rate),
+                ("replication_latency_ms", totals.latency_ms),
+                ("replication_latency_ms_max", totals.latency_ms_max),
+                ("replication_latency_ms_avg", totals.latency_ms),
+                ("record_age_ms", totals.record_age_ms),
+                ("record_age_ms_max", totals.record_age_ms_max),
+                ("record_age_ms_avg", totals.record_age_ms)):
+            registry.add(STRIMZI_SOURCE + suffix, at, value)
     for seen in latest_checkpoints(snap.checkpoints):
-        registry.add(CHECKPOINT + "checkpoint_latency_ms",
-                     pair | {"group": seen.group, "topic": snap.remote(seen.topic),
-                             "partition": seen.partition},
-                     max(0, round(1000 * (now - epoch(seen.translated_at)))))
+        group_at = pair | {"group": seen.group, "topic": snap.remote(seen.topic),
+                           "partition": seen.partition}
+        latency = max(0, round(1000 * (now - epoch(seen.translated_at))))
+        registry.add(CHECKPOINT + "checkpoint_latency_ms", group_at, latency)
+        registry.add(STRIMZI_CHECKPOINT + "checkpoint_latency_ms", group_at, latency)
     if snap.status is not None:
         for p in snap.status.partitions:
             at = where(p.topic, p.partition)

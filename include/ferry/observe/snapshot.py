@@ -67,6 +67,9 @@ class PartitionTotals:
     record_age_ms_max: int | None
     latency_ms: int | None
     latency_ms_max: int | None
+    record_rate: float | None = None
+    """Records per second while the partition's latest run copied it (None: no time)."""
+    byte_rate: float | None = None
 
 
 def copied_totals(runs: list[Row]) -> dict[Key, tuple[int, int]]:
@@ -102,10 +105,15 @@ def partition_totals(runs: list[Row], copied: dict[Key, tuple[int, int]] | None 
         def latency(row: Row) -> int:
             return int(row["max_record_age_ms"] or 0) + round(1000 * (row["seconds"] or 0))
 
+        seconds = sum(float(r["seconds"] or 0) for r in run)
         found[key] = PartitionTotals(
             records=records, bytes=size, record_age_ms=int(latest["max_record_age_ms"] or 0),
             record_age_ms_max=max(int(r["max_record_age_ms"] or 0) for r in run),
-            latency_ms=latency(latest), latency_ms_max=max(latency(r) for r in run))
+            latency_ms=latency(latest), latency_ms_max=max(latency(r) for r in run),
+            record_rate=round(sum(int(r["records"] or 0) for r in run) / seconds, 3)
+            if seconds > 0 else None,
+            byte_rate=round(sum(int(r["bytes"] or 0) for r in run) / seconds, 3)
+            if seconds > 0 else None)
     return found
 
 

@@ -14,6 +14,7 @@ from ferry.observe.metrics import (
     CHECKPOINT,
     DEFINITIONS,
     SOURCE,
+    STRIMZI_SOURCE,
     Family,
     Registry,
     Sample,
@@ -210,6 +211,23 @@ def test_record_age_and_latency_describe_the_latest_run_of_each_partition() -> N
     assert samples(found, SOURCE + "record_age_ms_max") == {at(0): 4000}  # over run r2
     assert samples(found, SOURCE + "replication_latency_ms") == {at(0): 3250}
     assert samples(found, SOURCE + "replication_latency_ms_max") == {at(0): 5000}
+
+
+def test_strimzis_names_carry_the_same_values_and_the_latest_runs_rates() -> None:
+    # given: run r2 copied 50 records (500 bytes) of partition 0 in 1.25 s
+    runs = [run_row("r1", 0, 0, 50, NOW - timedelta(minutes=5), age_ms=90_000),
+            run_row("r2", 0, 50, 80, NOW - timedelta(seconds=2), age_ms=4000, seconds=1.0),
+            run_row("r2", 0, 80, 100, NOW - timedelta(seconds=1), age_ms=3000, seconds=0.25)]
+    found = families([snapshot(runs=runs)], NOW.timestamp())
+
+    # then: what Strimzi's MM2 metrics config names kafka_connect_mirror_mirrorsourceconnector_*
+    for suffix in ("record_count", "byte_count", "replication_latency_ms",
+                   "replication_latency_ms_max", "record_age_ms", "record_age_ms_max"):
+        assert samples(found, STRIMZI_SOURCE + suffix) == samples(found, SOURCE + suffix)
+    assert samples(found, STRIMZI_SOURCE + "record_rate") == {at(0): 40.0}
+    assert samples(found, STRIMZI_SOURCE + "byte_rate") == {at(0): 400.0}
+    assert samples(found, STRIMZI_SOURCE + "record_age_ms_avg") == {at(0): 3000}
+    assert samples(found, STRIMZI_SOURCE + "replication_latency_ms_avg") == {at(0): 3250}
 
 
 def test_lag_per_partition_in_records_and_seconds_and_positions_once_known() -> None:
