@@ -96,7 +96,7 @@ def main() -> int:
         started = time.monotonic()
         result = subprocess.run(
             [str(Path(sys.executable).parent / "ferry"), "checkpoints", config, "--flow",
-             "source->target", "--json"], capture_output=True, text=True, check=False)
+             "source->target", "--execute", "--json"], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise SystemExit(f"ferry checkpoints failed:\n{result.stderr[-3000:]}")
         seconds = time.monotonic() - started

@@ -83,7 +83,8 @@ def test_dry_run_lists_changes_and_changes_nothing_then_sync_creates_and_grows(
     grant_mirror_rights(sc, flow, topic_name)
     remote = flow.remote_topic(topic_name)
 
-    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name, "--dry-run")
+    # without --execute a sync only shows what it would change
+    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name)
 
     assert code == 0
     assert report["applied"] is False
@@ -92,7 +93,7 @@ def test_dry_run_lists_changes_and_changes_nothing_then_sync_creates_and_grows(
         "replication_factor": 1, "configs": {"retention.ms": "3600000"}}]
     assert remote not in admin(sc, TARGET).list_topics(timeout=10).topics
 
-    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name)
+    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name, "--execute")
 
     assert code == 0 and report["steps"]["topics"] == "done"
     assert len(admin(sc, TARGET).list_topics(remote, timeout=10).topics[remote].partitions) == 3
@@ -102,7 +103,7 @@ def test_dry_run_lists_changes_and_changes_nothing_then_sync_creates_and_grows(
     source_admin = admin(sc, SOURCE)
     source_admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)
     create_topic(sc.client(SOURCE), f"{topic_name}-new", 2)
-    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name)
+    code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name, "--execute")
     assert report["topics"]["grow"] == [{"topic": remote, "from": 3, "to": 5}]
     assert [c["topic"] for c in report["topics"]["create"]] == [f"{remote}-new"]
     topics = admin(sc, TARGET).list_topics(timeout=10).topics
@@ -255,7 +256,7 @@ def test_an_authorization_failure_names_principal_operation_resource_and_cluster
     grant_mirror_rights(sc, flow, topic_name, target=False)  # nothing on the target
 
     code, answer, _ = ferry(capsys, "sync", str(tmp_path / "mm2.properties"), "--flow",
-                            flow.name)
+                            flow.name, "--execute")
 
     assert code == 1
     error = answer["error"]
@@ -274,7 +275,7 @@ def test_a_wrong_password_is_one_clear_error_without_the_password(
     config = secure_config(tmp_path, sc, topic_name, password="not-the-password-42")
     flow = config.enabled_flows[0]
 
-    code = main(["sync", config.path, "--flow", flow.name])
+    code = main(["sync", config.path, "--flow", flow.name, "--execute"])
 
     err = capsys.readouterr().err
     assert code == 1

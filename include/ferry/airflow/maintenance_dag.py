@@ -54,7 +54,7 @@ Every day, for each Delta state table (one task each) in {dirs}:
    {DEFAULT_RETENTION_HOURS}, never below {SAFE_MINIMUM_RETENTION_HOURS}: running flows and
    readers may still read them), and stray files no snapshot references that are older.
 
-Trigger with `dry_run` to see what would change. Same as `ferry maintain {path}`.
+Trigger with `dry_run` to see what would change. Same as `ferry maintain {path} --execute`.
 """
 
 

@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ferry.cli.verbs import (
+    DRY_RUN_NOTE,
     EXIT_FAILED,
     EXIT_OK,
     Parser,
@@ -16,6 +17,7 @@ from ferry.cli.verbs import (
     config_argument,
     emit,
     enabled_flow,
+    execute_options,
     flow_verb,
     verb,
 )
@@ -40,8 +42,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     sync = flow_verb(subparsers, "sync", "bring the target's topics, partitions, configs and "
                      "ACLs in step with the source (every enabled step, whatever its interval)",
                      cmd_sync)
-    sync.add_argument("--dry-run", action="store_true",
-                      help="list what would be created, set, deleted; change nothing")
+    execute_options(sync, "create, set and delete on the target")
 
     mirror = flow_verb(subparsers, "mirror",
                        "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror,
@@ -111,10 +112,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from ferry.steps.sync import sync_flow
 
     flow = enabled_flow(args)
-    report = sync_flow(flow, apply=not args.dry_run, force=True)
-    tense = "would" if args.dry_run else "did"
+    report = sync_flow(flow, apply=args.execute, force=True)
+    tense = "did" if args.execute else "would"
     lines = [f"flow {flow.name}: {len(report.mirrored)} mirrored topics; "
-             + ("dry run, nothing changed" if args.dry_run else "applied")]
+             + ("applied" if args.execute else DRY_RUN_NOTE)]
     lines += [f"  {step}: {state}" for step, state in report.steps.items()]
     changes = report.lines()
     lines += [f"  {tense} {line}" for line in changes] or ["  in step: nothing to change"]

@@ -30,8 +30,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                        "through the offset map (exit 3 on a mismatch)", cmd_verify,
                        extra_codes=f", {EXIT_MISMATCH} records differ (the report names them)")
     verify.add_argument("--topic", help="only this source topic")
-    flow_verb(subparsers, "checkpoints", "translate every group now: checkpoints, and group "
-              "offsets when sync.group.offsets.enabled=true", cmd_checkpoints)
+    checkpoints = flow_verb(subparsers, "checkpoints", "translate every group now: "
+                            "checkpoints, and group offsets when "
+                            "sync.group.offsets.enabled=true", cmd_checkpoints)
+    execute_options(checkpoints, "emit the checkpoints and commit the group offsets")
 
     offsets = flow_verb(subparsers, "offsets",
                         "where a mirrored source record went (the offset map)", cmd_offsets,
@@ -176,9 +178,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from ferry.steps.checkpoints import reverse_of, run
+    from ferry.steps.checkpoints import reverse_of, run, translate_groups
 
     config, flow = config_and_flow(args)
+    if not args.execute:
+        found = translate_groups(flow, reverse=reverse_of(config, flow))
+        lines = [f"flow {flow.name}: {len(found)} group partitions would be translated"]
+        lines += [f"  {t.group} {t.topic}-{t.partition}@{t.source_offset} -> "
+                  + (f"{t.target_topic}-{t.partition}@{t.target_offset}"
+                     if t.target_offset is not None else "(nothing mirrored yet)")
+                  for t in found]
+        emit(args, {"flow": flow.name, "dry_run": True,
+                    "translations": [t.__dict__ for t in found]},
+             "\n".join([*lines, DRY_RUN_NOTE]))
+        return EXIT_OK
     report = run(flow, reverse=reverse_of(config, flow))
     text = (f"flow {flow.name}: {len(report.translations)} group partitions translated, "
             f"{len(report.emitted)} checkpoints emitted"

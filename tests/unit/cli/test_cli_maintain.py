@@ -27,6 +27,14 @@ def test_maintain_reports_every_state_table_as_json(tmp_path: Path,
     assert not any(t["present"] for t in report["tables"])  # nothing written yet
 
 
+def test_without_execute_maintain_only_says_what_it_would_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["maintain", config(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dry_run"] is True
+    assert main(["maintain", config(tmp_path)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("add --execute to apply")
+
+
 def test_a_retention_below_a_day_is_one_line_and_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["maintain", config(tmp_path), "--retention-hours", "2"]) == 2
