@@ -14,6 +14,7 @@ A pid is ours only while `/proc/<pid>/cmdline` names `kafka.Kafka` and this very
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import shutil
@@ -243,6 +244,10 @@ def stop_node(state: ClusterState, node_id: int, hard: bool = False,
                 os.kill(node.pid, signal.SIGKILL)
                 deadline = float("inf")
             time.sleep(0.1)
+        # A node this process started (start_node) is its child: reap it, or it stays a
+        # zombie for as long as this process runs (a long rolling-restart test, a bench).
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(node.pid, os.WNOHANG)
     state = state.with_pid(node_id, None)
     save_state(state)
     return state
