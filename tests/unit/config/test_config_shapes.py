@@ -29,25 +29,28 @@ def test_an_empty_separator_is_taken_as_given_as_mm2_does(
     assert not [w for w in config.warnings if "separator" in str(w)]
 
 
-def test_a_strimzi_resource_with_an_empty_separator_is_read(load: Loader) -> None:
-    config = load("""
-apiVersion: kafka.strimzi.io/v1beta2
+def mirror_doc(name: str, connector: str = "{config: {replication.factor: 1}}") -> str:
+    """A KafkaMirrorMaker2 resource mirroring dc1 into dc2 with `connector` as its
+    sourceConnector."""
+    return f"""apiVersion: kafka.strimzi.io/v1beta2
 kind: KafkaMirrorMaker2
-metadata: {name: amq}
+metadata: {{name: {name}}}
 spec:
   connectCluster: dc2
   clusters:
-    - {alias: dc1, bootstrapServers: "dc1:9092"}
-    - {alias: dc2, bootstrapServers: "dc2:9092"}
+    - {{alias: dc1, bootstrapServers: "dc1:9092"}}
+    - {{alias: dc2, bootstrapServers: "dc2:9092"}}
   mirrors:
     - sourceCluster: dc1
       targetCluster: dc2
-      topicsPattern: ".*"
-      sourceConnector:
-        config:
-          replication.policy.class: org.apache.kafka.connect.mirror.IdentityReplicationPolicy
-          replication.policy.separator: ""
-""", name="mm2.yaml")
+      topicsPattern: "orders"
+      sourceConnector: {connector}
+"""
+
+
+def test_a_strimzi_resource_with_an_empty_separator_is_read(load: Loader) -> None:
+    config = load(mirror_doc("amq", f'{{config: {{replication.policy.class: {IDENTITY}, '
+                                    'replication.policy.separator: ""}}'), name="mm2.yaml")
 
     flow = config.flow("dc1->dc2")
     assert flow.policy.separator == "" and flow.remote_topic("orders") == "orders"
@@ -85,24 +88,10 @@ kind: KafkaUser
 metadata: {name: mirror, labels: {strimzi.io/cluster: dc2}}
 spec: {authentication: {type: tls}}
 """
-MIRROR_DOC = """apiVersion: kafka.strimzi.io/v1beta2
-kind: KafkaMirrorMaker2
-metadata: {name: %s}
-spec:
-  connectCluster: dc2
-  clusters:
-    - {alias: dc1, bootstrapServers: "dc1:9092"}
-    - {alias: dc2, bootstrapServers: "dc2:9092"}
-  mirrors:
-    - sourceCluster: dc1
-      targetCluster: dc2
-      topicsPattern: "orders"
-      sourceConnector: {config: {replication.factor: 1}}
-"""
 
 
 def test_the_mirror_is_read_out_of_a_file_of_several_resources(load: Loader) -> None:
-    text = "---\n".join([KAFKA_DOC, USER_DOC, MIRROR_DOC % "dr"])
+    text = "---\n".join([KAFKA_DOC, USER_DOC, mirror_doc("dr")])
 
     config = load(text, name="dc2.yaml")
 
@@ -112,7 +101,7 @@ def test_the_mirror_is_read_out_of_a_file_of_several_resources(load: Loader) -> 
 @pytest.mark.parametrize(("docs", "says"), [
     ([KAFKA_DOC, USER_DOC], "holds 2 resources (Kafka dc2, KafkaUser mirror), none a "
                             "KafkaMirrorMaker2 or KafkaMirrorMaker"),
-    ([MIRROR_DOC % "one", KAFKA_DOC, MIRROR_DOC % "two"], "holds 2 mirror resources"),
+    ([mirror_doc("one"), KAFKA_DOC, mirror_doc("two")], "holds 2 mirror resources"),
 ], ids=["no-mirror", "two-mirrors"])
 def test_a_file_of_several_resources_without_exactly_one_mirror_is_refused_plainly(
     load: Loader, docs: list[str], says: str

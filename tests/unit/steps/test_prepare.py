@@ -220,14 +220,21 @@ class CommittedMeanwhile(FakeCluster):
         return found
 
 
+def committed_meanwhile(source_id: str) -> CommittedMeanwhile:
+    """The mirrored target, where partition 0 gets committed up to 4 (for source topic ID
+    `source_id`) right after the plan read the positions."""
+    target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
+        .topic(MAP_TOPIC, 0)
+    target.meanwhile = {("A.orders", 0): (4, encode_position(4, "ferry.A->B.writer-0-of-1",
+                                                                source_id))}
+    return target
+
+
 def test_records_the_flows_own_writer_committed_since_the_positions_were_read_are_continued(
     flow: Flow
 ) -> None:
     # given: a zombie of the flow commits partition 0 up to 4 once the plan read no position
-    target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
-        .topic(MAP_TOPIC, 0)
-    target.meanwhile = {("A.orders", 0): (4, encode_position(4, "ferry.A->B.writer-0-of-1",
-                                                                "s1"))}
+    target = committed_meanwhile("s1")
 
     # when
     prepared = prepare(flow, master="local[1]", source=source(), target=target)
@@ -241,10 +248,7 @@ def test_records_the_flows_own_writer_committed_since_the_positions_were_read_ar
 def test_a_position_committed_meanwhile_for_another_source_incarnation_is_still_refused(
     flow: Flow
 ) -> None:
-    target = CommittedMeanwhile("B", ids={"A.orders": "t1"}).topic("A.orders", 0, 0, 0) \
-        .topic(MAP_TOPIC, 0)
-    target.meanwhile = {("A.orders", 0): (4, encode_position(4, "ferry.A->B.writer-0-of-1",
-                                                                "s0"))}
+    target = committed_meanwhile("s0")  # for the topic's earlier incarnation
 
     with pytest.raises(SourceRecreatedError):
         prepare(flow, master="local[1]", source=source(), target=target)
