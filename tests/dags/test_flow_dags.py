@@ -98,6 +98,53 @@ def test_retries_pool_and_queue_of_every_task_come_from_the_flows_settings(
     assert {t.retry_delay.total_seconds() for t in defaults.values()} == {30}
 
 
+def notify_team(context: dict[str, Any]) -> None:
+    """A team's failure callback, named in the config as module:function."""
+
+
+def callbacks(task: Any) -> list[Any]:
+    found = task.on_failure_callback
+    return list(found) if isinstance(found, list | tuple) else [found]
+
+
+def test_a_teams_owner_tags_and_failure_callback_reach_every_dag_without_editing_the_file(
+    tmp_path: Path
+) -> None:
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "ferry.dag.owner = kafka-platform\nferry.dag.tags = dr, tier-1\n"
+                    "ferry.dag.on.failure.callback = tests.dags.test_flow_dags:notify_team\n"
+                    "C->B.ferry.dag.tags = dr\n")
+    dags = build_dags(path=str(path))
+
+    flow = dags["ferry_A_to_B"]
+    assert set(flow.tags) >= {"ferry", "source:A", "target:B", "dr", "tier-1"}
+    assert {t.owner for t in flow.tasks} == {"kafka-platform"}
+    assert all(callbacks(t) == [notify_team] for t in flow.tasks)
+    # the DAGs of the whole config take what every flow shares: the owner, the callback,
+    # and only the tag both flows carry
+    verify = dags["ferry_verify"]
+    assert {t.owner for t in verify.tasks} == {"kafka-platform"}
+    assert all(callbacks(t) == [notify_team] for t in verify.tasks)
+    assert "dr" in verify.tags and "tier-1" not in verify.tags
+
+
+def test_a_failure_callback_that_does_not_import_is_the_dag_files_error_naming_the_key(
+    tmp_path: Path
+) -> None:
+    from ferry.airflow.dags import build_dags
+    from ferry.errors import ConfigError
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "ferry.dag.on.failure.callback = no_such_team.alerts:page\n")
+    with pytest.raises(ConfigError) as refused:
+        build_dags(path=str(path))
+    (problem,) = refused.value.problems
+    assert problem.key == "ferry.dag.on.failure.callback"
+    assert "no_such_team.alerts:page does not import" in problem.message
+
+
 def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags
     from ferry.errors import ConfigError

@@ -51,7 +51,8 @@ def take_over(path: str) -> dict[str, Any]:
 def build_adopt_dag(config: MirrorConfig, path: str) -> Any:
     from airflow.sdk import Param, task
 
-    with ferry_dag(ADOPT_DAG, "adopt", __doc__ or "", max_active_runs=1, params={
+    with ferry_dag(ADOPT_DAG, "adopt", __doc__ or "", max_active_runs=1, config=config,
+                   params={
         "flow": flow_param(config, "The flow that takes over, A->B."),
         "from": Param("mm2", enum=["mm2", "mm1"], description="The mirror taken over: "
                       "MirrorMaker 2 (its progress in Kafka Connect's offset storage) or "

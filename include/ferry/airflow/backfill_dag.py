@@ -112,7 +112,7 @@ def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
     with ferry_dag(
         BACKFILL_DAG, "backfill", __doc__ or "",
         max_active_runs=1,
-        params={
+        config=config, params={
             "flow": flow_param(config, "The flow whose source topics are copied, A->B."),
             "topics": Param(".*", type="string", minLength=1, description="A regular "
                             "expression (whole name) over the source topics the flow "

@@ -52,7 +52,8 @@ def fail_over(path: str) -> dict[str, Any]:
 def build_failover_dag(config: MirrorConfig, path: str) -> Any:
     from airflow.sdk import Param, task
 
-    with ferry_dag(FAILOVER_DAG, "failover", __doc__ or "", max_active_runs=1, params={
+    with ferry_dag(FAILOVER_DAG, "failover", __doc__ or "", max_active_runs=1, config=config,
+                   params={
         "flow": flow_param(config, "The flow whose consumer groups move to its target, "
                                    "A->B."),
         "mode": Param("planned", enum=["planned", "unplanned"], description="planned: the "

@@ -37,6 +37,7 @@ from ferry.airflow.tasks import (
     spark_master,
     task_config,
     task_edge,
+    team,
 )
 from ferry.config import Flow
 
@@ -212,7 +213,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         start_date=datetime(2024, 1, 1),
         catchup=False,
         max_active_runs=1,
-        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}"],
+        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", *team([flow])[0]],
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
@@ -240,7 +241,8 @@ def build_dag(flow: Flow, path: str) -> Any:
 
 def task_defaults(flow: Flow) -> dict[str, Any]:
     """Every task's retries, retry delay, pool and queue, from the flow's `ferry.task.*`
-    settings (Airflow's own defaults where a pool or queue is not set)."""
+    settings (Airflow's own defaults where a pool or queue is not set), and the team's owner
+    and failure callback (`ferry.dag.*`)."""
     defaults: dict[str, Any] = {
         "retries": flow.ferry.task_retries,
         "retry_delay": timedelta(seconds=flow.ferry.task_retry_delay_seconds)}
@@ -248,7 +250,7 @@ def task_defaults(flow: Flow) -> dict[str, Any]:
         defaults["pool"] = flow.ferry.task_pool
     if flow.ferry.task_queue:
         defaults["queue"] = flow.ferry.task_queue
-    return defaults
+    return defaults | team([flow])[1]
 
 
 def _continuous_dag(flow: Flow, path: str) -> Any:
@@ -262,7 +264,8 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         start_date=datetime(2024, 1, 1),
         catchup=False,
         max_active_runs=1,  # Airflow's rule for @continuous, and one writer per flow
-        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous"],
+        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous",
+              *team([flow])[0]],
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:

@@ -70,7 +70,7 @@ def build_maintenance_dag(config: MirrorConfig, path: str) -> Any:
         max_active_runs=1,
         max_active_tasks=2,  # light next to the flows' own tasks
         default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
-        params={
+        config=config, params={
             "retention_hours": Param(
                 DEFAULT_RETENTION_HOURS, type="integer", minimum=SAFE_MINIMUM_RETENTION_HOURS,
                 description="delete files replaced (or left by no commit) more than this "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,15 +54,58 @@ def file_safe(run_id: str) -> str:
 
 
 def ferry_dag(dag_id: str, kind: str, doc_md: str, params: dict[str, Any],
-              schedule: str | None = None, **settings: Any) -> Any:
+              schedule: str | None = None, *, config: MirrorConfig, **settings: Any) -> Any:
     """A Ferry DAG beside the flows' (verify, backfill, maintenance, failover): tagged
-    `ferry` and `kind`, its trigger form `params`, no catch-up; `settings` go to the DAG."""
+    `ferry` and `kind` (and the team's tags), its trigger form `params`, no catch-up;
+    `settings` go to the DAG, the team's owner and failure callback into its default_args
+    (`team`)."""
     from datetime import datetime
 
     from airflow.sdk import DAG
 
+    tags, args = team(config.enabled_flows)
+    settings["default_args"] = dict(settings.get("default_args") or {}) | args
     return DAG(dag_id=dag_id, schedule=schedule, start_date=datetime(2024, 1, 1),
-               catchup=False, tags=["ferry", kind], doc_md=doc_md, params=params, **settings)
+               catchup=False, tags=["ferry", kind, *tags], doc_md=doc_md, params=params,
+               **settings)
+
+
+def team(flows: Sequence[Flow]) -> tuple[list[str], dict[str, Any]]:
+    """The tags and default_args (owner, on_failure_callback) a team set for `flows`
+    (`ferry.dag.*`): tags every flow has (in the first's order), the owner and callback
+    when every flow has the same."""
+    if not flows:
+        return [], {}
+    tags = [t for t in flows[0].ferry.dag_tags if all(t in f.ferry.dag_tags for f in flows)]
+    args: dict[str, Any] = {}
+    owners = {f.ferry.dag_owner for f in flows}
+    if len(owners) == 1:
+        args["owner"] = owners.pop()
+    callbacks = {f.ferry.dag_on_failure_callback for f in flows}
+    if len(callbacks) == 1 and (path := callbacks.pop()):
+        args["on_failure_callback"] = import_callback(path)
+    return tags, args
+
+
+def import_callback(path: str) -> Any:
+    """The function `module:function` names; a ConfigError naming the key when it does not
+    import (the DAG file's import error)."""
+    import importlib
+
+    from ferry.errors import ConfigError, Problem
+
+    module, _, name = path.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError([Problem("ferry.dag.on.failure.callback",
+                                   f"{path} does not import ({exc})",
+                                   "install it where Airflow parses and runs the DAGs, or "
+                                   "correct the name", path)]) from None
+    if not callable(found):
+        raise ConfigError([Problem("ferry.dag.on.failure.callback", f"{path} is not a function",
+                                   "name a function taking Airflow's context", path)])
+    return found
 
 
 def flow_param(config: MirrorConfig, description: str) -> Any:

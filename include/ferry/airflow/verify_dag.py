@@ -43,7 +43,7 @@ def build_verify_dag(config: MirrorConfig, path: str) -> Any:
         "### Ferry: verify\n\nCompares source and target record by record (key, value, "
         "headers, timestamp) through the offset map; a mismatch fails the run naming topic, "
         "partition and offsets. Results: the Delta `verify` table.",
-        params={
+        config=config, params={
             "flow": flow_param(config, "the flow to verify, A->B"),
             "topic": Param("", type="string",
                            description="only this source topic (empty: every topic)"),

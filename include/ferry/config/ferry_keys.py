@@ -138,6 +138,23 @@ def _optional_name(text: str) -> str:
     return value
 
 
+def _tags(text: str) -> tuple[str, ...]:
+    """A comma-separated list of Airflow tags (empty: none)."""
+    tags = tuple(t.strip() for t in text.split(",") if t.strip())
+    if any(len(t) > 100 for t in tags):
+        raise ValueError("a tag may have at most 100 characters")
+    return tags
+
+
+def _callable_path(text: str) -> str:
+    """`package.module:function`, importable where Airflow parses and runs the DAGs (empty:
+    none)."""
+    value = text.strip()
+    if value and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+        raise ValueError("must be module:function, e.g. my_team.alerts:notify_slack")
+    return value
+
+
 KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.state.dir", "ferry-state",
              "Where the Delta state tables (offset map, runs, gaps, ...) live: a local path "
@@ -225,6 +242,20 @@ KEYS: tuple[FerryKey, ...] = (
              "The executor queue every task of the flow's DAG goes to (CeleryExecutor: the "
              "workers that can reach both clusters). Empty: the executor's default queue.",
              _optional_name, "dr_workers"),
+    FerryKey("ferry.dag.owner", "airflow",
+             "The owner of the flow's DAG tasks (Airflow's `owner`, shown and filtered on "
+             "in the UI); the other Ferry DAGs take it when every flow has the same.",
+             _text, "kafka-platform"),
+    FerryKey("ferry.dag.tags", "",
+             "Tags added to the flow's DAG (comma-separated) beside Ferry's own (ferry, "
+             "source:A, target:B); the other Ferry DAGs take those every flow has.", _tags,
+             "dr, team-kafka"),
+    FerryKey("ferry.dag.on.failure.callback", "",
+             "module:function Airflow calls when a task of the flow's DAG fails (Slack, "
+             "PagerDuty, ...): importable wherever the DAGs are parsed and run; a name that "
+             "does not import is the DAG file's import error, naming this key. The other "
+             "Ferry DAGs take it when every flow has the same.", _callable_path,
+             "my_team.alerts:page_on_call"),
     FerryKey("ferry.cycle.timeout.seconds", "900",
              "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the "
              "longest one cycle may take before it is abandoned as hung. The next cycle "
@@ -274,6 +305,10 @@ class FerrySettings:
     """`ferry.remote.records.unmapped`: refuse | append."""
     cycle_timeout_seconds: float = 900.0
     """`ferry.cycle.timeout.seconds`: a continuous loop abandons a cycle that takes longer."""
+    dag_owner: str = "airflow"
+    dag_tags: tuple[str, ...] = ()
+    dag_on_failure_callback: str = ""
+    """`ferry.dag.on.failure.callback`: module:function, or "" for none."""
 
 
 def resolve_ferry_settings(
@@ -315,6 +350,9 @@ def resolve_ferry_settings(
         writers=parsed["ferry.writers"],
         remote_records_unmapped=parsed["ferry.remote.records.unmapped"],
         cycle_timeout_seconds=parsed["ferry.cycle.timeout.seconds"],
+        dag_owner=parsed["ferry.dag.owner"],
+        dag_tags=parsed["ferry.dag.tags"],
+        dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
     )
 
 

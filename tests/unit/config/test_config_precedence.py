@@ -235,3 +235,19 @@ def test_the_retry_budget_bounds_the_clusters_own_clients_as_well_as_the_flows(
     assert {c.admin.retry_seconds for c in config.clusters.values()} == {cluster_s}
     assert {flow.source_admin.retry_seconds, flow.target_admin.retry_seconds,
             flow.producer.retry_seconds, flow.consumer.retry_seconds} == {flow_s}
+
+
+def test_a_teams_dag_settings_are_read_and_a_callback_must_name_module_and_function(
+    load: Loader
+) -> None:
+    from ferry.errors import ConfigError
+
+    flow = load(BASE + "ferry.dag.owner = kafka-platform\nferry.dag.tags = dr, , tier-1\n"
+                       "ferry.dag.on.failure.callback = my_team.alerts:page\n").flow("A->B")
+    assert (flow.ferry.dag_owner, flow.ferry.dag_tags, flow.ferry.dag_on_failure_callback) == (
+        "kafka-platform", ("dr", "tier-1"), "my_team.alerts:page")
+
+    with pytest.raises(ConfigError) as refused:
+        load(BASE + "ferry.dag.on.failure.callback = page_someone\n")
+    (problem,) = refused.value.problems
+    assert problem.key == "ferry.dag.on.failure.callback" and "module:function" in problem.message
