@@ -66,12 +66,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     source = root / "source"
     shutil.copytree(REPO / "include", source / "include",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copy(REPO / "pyproject.toml", source)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):  # the metadata's sources
+        shutil.copy(REPO / name, source)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(source)],
                    check=True, cwd=root, timeout=600)
-    shutil.copy(REPO / "README.md", source)
-    shutil.copy(REPO / "LICENSE", source)
     (wheel,) = (root / "dist").glob("ferry_mirror-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
