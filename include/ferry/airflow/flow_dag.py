@@ -37,7 +37,8 @@ from ferry.airflow.tasks import (
     spark_master,
     task_config,
     task_edge,
-    team,
+    team_args,
+    team_tags,
 )
 from ferry.config import Flow
 
@@ -213,7 +214,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         start_date=datetime(2024, 1, 1),
         catchup=False,
         max_active_runs=1,
-        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", *team([flow])[0]],
+        tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", *team_tags([flow])],
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
@@ -250,7 +251,7 @@ def task_defaults(flow: Flow) -> dict[str, Any]:
         defaults["pool"] = flow.ferry.task_pool
     if flow.ferry.task_queue:
         defaults["queue"] = flow.ferry.task_queue
-    return defaults | team([flow])[1]
+    return defaults | team_args([flow])
 
 
 def _continuous_dag(flow: Flow, path: str) -> Any:
@@ -265,7 +266,7 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         catchup=False,
         max_active_runs=1,  # Airflow's rule for @continuous, and one writer per flow
         tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous",
-              *team([flow])[0]],
+              *team_tags([flow])],
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ferry.airflow.flow_dag import schedule_of
-from ferry.airflow.tasks import task_config, task_edge, team
+from ferry.airflow.tasks import task_config, task_edge, team_args, team_tags
 from ferry.config import MirrorConfig
 
 HEARTBEATS_DAG = "ferry_heartbeats"
@@ -36,10 +36,10 @@ def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
         start_date=datetime(2024, 1, 1),
         catchup=False,
         max_active_runs=1,
-        tags=["ferry", "heartbeats", *team(pairs)[0]],
+        tags=["ferry", "heartbeats", *team_tags(pairs)],
         doc_md="### Ferry: heartbeats\n\nWrites a heartbeat for each pair without a data "
                "flow: " + ", ".join(f"`{f.name}`" for f in pairs) + ".",
-        default_args={"retries": 1, "retry_delay": timedelta(seconds=30)} | team(pairs)[1],
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=30)} | team_args(pairs),
     ) as dag:
         task(task_id="heartbeat")(heartbeat)(path)
     return dag

@@ -58,25 +58,29 @@ def ferry_dag(dag_id: str, kind: str, doc_md: str, params: dict[str, Any],
     """A Ferry DAG beside the flows' (verify, backfill, maintenance, failover): tagged
     `ferry` and `kind` (and the team's tags), its trigger form `params`, no catch-up;
     `settings` go to the DAG, the team's owner and failure callback into its default_args
-    (`team`)."""
+    (`team_args`)."""
     from datetime import datetime
 
     from airflow.sdk import DAG
 
-    tags, args = team(config.enabled_flows)
-    settings["default_args"] = dict(settings.get("default_args") or {}) | args
+    settings["default_args"] = (dict(settings.get("default_args") or {})
+                                | team_args(config.enabled_flows))
     return DAG(dag_id=dag_id, schedule=schedule, start_date=datetime(2024, 1, 1),
-               catchup=False, tags=["ferry", kind, *tags], doc_md=doc_md, params=params,
-               **settings)
+               catchup=False, tags=["ferry", kind, *team_tags(config.enabled_flows)],
+               doc_md=doc_md, params=params, **settings)
 
 
-def team(flows: Sequence[Flow]) -> tuple[list[str], dict[str, Any]]:
-    """The tags and default_args (owner, on_failure_callback) a team set for `flows`
-    (`ferry.dag.*`): tags every flow has (in the first's order), the owner and callback
-    when every flow has the same."""
+def team_tags(flows: Sequence[Flow]) -> list[str]:
+    """The tags a team set for `flows` (`ferry.dag.tags`): those every flow has, in the
+    first's order."""
     if not flows:
-        return [], {}
-    tags = [t for t in flows[0].ferry.dag_tags if all(t in f.ferry.dag_tags for f in flows)]
+        return []
+    return [t for t in flows[0].ferry.dag_tags if all(t in f.ferry.dag_tags for f in flows)]
+
+
+def team_args(flows: Sequence[Flow]) -> dict[str, Any]:
+    """The default_args a team set for `flows` (`ferry.dag.owner`,
+    `ferry.dag.on.failure.callback`), each when every flow has the same."""
     args: dict[str, Any] = {}
     owners = {f.ferry.dag_owner for f in flows}
     if len(owners) == 1:
@@ -84,7 +88,7 @@ def team(flows: Sequence[Flow]) -> tuple[list[str], dict[str, Any]]:
     callbacks = {f.ferry.dag_on_failure_callback for f in flows}
     if len(callbacks) == 1 and (path := callbacks.pop()):
         args["on_failure_callback"] = import_callback(path)
-    return tags, args
+    return args
 
 
 def import_callback(path: str) -> Any:

@@ -6,6 +6,7 @@ mirror) and `positions reset` (where copying goes on)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ferry.cli.verbs import (
     DRY_RUN_NOTE,
@@ -19,6 +20,9 @@ from ferry.cli.verbs import (
     execute_options,
     flow_verb,
 )
+
+if TYPE_CHECKING:
+    from ferry.steps.checkpoints import Translation
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -146,6 +150,13 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.refused else EXIT_OK
 
 
+def _translation(t: Translation) -> str:
+    """`topic-partition@offset -> remote-partition@offset` (or nothing mirrored yet)."""
+    where = (f"{t.target_topic}-{t.partition}@{t.target_offset}"
+             if t.target_offset is not None else "(nothing mirrored yet)")
+    return f"{t.topic}-{t.partition}@{t.source_offset} -> {where}"
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     from ferry.steps.checkpoints import reverse_of, translate_groups
 
@@ -153,10 +164,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     found = translate_groups(flow, args.group, reverse_of(config, flow))
     lines = [f"group {args.group} on {flow.source} -> {flow.target}"
              + ("" if found else ": no committed offsets on mirrored topics")]
-    for t in found:
-        where = (f"{t.target_topic}-{t.partition}@{t.target_offset}"
-                 if t.target_offset is not None else "(nothing mirrored yet)")
-        lines.append(f"  {t.topic}-{t.partition}@{t.source_offset} -> {where} {t.status}")
+    lines += [f"  {_translation(t)} {t.status}" for t in found]
     emit(args, {"flow": flow.name, "group": args.group,
                 "partitions": [t.__dict__ for t in found]}, "\n".join(lines))
     return EXIT_OK
@@ -184,10 +192,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     if not args.execute:
         found = translate_groups(flow, reverse=reverse_of(config, flow))
         lines = [f"flow {flow.name}: {len(found)} group partitions would be translated"]
-        lines += [f"  {t.group} {t.topic}-{t.partition}@{t.source_offset} -> "
-                  + (f"{t.target_topic}-{t.partition}@{t.target_offset}"
-                     if t.target_offset is not None else "(nothing mirrored yet)")
-                  for t in found]
+        lines += [f"  {t.group} {_translation(t)}" for t in found]
         emit(args, {"flow": flow.name, "dry_run": True,
                     "translations": [t.__dict__ for t in found]},
              "\n".join([*lines, DRY_RUN_NOTE]))

@@ -236,21 +236,20 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
     registry.add("ferry_flow_up", pair, 0 if snap.status is None else 1)
     for (topic, partition), totals in partition_totals(snap.runs, snap.copied).items():
         at = where(topic, partition)
-        registry.add(SOURCE + "record_count", at, totals.records)
-        registry.add(SOURCE + "byte_count", at, totals.bytes)
-        registry.add(SOURCE + "replication_latency_ms", at, totals.latency_ms)
-        registry.add(SOURCE + "replication_latency_ms_max", at, totals.latency_ms_max)
-        registry.add(SOURCE + "record_age_ms", at, totals.record_age_ms)
-        registry.add(SOURCE + "record_age_ms_max", at, totals.record_age_ms_max)
-        for suffix, value in (
-                ("record_count", totals.records), ("byte_count", totals.bytes),
-                ("record_rate", totals.record_rate), ("byte_rate", totals.byte_rate),
-                ("replication_latency_ms", totals.latency_ms),
-                ("replication_latency_ms_max", totals.latency_ms_max),
-                ("replication_latency_ms_avg", totals.latency_ms),
-                ("record_age_ms", totals.record_age_ms),
-                ("record_age_ms_max", totals.record_age_ms_max),
-                ("record_age_ms_avg", totals.record_age_ms)):
+        # the generic exporter rule's names, and Strimzi's (its dashboards query them)
+        both: dict[str, float | None] = {
+            "record_count": totals.records, "byte_count": totals.bytes,
+            "replication_latency_ms": totals.latency_ms,
+            "replication_latency_ms_max": totals.latency_ms_max,
+            "record_age_ms": totals.record_age_ms,
+            "record_age_ms_max": totals.record_age_ms_max}
+        strimzi_only: dict[str, float | None] = {
+            "record_rate": totals.record_rate, "byte_rate": totals.byte_rate,
+            "replication_latency_ms_avg": totals.latency_ms,
+            "record_age_ms_avg": totals.record_age_ms}
+        for suffix, value in both.items():
+            registry.add(SOURCE + suffix, at, value)
+        for suffix, value in (both | strimzi_only).items():
             registry.add(STRIMZI_SOURCE + suffix, at, value)
     for seen in latest_checkpoints(snap.checkpoints):
         group_at = pair | {"group": seen.group, "topic": snap.remote(seen.topic),
