@@ -197,10 +197,12 @@ def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
 def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
                   ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
     """A writer run in a thread that stops at `at` and waits there until released: at
-    "positions" (its id taken, its positions read, nothing sent) or "commit" (its first
-    transaction's records sent, not committed). Returns the writer, the event it sets when
-    it reached `at`, the event that releases it, and its failure, if any, once joined."""
+    "positions" (its id taken, its positions read, nothing sent), "commit" (its first
+    transaction's records sent, not committed) or "second-commit" (likewise, its first
+    batch committed). Returns the writer, the event it sets when it reached `at`, the event
+    that releases it, and its failure, if any, once joined."""
     reached, release = threading.Event(), threading.Event()
+    commits = {"commit": 1, "second-commit": 2}.get(at, 0)
 
     class Paused(Lane):
         def _copy(self, producer: Producer, consumer: Consumer, metadata: object) -> None:
@@ -210,7 +212,7 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
             super()._copy(producer, consumer, metadata)
 
         def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
-            if at == "commit" and not reached.is_set():
+            if self.transactions + 1 == commits and not reached.is_set():
                 reached.set()
                 release.wait(60)
             super().commit(producer, metadata, parts)

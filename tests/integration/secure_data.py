@@ -122,6 +122,9 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
           for op in (AclOperation.READ, AclOperation.DESCRIBE)),
         acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,
             pattern=prefixed),
+        # ferry.delivery=at_least_once: the writer slots' claims
+        acl(ResourceType.GROUP, f"{positions_group(flow)}.claim.", AclOperation.READ,
+            pattern=prefixed),
         *(acl(ResourceType.TRANSACTIONAL_ID, f"ferry.{flow.name}", op, pattern=prefixed)
           for op in (AclOperation.WRITE, AclOperation.DESCRIBE)),
         acl(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),

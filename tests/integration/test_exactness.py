@@ -55,17 +55,20 @@ def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None
     return [(f"k{i}".encode(), f"v{i}".encode(), 0) for i in range(first, first + count)]
 
 
-@pytest.mark.parametrize("at", ["positions", "commit"],
-                         ids=["after-reading-its-positions", "inside-its-first-transaction"])
+@pytest.mark.parametrize(("at", "delivery"), [
+    ("positions", "exactly_once"), ("commit", "exactly_once"), ("positions", "at_least_once")],
+    ids=["after-reading-its-positions", "inside-its-first-transaction",
+         "at-least-once-after-reading-its-positions"])
 def test_two_runs_of_a_flow_with_different_lane_counts_never_both_write_a_partition(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, at: str
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, at: str, delivery: str
 ) -> None:
     # given: one flow run with tasks.max=2 (a scheduled run on Spark Connect) and one with
     # tasks.max=8 (an operator's `ferry mirror` on local[8]); the first has taken its
-    # writer id and stops at `at`
+    # writer id (at_least_once: claimed its slot) and stops at `at`
     create_topic(clusters["source"], topic_name, 8)  # records in partition 0 only
     produce(clusters["source"], topic_name, records(300))
-    first_flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    first_flow = flow_config(tmp_path, clusters, topic_name,
+                             f"tasks.max = 2\nferry.delivery = {delivery}\n").enabled_flows[0]
     eight = tmp_path / "eight.properties"
     eight.write_text((tmp_path / "mm2.properties").read_text().replace("tasks.max = 2",
                                                                        "tasks.max = 8"))
@@ -91,6 +94,69 @@ def test_two_runs_of_a_flow_with_different_lane_counts_never_both_write_a_partit
     assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
     assert "\n" not in str(failure[0])
     assert_exact(first_flow, clusters, topic_name, 8)
+
+
+def test_an_at_least_once_writer_replaced_mid_run_commits_no_position_and_stops(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a target without transactions; a run has committed its first batch of 100 and
+    # stops with its second batch sent, before committing it
+    from ferry.core.internal import positions_group
+
+    monkeypatch.setattr(lane_module, "BATCH", 100)  # a batch ends at one read's 100 records
+
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 300,
+                              "ferry.delivery = at_least_once\n"
+                              "ferry.transaction.max.records = 100\n")
+    planned = prepare(flow, run_id="first")
+    first, _, release, failure = paused_writer(flow, planned.plan.ranges, "first",
+                                               "second-commit")
+
+    # when: another run of the flow copies the rest meanwhile, then the first goes on
+    from tests.integration.test_lane import run_cycle
+
+    assert run_cycle(flow, "second") == 200
+    release.set()
+    first.thread.join(60)  # type: ignore[attr-defined]
+
+    # then: the first stopped with one line before committing a position over the second's
+    # (which would move it back to 200 and copy 200-299 a third time); the only records on
+    # the target twice are the batch it had sent; the next run copies nothing
+    assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
+    assert "\n" not in str(failure[0])
+    remote = flow.remote_topic(topic_name)
+    position = Admin(flow.target_admin).group_offsets(positions_group(flow), [(remote, 0)])
+    assert position == {(remote, 0): 300}
+    target = [r.content() for r in read_all(clusters["target"], remote, 0)]
+    source = [r.content() for r in read_all(clusters["source"], topic_name, 0)]
+    assert len(target) == 400 and sorted(set(target)) == sorted(source)
+    assert run_cycle(flow, "third") == 0
+
+
+def test_an_at_least_once_positions_reset_stops_a_running_writer_before_its_next_commit(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a target without transactions and a run stopped after reading its positions
+    from ferry.core.internal import positions_group
+    from ferry.steps import positions
+
+    flow = one_partition_flow(clusters, topic_name, tmp_path, 300,
+                              "ferry.delivery = at_least_once\n")
+    planned = prepare(flow, run_id="running")
+    first, _, release, failure = paused_writer(flow, planned.plan.ranges, "running",
+                                               "positions")
+
+    # when: the operator resets the flow's position meanwhile, then the run goes on
+    positions.reset(flow, topic_name, "200")
+    release.set()
+    first.thread.join(60)  # type: ignore[attr-defined]
+
+    # then: the reset holds: the run stopped before sending anything over it
+    assert len(failure) == 1 and "was taken by a newer writer" in str(failure[0])
+    remote = flow.remote_topic(topic_name)
+    assert Admin(flow.target_admin).group_offsets(positions_group(flow), [(remote, 0)]) == {
+        (remote, 0): 200}
+    assert read_all(clusters["target"], remote, 0) == []
 
 
 def test_a_writer_of_an_id_from_before_writer_slots_is_fenced_before_its_partition_is_written(

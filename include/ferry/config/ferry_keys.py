@@ -168,7 +168,9 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.delivery", "exactly_once",
              "exactly_once: records, positions and offset-map entries commit in one target "
              "transaction. at_least_once: for targets without transactions (Event Hubs "
-             "Standard); duplicates only within the last unfinished range.",
+             "Standard): each writer slot claimed in Kafka (a static group member), so a "
+             "replaced writer commits no further position; duplicates only of a batch a "
+             "writer sent and never committed.",
              _choice("exactly_once", "at_least_once")),
     FerryKey("ferry.range.max.records", "1000000",
              "The most records one planned range may hold; a larger backlog is split into "

@@ -29,6 +29,12 @@ def reader_group(flow: Flow, role: str) -> str:
     return f"{positions_group(flow)}.{role}"
 
 
+def claim_group(flow: Flow, txn_id: str) -> str:
+    """The group whose one static member is the writer holding slot `txn_id` of a target
+    without transactions (`ferry.kafka.claim`); under the positions group's prefix."""
+    return f"{positions_group(flow)}.claim.{txn_id}"
+
+
 def transactional_id(flow: Flow, writer: int, role: str = "") -> str:
     """The transactional id of writer slot `writer` (`ferry.core.lanes.writer_of`): a
     function of the flow and the partition alone, never of the lane count, the cores or who

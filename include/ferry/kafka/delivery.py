@@ -11,7 +11,9 @@ refusal) is the same for both; a `Delivery` decides the rest:
   acknowledged, then the offset-map entries, then the positions as plain group offsets. A
   crash between them re-copies only that batch, and the next run counts those duplicates
   (the remote partition's end against the end recorded with the last positions). A refused
-  record keeps what was acknowledged before it; the position stops at it.
+  record keeps what was acknowledged before it; the position stops at it. The writer slot
+  is claimed in Kafka (`ferry.kafka.claim`) before the positions are read, and the claim is
+  checked before each batch and each position commit, so a replaced writer stops.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ferry.config import Flow
 from ferry.config.clients import RdValue
 from ferry.core.positions import encode_position
 from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
 from ferry.kafka.lane_state import Part
 
@@ -47,6 +50,7 @@ class Lane(Protocol):
     reader: Consumer | None
     refused: tuple[str, int, str] | None
     in_transaction: bool
+    claim: WriterClaim | None
 
     def call(self, call: Callable[[], Any], cluster: str, action: str) -> Any: ...
 
@@ -113,6 +117,11 @@ class Delivery(ABC):
     def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
                             exc: Refused) -> NoReturn:
         """A batch failed with `exc`, before its commit took anything."""
+
+    def reported(self, lane: Lane) -> None:
+        """The batch's records are flushed, before its reports' offsets are checked and
+        recorded."""
+        return None  # by default, nothing to do
 
     @abstractmethod
     def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
@@ -247,6 +256,27 @@ class AtLeastOnce(Delivery):
     name = "at_least_once"
     reports_every_record = True
 
+    def start(self, lane: Lane, producer: Producer) -> None:
+        """The slot claimed in Kafka (`ferry.kafka.claim`) before the positions are read,
+        once per lane: a later producer of the lane checks the claim instead of taking it
+        again, which would replace a newer writer."""
+        if lane.claim is None:
+            lane.claim = WriterClaim(lane.flow, lane.txn_id)
+            lane.claim.take()
+        else:
+            lane.claim.check()
+
+    def begin(self, lane: Lane, producer: Producer) -> None:
+        """A replaced writer sends no further batch."""
+        if lane.claim is not None:
+            lane.claim.check()
+
+    def reported(self, lane: Lane) -> None:
+        """A replaced writer stops as such, before its reports show a newer writer's
+        records between its own (which would read as a foreign producer)."""
+        if lane.claim is not None:
+            lane.claim.check()
+
     def found_position(self, lane: Lane, reader: Consumer, part: Part) -> None:
         """Records past the end recorded with the last positions were written by a run that
         crashed before committing them; this run copies them again: count them."""
@@ -269,6 +299,8 @@ class AtLeastOnce(Delivery):
         new = [p for p in lane.parts.values() if p.target_end is None and not p.done]
         if not new:
             return
+        if lane.claim is not None:
+            lane.claim.check()
         offsets = []
         for part in new:
             part.target_end = lane.remote_end(reader, part)
@@ -321,6 +353,8 @@ class AtLeastOnce(Delivery):
                                  "copies this batch again")
         reader = lane.reader
         if offsets and reader is not None:
+            if lane.claim is not None:
+                lane.claim.check()
             lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
                       lane.flow.target, "committing positions")
 

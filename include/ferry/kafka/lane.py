@@ -21,7 +21,8 @@ and one assigned consumer. The contract:
   partition and transaction; their distance must equal the record count (one writer per
   partition), or the transaction is refused (SegmentError).
 - `ferry.delivery=at_least_once` (targets without transactions): the same loop with an
-  idempotent producer and no transactions; `kafka/delivery.py` holds what each mode
+  idempotent producer and no transactions; the slot is claimed in Kafka instead of by
+  `init_transactions` (`kafka/claim.py`); `kafka/delivery.py` holds what each mode
   decides (fencing, batch commit, refusals, duplicates counted).
 - A record the target refuses fails the lane with topic, partition and offset named: the
   failed transaction is aborted and re-run once by a fresh producer that sends one record
@@ -48,6 +49,7 @@ from ferry.core.planner import Range
 from ferry.core.positions import decode_position, encode_position
 from ferry.core.tables import RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import Part
@@ -133,6 +135,8 @@ class Lane:
         that the producer hit a fatal error: `fatal` says which)."""
         self.fatal = FatalError()
         self.reader: Consumer | None = None
+        self.claim: WriterClaim | None = None
+        """at_least_once: the slot's claim in Kafka (`ferry.kafka.claim`), once taken."""
 
     def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], Part]:
         parts: dict[tuple[str, int], Part] = {}
@@ -236,6 +240,8 @@ class Lane:
         finally:
             consumer.close()
             reader.close()
+            if self.claim is not None:
+                self.claim.close()
             self._time_results()
         return LaneResult(self.lane, self.results, self.transactions,
                           time.monotonic() - started)
@@ -654,6 +660,7 @@ class Lane:
         touched = [p for p in parts if p.txn.touched]
         self._send_last(producer, touched)
         remaining = self.flush(producer)
+        self.delivery.reported(self)
         if self.fenced is not None:
             self.serve_errors(producer)  # the error callback names a fatal error's cause
             cause = self.fatal.error

@@ -7,9 +7,10 @@ under. The id is taken (`init_transactions`) before the position is read again, 
 writing the partition meanwhile, even inside its first transaction, is fenced, and a
 position that moved since the caller read it is left as it is (G11).
 
-A flow with `ferry.delivery=at_least_once` (a target without transactions) has no writer
-ids: the entries are written and acknowledged, then the position committed as a plain
-group offset, after the same check of `expect` (ours, not Kafka's).
+A flow with `ferry.delivery=at_least_once` (a target without transactions) claims each
+slot in Kafka instead (`ferry.kafka.claim`), before the position is read again: a run
+writing the partition stops before its next position commit. The entries are written and
+acknowledged, then the claim checked and the position committed as a plain group offset.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ferry.core.positions import (
     encode_position,
 )
 from ferry.errors import TransientError
+from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying
@@ -46,6 +48,9 @@ class PositionWriter:
         self.transactional = flow.ferry.delivery == "exactly_once"
         self.producers: dict[str, Producer] = {}
         """Writer id -> its producer, its transactions initialised."""
+        self.claims: dict[str, WriterClaim] = {}
+        """at_least_once: writer slot -> its claim, taken."""
+        self.claim: WriterClaim | None = None
         self.reader = Consumer(flow.target_admin.confluent({
             "group.id": positions_group(flow), "enable.auto.commit": False,
             "isolation.level": "read_committed", "log_level": 3}))
@@ -92,7 +97,8 @@ class PositionWriter:
         return None
 
     def _write_plain(self, producer: Producer, write: PositionWrite, remote: str) -> None:
-        """at_least_once: the entries acknowledged, then the position committed."""
+        """at_least_once: the entries acknowledged, then the claim checked and the position
+        committed."""
         failed: list[str] = []
         for entry in write.entries:
             key, value = encode(entry)
@@ -105,12 +111,16 @@ class PositionWriter:
                 "no position was committed")
         offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
             write.target_end, "", write.source_id, adopted=write.adopted))]
+        if self.claim is not None:
+            self.claim.check()
         self._call(lambda: self.reader.commit(offsets=offsets, asynchronous=False),
                    f"committing the position of {remote}-{write.partition}")
 
     def close(self) -> None:
         for producer in self.producers.values():
             producer.flush(CALL_TIMEOUT_S)
+        for claim in self.claims.values():
+            claim.close()
         self.reader.close()
 
     def __enter__(self) -> PositionWriter:
@@ -123,9 +133,13 @@ class PositionWriter:
         """The producer of the partition's writer id. Initialising it fences every other
         writer of the id (a lane of a run: its open transaction is aborted, its next commit
         fails)."""
-        self.owner = transactional_id(self.flow, writer_of(topic, partition,
-                                                           self.flow.ferry.writers)) \
-            if self.transactional else ""
+        slot = transactional_id(self.flow, writer_of(topic, partition, self.flow.ferry.writers))
+        self.owner = slot if self.transactional else ""
+        if not self.transactional:
+            self.claim = self.claims.get(slot)
+            if self.claim is None:
+                self.claim = self.claims[slot] = WriterClaim(self.flow, slot)
+                self.claim.take()
         producer = self.producers.get(self.owner)
         if producer is None:
             settings: dict[str, RdValue] = {
