@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,3 +239,14 @@ def in_thread(writer: Lane) -> tuple[threading.Thread, list[FerryError]]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, failure
+
+
+@contextlib.contextmanager
+def down_cluster(how: str) -> Iterator[str]:
+    """The bootstrap address of a cluster that is down: `stopped` (nothing listens there:
+    every connection is refused) or `hung` (it accepts connections and never answers)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        if how == "hung":
+            listener.listen(64)
+        yield f"127.0.0.1:{listener.getsockname()[1]}"

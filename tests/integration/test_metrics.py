@@ -4,11 +4,9 @@ and before mirroring, MM2's counters from what the copy job recorded, the lag hi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -31,7 +29,7 @@ from ferry.state import digest
 from ferry.state.reader import rows
 from ferry.state.writer import append
 from ferry.steps.lag import record_lag
-from tests.integration.kafka_data import create_topic, flow_config, produce
+from tests.integration.kafka_data import create_topic, down_cluster, flow_config, produce
 from tests.integration.test_lane import run_cycle
 
 pytestmark = pytest.mark.integration
@@ -232,17 +230,6 @@ def test_metrics_count_what_the_copy_job_recorded(
     pair = (("source", flow.source), ("target", flow.target))
     assert found["ferry_last_run_success"] == {pair: 1}
     assert abs(found["ferry_last_run_timestamp_seconds"][pair] - time.time()) < 600
-
-
-@contextlib.contextmanager
-def down_cluster(how: str) -> Iterator[str]:
-    """The bootstrap address of a cluster that is down: `stopped` (nothing listens there:
-    every connection is refused) or `hung` (it accepts connections and never answers)."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        if how == "hung":
-            listener.listen(64)
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
 
 
 def serve(config_path: str, *extra: str, env: dict[str, str] | None = None

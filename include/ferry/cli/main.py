@@ -55,9 +55,23 @@ def _fail(args: argparse.Namespace | None, code: int, lines: list[str],
     if args is not None and getattr(args, "json", False):
         print(json.dumps(data, indent=2))
     else:
+        json_lines = _log_format() == "json"
         for line in lines:
-            print(f"ferry: {line}", file=sys.stderr)
+            print(_json_line(line) if json_lines else f"ferry: {line}", file=sys.stderr)
     return code
+
+
+def _log_format() -> str:
+    try:
+        return logs.log_format()
+    except UsageError:  # that mistake is the line being reported
+        return "text"
+
+
+def _json_line(line: str) -> str:
+    """The final error line as the log lines before it are written (`FERRY_LOG_FORMAT=json`)."""
+    record = logging.LogRecord("ferry", logging.ERROR, __file__, 0, line, None, None)
+    return logs.JsonFormatter().format(record)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ferry.config.findings import Findings
 from ferry.config.jaas import KERBEROS, OAUTHBEARER, PLAIN, SCRAM, JaasError, parse_jaas
@@ -35,6 +36,9 @@ Setting = str | Secret
 RdValue = str | int | float | bool
 
 
+LIBRDKAFKA_LOG = logging.getLogger("ferry.kafka.librdkafka")
+"""Where every Ferry client's librdkafka log lines go (`ClientConfig.confluent`)."""
+
 RETRY_SECONDS = 120.0
 """The default of `ferry.kafka.retry.seconds`."""
 
@@ -53,13 +57,19 @@ class ClientConfig:
     retry_seconds: float = RETRY_SECONDS
 
     def confluent(self, extra: Mapping[str, RdValue] | None = None,
-                  **overrides: RdValue) -> dict[str, RdValue]:
+                  **overrides: RdValue) -> dict[str, Any]:
         """The dict to hand to confluent-kafka, secrets revealed, `extra` and `overrides`
-        applied on top. Never log it."""
-        conf: dict[str, RdValue] = {
+        applied on top. Never log it.
+
+        librdkafka's own log lines go to the `ferry.kafka.librdkafka` logger at their own
+        level (instead of raw lines on stderr, which an Airflow task logs as errors). The
+        client forwards them when it is polled: consuming and flushing do, an `Admin` does
+        after each call."""
+        conf: dict[str, Any] = {
             k: v.reveal() if isinstance(v, Secret) else v for k, v in self.settings.items()}
         conf.update(extra or {})
         conf.update(overrides)
+        conf["logger"] = LIBRDKAFKA_LOG
         return conf
 
     @property

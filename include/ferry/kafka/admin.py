@@ -163,7 +163,7 @@ class Admin:
         def once() -> T:
             timeout = max(1.0, min(self.timeout, deadline - time.monotonic()))
             try:
-                return attempt(timeout)
+                answer = attempt(timeout)
             except TimeoutError:
                 self._after_failure(action, coordinator)
                 raise TimeoutError(f"no answer in {timeout:.0f}s") from None
@@ -171,6 +171,9 @@ class Admin:
                 if transient(exc, also):
                     self._after_failure(action, coordinator)
                 raise
+            if self._admin is not None:
+                self._admin.poll(0)  # forwards librdkafka's log lines (`ClientConfig.confluent`)
+            return answer
 
         try:
             return retrying(once, cluster=self.cluster, action=action,

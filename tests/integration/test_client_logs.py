@@ -1,0 +1,55 @@
+"""librdkafka's own log lines go through Python logging, at their own level and in the
+log format chosen (`FERRY_LOG_FORMAT`), never as raw `%3|…|FAIL|rdkafka#…` lines on stderr
+(which an Airflow task would log as errors, and a log shipper could not parse)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.kafka_data import create_topic, down_cluster, flow_config
+
+pytestmark = pytest.mark.integration
+
+
+def status_with_the_target_down(clusters: dict[str, str], topic_name: str, tmp_path: Path,
+                                log_format: str) -> tuple[str, str]:
+    """`ferry status` on a flow whose target refuses every connection: (the target's alias,
+    stderr)."""
+    create_topic(clusters["source"], topic_name, 1)
+    with down_cluster("stopped") as target:
+        config = flow_config(tmp_path, {"source": clusters["source"], "target": target},
+                             topic_name, "ferry.kafka.retry.seconds = 3\n")
+        done = subprocess.run([str(Path(sys.executable).parent / "ferry"), "status",
+                               config.path], capture_output=True, text=True, timeout=60,
+                              check=False, env={**os.environ, "FERRY_LOG_FORMAT": log_format})
+    assert done.returncode == 1, done.stderr
+    return config.enabled_flows[0].target, done.stderr
+
+
+def test_librdkafka_lines_are_log_lines_of_their_own_logger_and_level(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    target, stderr = status_with_the_target_down(clusters, topic_name, tmp_path, "text")
+
+    lines = stderr.splitlines()
+    assert not [line for line in lines if line.startswith("%")], stderr[:2000]
+    assert any(" ERROR ferry.kafka.librdkafka: FAIL [rdkafka#" in line and
+               "Connection refused" in line for line in lines), stderr[:2000]
+    assert lines[-1].startswith("ferry: ") and f"cluster {target}" in lines[-1]
+
+
+def test_with_json_logs_every_line_is_json_the_final_error_included(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    target, stderr = status_with_the_target_down(clusters, topic_name, tmp_path, "json")
+
+    entries = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    assert any(e["logger"] == "ferry.kafka.librdkafka" and e["level"] == "error"
+               and "Connection refused" in e["message"] for e in entries)
+    assert entries[-1]["level"] == "error" and f"cluster {target}" in entries[-1]["message"]
