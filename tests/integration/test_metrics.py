@@ -53,8 +53,9 @@ def test_status_and_metrics_report_the_lag_of_records_produced_before_mirroring(
     clusters: dict[str, str], topic_name: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # given 30 records on partition 0 and 12 on partition 1, nothing mirrored yet
-    create_topic(clusters["source"], topic_name, 2)
+    # given 30 records on partition 0 and 12 on partition 1, nothing mirrored yet, of a
+    # topic that keeps records for a day
+    create_topic(clusters["source"], topic_name, 2, {"retention.ms": "86400000"})
     records: list[tuple[bytes | None, bytes | None, int]] = [(None, b"v", 0)] * 30
     produce(clusters["source"], topic_name, records + [(None, b"v", 1)] * 12)
     config = flow_config(tmp_path, clusters, topic_name)
@@ -72,6 +73,10 @@ def test_status_and_metrics_report_the_lag_of_records_produced_before_mirroring(
                                           where(config, topic_name, 1): 12}
     assert all(v > 0 for v in found["ferry_lag_seconds"].values())
     assert found["ferry_source_end_offset"] == found["ferry_lag_records"]
+    # and how old a record may get before retention deletes it, for the alert on time left
+    assert [p["retention_seconds"] for p in status["partitions"]] == [86400.0, 86400.0]
+    assert found["ferry_source_retention_seconds"] == {where(config, topic_name, 0): 86400.0,
+                                                       where(config, topic_name, 1): 86400.0}
     assert "ferry_position_offset" not in found  # nothing copied: no position yet
     flow = config.enabled_flows[0]
     assert found["ferry_flow_up"] == {(("source", flow.source), ("target", flow.target)): 1}

@@ -94,6 +94,10 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "ferry_lag_seconds": (
         "gauge", "Age in seconds of the oldest source record not mirrored yet (0 when caught "
                  "up)."),
+    "ferry_source_retention_seconds": (
+        "gauge", "How long the source topic keeps a record (retention.ms); absent when it "
+                 "keeps records for ever or only compacts. ferry_lag_seconds reaching it "
+                 "means records may be deleted before they are mirrored."),
     "ferry_source_end_offset": (
         "gauge", "The source partition's last stable offset (read_committed end)."),
     "ferry_position_offset": (
@@ -262,6 +266,8 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
             at = where(p.topic, p.partition)
             registry.add("ferry_lag_records", at, p.lag_records)
             registry.add("ferry_lag_seconds", at, p.lag_seconds)
+            if p.retention_seconds is not None:
+                registry.add("ferry_source_retention_seconds", at, p.retention_seconds)
             registry.add("ferry_source_end_offset", at, p.source_end)
             registry.add("ferry_position_offset", at, p.position)
     # Every mirrored partition carries the counter, 0 until records are lost, so the first

@@ -4,12 +4,16 @@ written by the cycle's record step."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ferry.config import Flow
+from ferry.errors import FerryError
 from ferry.steps.ports import KafkaCluster, LagSource, ReadsGroupOffsets
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,9 @@ class PartitionStatus:
     """Age of the oldest record not mirrored yet (0 when caught up)."""
     remote_topic: str = ""
     """The topic on the target the partition is mirrored to (the flow's replication policy)."""
+    retention_seconds: float | None = None
+    """The source topic's retention by time (None: records kept for ever, only compacted, or
+    its config unreadable): a record not mirrored when it is this old may be lost."""
 
 
 def partition_lag(flow: Flow, *, source: LagSource | None = None,
@@ -42,6 +49,7 @@ def partition_lag(flow: Flow, *, source: LagSource | None = None,
     topics = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
+    retention = _retention(flow, source, set(topics))
     committed = target.group_offsets(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     now = time.time()
@@ -55,8 +63,22 @@ def partition_lag(flow: Flow, *, source: LagSource | None = None,
         found.append(PartitionStatus(
             tp.topic, tp.partition, marks[tp].high, position, lag,
             round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0,
-            flow.remote_topic(tp.topic)))
+            flow.remote_topic(tp.topic), retention.get(tp.topic)))
     return found
+
+
+def _retention(flow: Flow, source: LagSource, topics: set[str]) -> dict[str, float | None]:
+    """Each topic's retention by time; none when the configs cannot be read (the lag itself
+    is still reported; the line says why the retention is not)."""
+    from ferry.core.sync.configs import time_retention_seconds
+
+    try:
+        configs = source.topic_configs(topics)
+    except FerryError as exc:
+        log.warning("flow %s: the source topics' retention is unknown: %s", flow.name, exc,
+                    extra={"flow": flow.name})
+        return {}
+    return {topic: time_retention_seconds(config) for topic, config in configs.items()}
 
 
 def record_lag(flow: Flow, run_id: str, *, source: LagSource | None = None,

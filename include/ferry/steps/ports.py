@@ -82,7 +82,13 @@ class ReadsRecordTimes(Protocol):
         ...
 
 
-class LagSource(Partitions, ReadsRecordTimes, Protocol):
+class ReadsTopicConfigs(Protocol):
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
+        """Every config entry of each topic, with where its value comes from."""
+        ...
+
+
+class LagSource(Partitions, ReadsRecordTimes, ReadsTopicConfigs, Protocol):
     """A source cluster as the lag step reads it."""
 
 
@@ -173,12 +179,8 @@ class OffsetMapTarget(HasTopicIds, Protocol):
         ...
 
 
-class SyncSource(ListsTopics, Protocol):
+class SyncSource(ListsTopics, ReadsTopicConfigs, Protocol):
     """A cluster as the sync step reads it."""
-
-    def topic_configs(self, topics: Iterable[str]) -> dict[str, TopicConfig]:
-        """Every config entry of each topic, with where its value comes from."""
-        ...
 
     def acls(self) -> list[Acl]:
         """Every topic and group ACL. Raises `ferry.kafka.acls.NoAuthorizer` when the

@@ -31,7 +31,7 @@ def exposition() -> str:
     """The text a scrape returns for a flow that has every kind of history: copied ranges,
     translated groups, a gap, a verify, and live lag and heartbeats."""
     status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
-                                                           "a.orders")],
+                                                           "a.orders", 604800.0)],
                         heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
     run = {"flow": "a->b", "run_id": "r1", "lane": 0, "topic": "orders", "partition": 0,
            "range_start": 0, "range_end": 100, "records": 100, "bytes": 1000, "seconds": 0.5,

@@ -102,3 +102,24 @@ def test_the_lag_history_gets_one_row_per_partition_tagged_with_the_run(
     assert sorted((r["topic"], r["partition"], r["source_end"], r["position"],
                    r["lag_records"]) for r in recorded) == [
         ("orders", 0, 5, 2, 3), ("orders", 1, 7, None, 7)]
+
+
+def test_each_partition_carries_its_source_topics_retention_by_time(
+    config: MirrorConfig
+) -> None:
+    # given: one topic deleting records after an hour, one kept for ever
+    from ferry.core.sync.configs import ConfigValue
+
+    source = FakeCluster("A").topic("orders", 5).topic("audit", 5)
+    source.configs["orders"] = {"retention.ms": ConfigValue("3600000"),
+                                "cleanup.policy": ConfigValue("delete")}
+    source.configs["audit"] = {"retention.ms": ConfigValue("-1")}
+    target = FakeCluster("B", groups={GROUP: {}})
+    source.stamps[("orders", 0)] = {0: now_ms()}
+    source.stamps[("audit", 0)] = {0: now_ms()}
+
+    # when
+    found = partition_lag(config.flow("A->B"), source=source, target=target)
+
+    # then: what a record not mirrored may live, for the alert on time left
+    assert {p.topic: p.retention_seconds for p in found} == {"orders": 3600.0, "audit": None}

@@ -46,6 +46,22 @@ class ConfigValue:
 TopicConfig = Mapping[str, ConfigValue]
 
 
+def time_retention_seconds(config: TopicConfig) -> float | None:
+    """How long the topic keeps a record, by time (`retention.ms`): None when records are
+    kept for ever (-1), only compacted (`cleanup.policy=compact`), or the value is unknown.
+    A record is deleted no sooner than this after its timestamp (a whole segment goes at
+    once, so usually later)."""
+    policy = config.get("cleanup.policy")
+    if policy is not None and "delete" not in str(policy.value or "").split(","):
+        return None
+    entry = config.get("retention.ms")
+    try:
+        ms = int(entry.value) if entry is not None and entry.value is not None else -1
+    except ValueError:
+        return None
+    return ms / 1000 if ms >= 0 else None
+
+
 @dataclass(frozen=True)
 class AlterTopicConfig:
     """Incremental changes to one remote topic."""

@@ -15,6 +15,7 @@ from ferry.core.sync.configs import (
     diff_legacy,
     fallback_api,
     first_api,
+    time_retention_seconds,
 )
 
 D, T = "DEFAULT_CONFIG", "DYNAMIC_TOPIC_CONFIG"
@@ -112,3 +113,23 @@ def test_use_incremental_alter_configs_modes(mode: str, first: str,
                                              fallback: str | None) -> None:
     assert first_api(mode) == first
     assert fallback_api(mode) == fallback
+
+
+@pytest.mark.parametrize(
+    ("configs", "expected"),
+    [
+        ({"retention.ms": "604800000", "cleanup.policy": "delete"}, 604800.0),
+        ({"retention.ms": "3600000", "cleanup.policy": "compact,delete"}, 3600.0),
+        ({"retention.ms": "3600000", "cleanup.policy": "compact"}, None),
+        ({"retention.ms": "-1", "cleanup.policy": "delete"}, None),
+        ({"retention.ms": "60000"}, 60.0),
+        ({"cleanup.policy": "delete"}, None),
+        ({"retention.ms": "soon"}, None),
+    ],
+    ids=["a-week", "compacted-and-deleted", "compacted-only", "kept-for-ever",
+         "policy-not-described", "retention-not-described", "not-a-number"],
+)
+def test_a_topics_retention_by_time_is_its_retention_ms_when_records_are_deleted(
+    configs: dict[str, str], expected: float | None
+) -> None:
+    assert time_retention_seconds({k: ConfigValue(v) for k, v in configs.items()}) == expected
