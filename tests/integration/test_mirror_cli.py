@@ -128,6 +128,44 @@ def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_proces
     assert_exact(flow, clusters, topic_name, 1)
 
 
+def test_one_command_runs_every_flow_and_the_heartbeats_of_pairs_without_one_as_mm2_does(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a config as connect-mirror-maker.sh takes it: A->B mirrors a topic, B->A
+    # mirrors nothing, and heartbeats are on (MM2's defaults); no Airflow anywhere
+    from ferry.spark.jars import kafka_jars, log4j_config
+
+    tag = os.urandom(3).hex()
+    a, b = f"a{tag}", f"b{tag}"
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(50)])
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        f"clusters = {a}, {b}\n{a}.bootstrap.servers = {clusters['source']}\n"
+        f"{b}.bootstrap.servers = {clusters['target']}\n"
+        f"{a}->{b}.enabled = true\n{a}->{b}.topics = {topic_name}\n"
+        "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
+        f"heartbeats.topic.replication.factor = 1\nferry.state.dir = {tmp_path / 'state'}\n")
+
+    # when: one `ferry mirror` naming no flow (as a cron job or a systemd unit would run it)
+    done = ferry("mirror", str(path), "--json")
+
+    # then: B->A's heartbeat was written on A, then the flow copied the topic and A's
+    # heartbeats to B
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = as_json(done)
+    assert report["heartbeats"] == [f"{b}->{a}"]
+    assert [(f["flow"], f["ok"]) for f in report["flows"]] == [(f"{a}->{b}", True)]
+    assert len(read_all(clusters["target"], f"{a}.{topic_name}", 0)) == 50
+    # and MM2's own client on B finds A upstream, one hop away, through them
+    java = subprocess.run(
+        ["java", f"-Dlog4j2.configurationFile={log4j_config()}", "-cp", f"{kafka_jars()}/*",
+         str(Path(__file__).parent / "java" / "MirrorTopology.java"), clusters["target"]],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert java.returncode == 0, java.stderr[-3000:]
+    assert f"UPSTREAM {a} 1" in java.stdout.splitlines(), java.stdout
+
+
 @pytest.mark.spark
 def test_state_lost_after_the_kafka_commit_is_rebuilt_from_the_target(
     clusters: dict[str, str], topic_name: str, tmp_path: Path

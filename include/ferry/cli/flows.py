@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ferry.cli.verbs import (
@@ -21,7 +22,7 @@ from ferry.cli.verbs import (
     flow_verb,
     verb,
 )
-from ferry.errors import UsageError
+from ferry.errors import FerryError, UsageError
 
 if TYPE_CHECKING:
     from ferry.config import Flow, MirrorConfig
@@ -45,10 +46,16 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     execute_options(sync, "create, set and delete on the target")
 
     mirror = flow_verb(subparsers, "mirror",
-                       "run one mirror cycle of a flow (the DAG's code path)", cmd_mirror,
+                       "run one mirror cycle of a flow (the DAG's code path), or of every "
+                       "flow of the config with the heartbeats of its heartbeat-only pairs, "
+                       "as MM2's connect-mirror-maker.sh runs them", cmd_mirror,
                        ("mm2.properties --flow 'A->B' --json",
                         "mm2.properties --flow A_to_B --master sc://127.0.0.1:15002 "
-                        "--continuous --for 10m"))
+                        "--continuous --for 10m",
+                        "mm2.properties --continuous --pause 5"),
+                       without_flow="without it: every enabled flow, one cycle each in the "
+                                    "config's order, after the heartbeats of the pairs whose "
+                                    "data flow is off (emit.heartbeats.enabled)")
     mirror.add_argument("--master", help="Spark master (default: ferry.spark.master)")
     mirror.add_argument("--continuous", action="store_true",
                         help="run cycles back to back (each exactly once) until --for is up "
@@ -135,6 +142,8 @@ def cmd_mirror(args: argparse.Namespace) -> int:
         for_s = parse_duration(args.for_) if args.for_ else None
     except ValueError as exc:
         raise UsageError(f"--for: {exc}") from None
+    if args.flow is None:
+        return _mirror_all(args, for_s)
     config, flow = config_and_flow(args)
     if args.continuous:
         return _mirror_continuously(args, config, flow, for_s)
@@ -146,46 +155,103 @@ def cmd_mirror(args: argparse.Namespace) -> int:
 
 def _mirror_continuously(args: argparse.Namespace, config: MirrorConfig, flow: Flow,
                          for_s: float | None) -> int:
-    import signal
     import sys
 
     from ferry.steps import cycle
 
     stopping: list[int] = []
 
-    def stop_after_this_cycle(signum: int, _frame: object) -> None:
-        stopping.append(signum)
-
-    previous = {sig: signal.signal(sig, stop_after_this_cycle)
-                for sig in (signal.SIGTERM, signal.SIGINT)}
-
     def report(result: cycle.CycleResult, seconds: float) -> None:
-        if result.abandoned:
-            data = {"flow": flow.name, "run_id": result.run_id, "abandoned": True}
-            text = (f"flow {flow.name} run {result.run_id}: abandoned as hung (ferry.cycle."
-                    "timeout.seconds); the next cycle fences its writers")
-        else:
-            data, text = _cycle_report(flow, result)
+        data, text = _cycle_report(flow, result)
         if args.json:
             print(json.dumps({**data, "seconds": round(seconds, 3)}), flush=True)
         else:
             print(f"{text.splitlines()[0]} in {seconds:.1f}s", flush=True)
 
-    try:
-        last = cycle.run_continuously(args.file, config, flow, report, master=args.master,
-                                      for_s=for_s, pause_s=args.pause,
-                                      stop=lambda: bool(stopping))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    outcome: list[cycle.CycleResult | None] = []
+
+    def loop(stop: Callable[[], bool]) -> bool:
+        outcome.append(cycle.run_continuously(args.file, config, flow, report,
+                                              master=args.master, for_s=for_s,
+                                              pause_s=args.pause, stop=stop))
+        return outcome[0] is None or outcome[0].ok
+
+    ok = _until_signalled(stopping, loop)
     if stopping:
         print(f"flow {flow.name}: stopped by signal {stopping[0]} after the running cycle",
               file=sys.stderr)
-    return EXIT_OK if last is None or last.ok else EXIT_FAILED
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _mirror_all(args: argparse.Namespace, for_s: float | None) -> int:
+    """Every enabled flow and heartbeat-only pair of the config (`cycle.run_all`): once,
+    one line (or JSON object) per flow; continuously, one per cycle and per round's
+    heartbeats, as `--continuous` for one flow."""
+    import sys
+
+    from ferry.config import load_config
+    from ferry.steps import cycle
+    from ferry.steps.heartbeats import heartbeat_only_pairs
+
+    config = load_config(args.file)
+    if not config.enabled_flows and not heartbeat_only_pairs(config):
+        raise UsageError(f"{args.file} enables no flow and emits no heartbeat: set "
+                         "A->B.enabled=true for a flow")
+    flows: list[dict[str, Any]] = []
+    beats: list[str] = []
+    stopping: list[int] = []
+
+    def on_cycle(result: CycleResult, seconds: float) -> None:
+        flow = config.flow(result.flow)
+        data, text = _cycle_report(flow, result)
+        data = {**data, "ok": result.ok, "seconds": round(seconds, 3)}
+        if args.continuous or not args.json:
+            print(json.dumps(data) if args.json else
+                  f"{text.splitlines()[0]} in {seconds:.1f}s", flush=True)
+        flows.append(data)
+
+    def on_heartbeats(sent: list[str]) -> None:
+        beats.extend(sent)
+        if sent and (args.continuous or not args.json):
+            print(json.dumps({"heartbeats": sent}) if args.json else
+                  f"heartbeats {', '.join(sent)} (pairs whose data flow is off)", flush=True)
+
+    def on_error(flow: Flow, exc: FerryError) -> None:
+        flows.append({"flow": flow.name, "ok": False, "error": str(exc)})
+        print(f"ferry: flow {flow.name}: {exc}", file=sys.stderr, flush=True)
+
+    ok = _until_signalled(stopping, lambda stop: cycle.run_all(
+        args.file, config, on_cycle, on_heartbeats, on_error, master=args.master,
+        continuous=args.continuous, for_s=for_s, pause_s=args.pause, stop=stop))
+    if args.json and not args.continuous:
+        print(json.dumps({"flows": flows, "heartbeats": beats, "ok": ok}, indent=2))
+    if stopping:
+        print(f"stopped by signal {stopping[0]} after the running cycle", file=sys.stderr)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _until_signalled(stopping: list[int], work: Callable[[Callable[[], bool]], bool]) -> bool:
+    """`work(stop)` with SIGTERM and SIGINT noted in `stopping` (`stop()` then says so)
+    instead of interrupting it; the handlers before are restored after."""
+    import signal
+
+    def note(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return work(lambda: bool(stopping))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _cycle_report(flow: Flow, result: CycleResult) -> tuple[dict[str, Any], str]:
     """One cycle's `--json` object and its text."""
+    if result.abandoned:
+        return ({"flow": flow.name, "run_id": result.run_id, "abandoned": True},
+                f"flow {flow.name} run {result.run_id}: abandoned as hung (ferry.cycle."
+                "timeout.seconds); the next cycle fences its writers")
     assert result.planned is not None
     planned = result.planned.summary()
     plan = result.planned.prepared.plan

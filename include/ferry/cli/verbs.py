@@ -56,14 +56,17 @@ def verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: s
 
 
 def flow_verb(subparsers: argparse._SubParsersAction[Parser], name: str, help_text: str,
-              func: Handler, examples: tuple[str, ...] = (), extra_codes: str = "") -> Parser:
-    """A verb on one flow of a config: `file --flow A->B`."""
+              func: Handler, examples: tuple[str, ...] = (), extra_codes: str = "",
+              without_flow: str = "") -> Parser:
+    """A verb on one flow of a config: `file --flow A->B`; `without_flow` says what the verb
+    does when `--flow` is left out (else it is required)."""
     parser = verb(subparsers, name, help_text, func,
                   examples or ("mm2.properties --flow 'A->B'",), extra_codes)
     config_argument(parser)
-    parser.add_argument("--flow", required=True,
+    parser.add_argument("--flow", required=not without_flow,
                         help="the flow: 'A->B' (quoted: > is a shell redirect), or its DAG id, "
-                             "ferry_A_to_B or A_to_B")
+                             "ferry_A_to_B or A_to_B" + (f"; {without_flow}" if without_flow
+                                                         else ""))
     return parser
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
+from ferry.errors import FerryError
 from ferry.steps.mirror import Prepared, new_run_id, prepare
 from ferry.steps.ports import KafkaCluster
 
@@ -370,32 +371,121 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    pace, clusters = Pace(), Clusters.of(flow)
-    limit = flow.ferry.cycle_timeout_seconds
+    loop = _Looped(flow)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
-            started, run_id = time.monotonic(), new_run_id()
-            done = _within(limit, partial(run, config_path, config, flow, master=master,
-                                          keep_session=True, pace=pace, clusters=clusters,
-                                          run_id=run_id))
-            if done is None:
-                log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
-                          "abandoned as hung; the next cycle starts now, and its writers "
-                          "fence the hung one's", run_id, limit, extra={"flow": flow.name})
-                last, clusters = CycleResult(flow.name, run_id, abandoned=True), \
-                    Clusters.of(flow)
-                on_cycle(last, time.monotonic() - started)
+            last = loop.cycle(config_path, config, master, on_cycle)
+            if last.abandoned:
                 continue
-            last = done
-            on_cycle(last, time.monotonic() - started)
             if not last.ok:
                 return last
-            if pause_s:
-                wait = pause_s if deadline is None else min(pause_s, deadline - time.monotonic())
-                _sleep(max(0.0, wait), stop)
+            _pause(pause_s, deadline, stop)
     finally:
         close_sessions()
     return last
+
+
+def run_all(config_path: str, config: MirrorConfig,
+            on_cycle: Callable[[CycleResult, float], None],
+            on_heartbeats: Callable[[list[str]], None],
+            on_error: Callable[[Flow, FerryError], None],
+            master: str | None = None, continuous: bool = False, for_s: float | None = None,
+            pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False) -> bool:
+    """Every enabled flow of `config` and every heartbeat-only pair (a pair whose data flow
+    is off but whose heartbeats are on), as MirrorMaker 2's dedicated mode runs all of a
+    config's connectors: each round writes the heartbeat-only pairs' heartbeats (so a flow
+    that mirrors the `heartbeats` topic carries them on, and MM2's `upstreamClusters` sees
+    the way back), then runs one cycle of each flow in the config's order.
+
+    Once (`continuous` false): one round; a flow whose cycle fails (`on_cycle` sees its
+    result, `on_error` an error raised before its copy) does not keep the others from
+    running. Continuous: rounds back to back as `run_continuously` runs cycles (paced steps,
+    hung cycles abandoned, `pause_s` between rounds, for `for_s` or until `stop()`), ending
+    after the round in which a cycle failed. Returns whether every cycle succeeded."""
+    from ferry.spark.connect import close_sessions
+    from ferry.steps.heartbeats import heartbeat_only_pairs
+
+    deadline = None if for_s is None else time.monotonic() + for_s
+    loops = [_Looped(flow) for flow in config.enabled_flows]
+    pairs, beats = heartbeat_only_pairs(config), Pace()
+    ok = True
+    try:
+        while not stop() and (deadline is None or time.monotonic() < deadline):
+            on_heartbeats(_heartbeat_only(pairs, beats if continuous else None))
+            for loop in loops:
+                if stop():
+                    break
+                try:
+                    result = loop.cycle(config_path, config, master, on_cycle,
+                                        looping=continuous)
+                except FerryError as exc:
+                    on_error(loop.flow, exc)
+                    ok = False
+                    continue
+                ok = ok and (result.ok or result.abandoned)
+            if not continuous or not ok:
+                break
+            _pause(pause_s, deadline, stop)
+    finally:
+        if continuous:
+            close_sessions()
+    return ok
+
+
+def _heartbeat_only(pairs: list[Flow], pace: Pace | None) -> list[str]:
+    """The heartbeats of `pairs` that are due (all of them without `pace`), written."""
+    from ferry.steps.heartbeats import emit
+
+    now = time.monotonic()
+    due = [f for f in pairs
+           if pace is None or pace.due(f"heartbeats {f.name}", interval_of(f, "heartbeats"), now)]
+    if not due:
+        return []
+    sent = [f"{b.source}->{b.target}" for b in emit(due)]
+    for flow in due:
+        if pace is not None:
+            pace.ran(f"heartbeats {flow.name}", now)
+    return sent
+
+
+class _Looped:
+    """One flow in a long-running loop: its paced steps and its clients, kept across its
+    cycles."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow, self.pace, self.clusters = flow, Pace(), Clusters.of(flow)
+
+    def cycle(self, config_path: str, config: MirrorConfig, master: str | None,
+              on_cycle: Callable[[CycleResult, float], None], looping: bool = True
+              ) -> CycleResult:
+        """One cycle (`run`), reported to `on_cycle`. Looping, it keeps its session and
+        clients for the next, and one still running after `ferry.cycle.timeout.seconds` is
+        abandoned as hung: the next starts with clients of its own, and its writers, holding
+        the same writer ids, fence whatever the hung one still writes (G11)."""
+        flow = self.flow
+        started, run_id = time.monotonic(), new_run_id()
+        if not looping:
+            result = run(config_path, config, flow, master=master, run_id=run_id)
+            on_cycle(result, time.monotonic() - started)
+            return result
+        limit = flow.ferry.cycle_timeout_seconds
+        done = _within(limit, partial(run, config_path, config, flow, master=master,
+                                      keep_session=True, pace=self.pace,
+                                      clusters=self.clusters, run_id=run_id))
+        if done is None:
+            log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
+                      "abandoned as hung; the next cycle starts now, and its writers "
+                      "fence the hung one's", run_id, limit, extra={"flow": flow.name})
+            done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
+                Clusters.of(flow)
+        on_cycle(done, time.monotonic() - started)
+        return done
+
+
+def _pause(pause_s: float, deadline: float | None, stop: Callable[[], bool]) -> None:
+    if pause_s:
+        wait = pause_s if deadline is None else min(pause_s, deadline - time.monotonic())
+        _sleep(max(0.0, wait), stop)
 
 
 def _within(seconds: float, call: Callable[[], CycleResult]) -> CycleResult | None:

@@ -73,3 +73,68 @@ def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own
     assert [r.run_id for r in reported] == [run_id for run_id, _ in calls[:3]]
     assert calls[1][1] is not calls[0][1]
     assert not reported[0].ok
+
+
+THREE_CLUSTERS = ("clusters = A, B, C\nC.bootstrap.servers = c:9092\nA->C.enabled = true\n"
+                  "emit.heartbeats.interval.seconds = 3600\n")
+"""A->B and A->C mirror; B->A, B->C, C->A and C->B only emit heartbeats (MM2's default)."""
+
+
+def every_flow(config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, fails: set[tuple[int, str]],
+               **loop: Any) -> tuple[bool, list[tuple[str, Any]]]:
+    """`run_all` over `config` with cycles that succeed, except (round, flow) in `fails`,
+    which raise; (its outcome, what happened in order)."""
+    from types import SimpleNamespace
+
+    import ferry.steps.cycle as cycle_module
+    import ferry.steps.heartbeats
+    from ferry.steps.cycle import CycleResult, run_all
+
+    events: list[tuple[str, Any]] = []
+    rounds: dict[str, int] = {}
+
+    def run(_path: str, _config: MirrorConfig, flow: Any, **kw: Any) -> CycleResult:
+        rounds[flow.name] = rounds.get(flow.name, 0) + 1
+        events.append(("cycle", flow.name))
+        if (rounds[flow.name], flow.name) in fails:
+            raise TransientError(f"cluster {flow.target}: down")
+        return CycleResult(flow.name, kw["run_id"])
+
+    def emit(flows: list[Any]) -> list[Any]:
+        events.append(("heartbeats", sorted(f.name for f in flows)))
+        return [SimpleNamespace(source=f.source, target=f.target) for f in flows]
+
+    monkeypatch.setattr(cycle_module, "run", run)
+    monkeypatch.setattr(ferry.steps.heartbeats, "emit", emit)
+    ok = run_all("mm2.properties", config, lambda r, _s: events.append(("ok", r.flow)),
+                 lambda sent: events.append(("sent", sent)),
+                 lambda flow, exc: events.append(("failed", flow.name)), **loop)
+    return ok, events
+
+
+def test_every_flow_once_the_heartbeat_only_pairs_first_and_a_failing_flow_stops_no_other(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok, events = every_flow(config_with(THREE_CLUSTERS), monkeypatch, {(1, "A->B")})
+
+    assert not ok
+    assert events == [("heartbeats", ["B->A", "B->C", "C->A", "C->B"]),
+                      ("sent", ["B->A", "B->C", "C->A", "C->B"]),
+                      ("cycle", "A->B"), ("failed", "A->B"),
+                      ("cycle", "A->C"), ("ok", "A->C")]
+
+
+def test_every_flow_continuously_paces_the_heartbeats_and_ends_after_a_failed_round(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # when: rounds back to back, A->B failing in the second
+    ok, events = every_flow(config_with(THREE_CLUSTERS), monkeypatch, {(2, "A->B")},
+                            continuous=True)
+
+    # then: heartbeats at their interval (an hour: once), both flows in both rounds, and
+    # the loop ended after the round that failed
+    assert not ok
+    assert [e for e in events if e[0] == "heartbeats"] == [
+        ("heartbeats", ["B->A", "B->C", "C->A", "C->B"])]
+    assert [e for e in events if e[0] in ("ok", "failed")] == [
+        ("ok", "A->B"), ("ok", "A->C"), ("failed", "A->B"), ("ok", "A->C")]
