@@ -14,8 +14,14 @@ from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
 from tests.dags.test_flow_dags import run_dag
-from tests.integration.kafka_data import conf, create_topic, flow_config, produce, read_all
-from tests.integration.test_lane import run_cycle
+from tests.integration.kafka_data import (
+    conf,
+    create_topic,
+    flow_config,
+    produce,
+    read_all,
+    run_cycle,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

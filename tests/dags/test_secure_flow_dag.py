@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 
 from ferry.local.cluster import SecureClusters
 from tests.dags.test_flow_dags import run_dag
-from tests.integration.kafka_data import create_topic, produce, read_all
+from tests.integration.kafka_data import assert_exact, create_topic, produce, read_all
 from tests.integration.secure_data import (
     SOURCE,
     TARGET,
@@ -27,7 +27,6 @@ from tests.integration.secure_data import (
     grant_mirror_rights,
     secure_config,
 )
-from tests.integration.test_lane import assert_exact
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -31,6 +31,7 @@ from ferry.kafka.retry import transient
 from ferry.spark.jars import kafka_jars, log4j_config
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
+    assert_exact,
     compacted_topic,
     conf,
     create_topic,
@@ -40,7 +41,6 @@ from tests.integration.kafka_data import (
     produce_transactions,
     read_all,
 )
-from tests.integration.test_lane import assert_exact
 from tests.integration.test_mm1_setup import mm1_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

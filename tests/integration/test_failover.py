@@ -32,9 +32,9 @@ from tests.integration.kafka_data import (
     produce,
     produce_transactions,
     read_all,
+    run_cycle,
     wait_lso,
 )
-from tests.integration.test_lane import run_cycle
 
 pytestmark = pytest.mark.integration
 SYNC = "sync.group.offsets.enabled = true\n"

@@ -26,45 +26,18 @@ from ferry.steps.mirror import prepare
 from ferry.steps.ports import KafkaCluster
 from tests.integration.kafka_data import (
     COMPACTION_EXCLUDE,
-    Conn,
+    assert_exact,
     compacted_topic,
     create_topic,
     flow_config,
     produce,
     produce_transactions,
     read_all,
+    run_cycle,
     wait_lso,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
-    """One cycle in-process: prepare (`restore`: commit expired positions back from the
-    offset map), then every lane in turn. Returns records copied."""
-    prepared = prepare(flow, run_id=run_id, restore=restore)
-    copied = 0
-    for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values():
-        copied += Lane(flow, ranges, prepared.run_id).run().records
-    return copied
-
-
-def assert_exact(flow: Flow, clusters: Mapping[str, Conn], topic: str, partitions: int) -> None:
-    """Every source record is on the target once, in order, unchanged, and the offset map
-    sends each source offset to the target offset that holds that record."""
-    entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
-               if r.value is not None]
-    for p in range(partitions):
-        source = read_all(clusters["source"], topic, p)
-        target = read_all(clusters["target"], flow.remote_topic(topic), p)
-        assert [r.content() for r in target] == [r.content() for r in source]
-        mine = sorted((e for e in entries if e.source_topic == topic and e.source_partition == p),
-                      key=lambda e: e.covered_start)
-        by_offset = {r.offset: r for r in target}
-        for record in source:
-            found = lookup(mine, record.offset)
-            assert found is not None and found[1] is not None, record.offset
-            assert by_offset[found[1]].content() == record.content()
 
 
 def test_copies_records_with_headers_null_keys_tombstones_and_timestamps(
@@ -460,7 +433,6 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     assert on_target == total + duplicates  # every record at least once; extras counted
     assert 0 < duplicates <= written_before  # only what the unfinished batches wrote
     # the offset map points every source offset at an identical copy on the target
-    from ferry.core.offsetmap import lookup
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
                if r.value is not None]
     for p in range(2):

@@ -20,8 +20,14 @@ from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
 from ferry.state.reader import rows
 from ferry.steps.mirror import prepare
-from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
-from tests.integration.test_lane import assert_exact, run_cycle
+from tests.integration.kafka_data import (
+    assert_exact,
+    create_topic,
+    flow_config,
+    produce,
+    read_all,
+    run_cycle,
+)
 
 pytestmark = pytest.mark.integration
 

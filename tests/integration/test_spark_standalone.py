@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kafka_data import create_topic, flow_config, produce
-from tests.integration.test_lane import assert_exact, written
+from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.integration.test_lane import written
 from tests.integration.test_mirror_cli import ferry
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -14,8 +14,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
-from tests.integration.kafka_data import create_topic, produce, read_all
-from tests.integration.test_lane import assert_exact
+from tests.integration.kafka_data import assert_exact, create_topic, produce, read_all
 from tests.scheduler.conftest import Standalone
 from tests.scheduler.stack import TaskTry, processes_left, wait_for
 
