@@ -110,6 +110,11 @@ def wait_for_cycles(path: Path, ferry: subprocess.Popen[bytes], count: int) -> N
 
 
 def failure(tmp: Path, what: str) -> str:
-    """`what`, with the last lines the continuous run wrote on stderr."""
-    lines = (tmp / "ferry.err").read_text(errors="replace").splitlines()
-    return what + ":\n" + "\n".join(lines[-15:])
+    """`what`, with the last cycle the continuous run reported (a failed one says why) and
+    the last of Ferry's own warnings and errors on stderr (librdkafka's connection lines,
+    many during a bounce, left out)."""
+    cycles = (tmp / "cycles.jsonl").read_text(errors="replace").splitlines()
+    lines = [line for line in (tmp / "ferry.err").read_text(errors="replace").splitlines()
+             if "ferry.kafka.librdkafka" not in line and "rdkafka#" not in line]
+    return (what + ":\nlast cycle: " + (cycles[-1] if cycles else "none") + "\n"
+            + "\n".join(lines[-15:]))
