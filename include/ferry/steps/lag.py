@@ -36,7 +36,8 @@ class PartitionStatus:
 
 
 def partition_lag(flow: Flow, *, source: LagSource | None = None,
-                  target: ReadsGroupOffsets | None = None) -> list[PartitionStatus]:
+                  target: ReadsGroupOffsets | None = None,
+                  retention: bool = True) -> list[PartitionStatus]:
     """Per mirrored source partition: the source end (read_committed), the flow's position,
     and the lag in records and seconds. Reads the clusters only (no Delta); `source` and
     `target` default to the flow's clusters."""
@@ -49,7 +50,8 @@ def partition_lag(flow: Flow, *, source: LagSource | None = None,
     topics = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
-    retention = _retention(flow, source, set(topics))
+    # The lag history keeps no retention: a cycle's record step does not describe configs.
+    kept = _retention(flow, source, set(topics)) if retention else {}
     committed = target.group_offsets(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
     now = time.time()
@@ -63,7 +65,7 @@ def partition_lag(flow: Flow, *, source: LagSource | None = None,
         found.append(PartitionStatus(
             tp.topic, tp.partition, marks[tp].high, position, lag,
             round(max(0.0, now - stamp / 1000), 3) if stamp else 0.0,
-            flow.remote_topic(tp.topic), retention.get(tp.topic)))
+            flow.remote_topic(tp.topic), kept.get(tp.topic)))
     return found
 
 
@@ -93,6 +95,6 @@ def record_lag(flow: Flow, run_id: str, *, source: LagSource | None = None,
     now = datetime.now(UTC)
     found = [lag_row(flow.name, run_id, p.topic, p.partition, p.source_end, p.position,
                      p.lag_records, p.lag_seconds, now)
-             for p in partition_lag(flow, source=source, target=target)]
+             for p in partition_lag(flow, source=source, target=target, retention=False)]
     append(StatePaths(flow.ferry.state_dir).lag, LAG_DDL, found)
     return len(found)
