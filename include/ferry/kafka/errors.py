@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.kafka.codes import TRANSIENT_CODES
 
 _TERMINAL = {
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
@@ -15,14 +16,6 @@ _TERMINAL = {
     KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._MSG_TIMED_OUT, KafkaError.RECORD_LIST_TOO_LARGE,
     KafkaError.INVALID_CONFIG, KafkaError._INVALID_ARG, KafkaError.POLICY_VIOLATION,
     KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART,
-}
-
-# Leadership moves and coordinator loading pass by themselves: retry, whatever the flag says.
-_TRANSIENT = {
-    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NETWORK_EXCEPTION,
-    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 }
 
 
@@ -55,7 +48,7 @@ def kafka_error(exc: BaseException, cluster: str, action: str, *, principal: str
                           KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
             return TransientError(f"{text}; is the cluster reachable at its "
                                   "bootstrap.servers?")
-        if err.code() in _TRANSIENT:
+        if err.code() in TRANSIENT_CODES:  # passes by itself, whatever the flag says
             return TransientError(text)
         if err.code() in _TERMINAL or err.fatal():
             return TerminalError(text)

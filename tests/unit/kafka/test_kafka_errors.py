@@ -20,8 +20,11 @@ from ferry.kafka.errors import kafka_error
         (KafkaError._TRANSPORT, TransientError, "is the cluster reachable"),
         (KafkaError._ALL_BROKERS_DOWN, TransientError, "is the cluster reachable"),
         (KafkaError.NOT_LEADER_FOR_PARTITION, TransientError, "failed"),
+        (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, TransientError, "failed"),
+        (KafkaError._DESTROY_BROKER, TransientError, "Broker handle destroyed"),
     ],
-    ids=["auth", "acl", "missing-topic", "too-large", "transport", "all-down", "leader-moved"],
+    ids=["auth", "acl", "missing-topic", "too-large", "transport", "all-down", "leader-moved",
+         "coordinator-loading", "broker-left-the-metadata-mid-request"],
 )
 def test_errors_name_the_cluster_and_the_action(code: int, kind: type, says: str) -> None:
     error = kafka_error(KafkaException(KafkaError(code)), "dr-site", "reading orders-3")
