@@ -114,7 +114,9 @@ def failure(tmp: Path, what: str) -> str:
     the last of Ferry's own warnings and errors on stderr (librdkafka's connection lines,
     many during a bounce, left out)."""
     cycles = (tmp / "cycles.jsonl").read_text(errors="replace").splitlines()
+    # the final report of a failed run spans several lines: from its opening brace
+    final = max((i for i, line in enumerate(cycles) if line.startswith("{")), default=0)
     lines = [line for line in (tmp / "ferry.err").read_text(errors="replace").splitlines()
              if "ferry.kafka.librdkafka" not in line and "rdkafka#" not in line]
-    return (what + ":\nlast cycle: " + (cycles[-1] if cycles else "none") + "\n"
+    return (what + ":\nlast cycle: " + ("\n".join(cycles[final:]) if cycles else "none") + "\n"
             + "\n".join(lines[-15:]))

@@ -15,6 +15,9 @@ TRANSIENT_CODES: frozenset[int] = frozenset({
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.BROKER_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE,
     KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    # a leader just elected whose high watermark has not caught up yet answers ListOffsets
+    # with this (KIP-207), and a replica's failed log dir moves its leaders elsewhere
+    KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.KAFKA_STORAGE_ERROR,
     # the network, or a broker that is down or restarting
     KafkaError.NETWORK_EXCEPTION, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
     KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._TIMED_OUT_QUEUE,
@@ -25,6 +28,8 @@ TRANSIENT_CODES: frozenset[int] = frozenset({
     KafkaError._DESTROY_BROKER, KafkaError._NODE_UPDATE,
     # a transaction still being completed (stable offsets, a concurrent commit)
     KafkaError.UNSTABLE_OFFSET_COMMIT, KafkaError.CONCURRENT_TRANSACTIONS,
+    # a controller quota on topic and partition changes (KIP-599): passes with time
+    KafkaError.THROTTLING_QUOTA_EXCEEDED,
 })
 """Codes of states that pass by themselves. UNKNOWN_TOPIC_OR_PART is not among them: a
 missing topic is usually an error to report at once (a wrong name, a deleted topic);
