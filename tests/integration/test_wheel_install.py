@@ -1,21 +1,20 @@
 """Ferry installs into an Airflow like any provider: the wheel, built from this repo, goes
-into a clean virtualenv with Airflow (`ferry[airflow]`, the lock as constraints), and from
-a folder outside the checkout, with nothing of it on the path:
+into a clean virtualenv with Airflow (`ferry-mirror[airflow]`, the lock as constraints), and
+from a folder outside the checkout, with nothing of it on the path:
 
 - `ferry` runs, and finds the copy job inside the installed package;
 - `ferry dag-file` gives the DAG folder its file, and `airflow dags list` shows the flow's
   DAG (and an unset FERRY_CONFIG is one import error saying so);
 - `airflow plugins` shows the Ferry plugin, and `airflow providers` the provider with its
-  connection type.
+  connection type;
+- Airflow gets the Spark Connect client and not Spark: a worker copies on a Connect server,
+  and a copy on spark-submit there is one line naming the `spark` extra.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.integration.wheel import REPO, build_wheel, clean_env, install
+
 CONFIG = """
 clusters = A, B
 A.bootstrap.servers = a.example.com:9092
@@ -61,33 +62,16 @@ def json_out(done: subprocess.CompletedProcess[str]) -> Any:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("wheel")
-    # Built from a copy: setuptools leaves ferry.egg-info beside the sources, which in the
-    # checkout would sit on the dev install's path as a second copy of Ferry's metadata.
-    source = root / "source"
-    shutil.copytree(REPO / "include", source / "include",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):  # the metadata's sources
-        shutil.copy(REPO / name, source)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(source)],
-                   check=True, cwd=root, timeout=600)
-    (wheel,) = (root / "dist").glob("ferry_mirror-*.whl")
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                    "--disable-pip-version-check", "-c", str(REPO / "requirements.txt"),
-                    f"ferry-mirror[airflow] @ {wheel.as_uri()}"], check=True, cwd=root,
-                   timeout=1200)
+    install(venv, f"ferry-mirror[airflow] @ {build_wheel(root).as_uri()}",
+            "-c", str(REPO / "requirements.txt"))
     home, work = root / "airflow", root / "work"
     (home / "dags").mkdir(parents=True)
     work.mkdir()
     (work / "mm2.properties").write_text(CONFIG.format(state=root / "state"))
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "FERRY_", "PYTHON", "SPARK_", "VIRTUAL_ENV"))}
-    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin", "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "FERRY_CONFIG": str(work / "mm2.properties")}
+    env = clean_env(venv, AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
+                    AIRFLOW__CORE__LOAD_EXAMPLES="False",
+                    FERRY_CONFIG=str(work / "mm2.properties"))
     yield Installed(venv, home, work, env)
 
 
@@ -99,6 +83,43 @@ def test_the_installed_cli_runs_from_the_package_not_the_checkout(installed: Ins
     assert Path(where[1]).is_file() and where[1].endswith("ferry/jobs/ferry_copy.py")
     validated = json.loads(installed.run("ferry", "validate", "--json").stdout)
     assert [f["name"] for f in validated["flows"]] == ["A->B"]
+
+
+def test_airflow_gets_the_spark_connect_client_and_not_spark(installed: Installed) -> None:
+    found = json.loads(installed.run("python", "-c", (
+        "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name'].lower()"
+        ".replace('_', '-'): d.version for d in m.distributions()}))")).stdout)
+    assert "pyspark" not in found  # 450 MB of Spark no Airflow component runs
+    assert found["pyspark-client"].startswith("4.2.")
+    site = next(installed.venv.glob("lib/python*/site-packages"))
+    megabytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) // 2**20
+    print(f"ferry-mirror[airflow]: {megabytes} MB in site-packages")
+
+
+@pytest.mark.spark
+def test_an_airflow_worker_copies_on_a_spark_connect_server_and_names_the_extra_for_spark_submit(
+    installed: Installed, clusters: dict[str, str], connect_url: str, topic_name: str,
+    tmp_path: Path
+) -> None:
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(300)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    # given the Airflow install (no pyspark), a copy on a local master names the extra
+    refused = installed.run("ferry", "mirror", config.path, "--flow", flow.name, "--master",
+                            "local[1]", check=False)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines()[-1] == (
+        "ferry: master local[1] runs the copy job through spark-submit, which comes with "
+        "pyspark, not installed here: pip install 'ferry-mirror[spark]' (or copy on a Spark "
+        "Connect server: a master sc://HOST:15002)")
+    # and on a Spark Connect server, with Ferry shipped from this install, it copies exactly
+    done = installed.run("ferry", "mirror", config.path, "--flow", flow.name, "--master",
+                         connect_url, "--json")
+    assert json.loads(done.stdout)["idle"] is False
+    assert_exact(flow, clusters, topic_name, 2)
 
 
 def test_the_package_is_ferry_mirror_under_apache_2_with_its_metadata_and_type_hints(

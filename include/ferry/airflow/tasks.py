@@ -189,6 +189,7 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
     fails the task, naming the fix, without a `spark_default` connection."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    from ferry.spark import installed
     from ferry.spark.library import library_zip
     from ferry.spark.submit import driver_conf
 
@@ -197,6 +198,8 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
             f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
             f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
             '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
+    with task_edge():  # a worker without pyspark: one line naming the extra to install
+        installed.require(master, connect=False)
     driver, partial = driver_conf()
     return {"spark_jars": driver["spark.jars"], "py_files": library_zip(),
             "driver_class_path": driver["spark.driver.extraClassPath"],

@@ -119,8 +119,10 @@ def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_sess
     import subprocess
 
     from ferry.errors import TerminalError
+    from ferry.spark import installed
     from ferry.spark.connect import is_connect, run_connect_job
 
+    installed.require(master, is_connect(master))
     if is_connect(master):
         return run_connect_job(config_path, flow, plan_path, master, keep_session, loaded)
 
@@ -132,7 +134,7 @@ def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_sess
                               check=False).returncode
     except FileNotFoundError:
         raise TerminalError(f"cannot run {command[0]}: is pyspark installed in this "
-                            "environment? (scripts/setup.sh installs it)") from None
+                            f"environment? ({installed.SPARK_EXTRA})") from None
     if code == 0:
         classdata.adopt(partial)
     return code

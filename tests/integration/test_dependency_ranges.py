@@ -1,0 +1,107 @@
+"""The package's dependency ranges hold at both ends: the Spark side
+(`ferry-mirror[spark]`, what runs the copy job) is installed into a clean virtualenv once
+at the lowest version each range admits and once at the newest the index has, and each
+mirrors a topic exactly on the session's brokers through its own spark-submit.
+
+The repo's lock (requirements.txt), which the rest of the suite runs on, is a third point
+inside the ranges."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.integration.wheel import build_wheel, clean_env, install
+
+pytestmark = pytest.mark.integration
+
+EXTRA = "spark"
+PARTITIONS = 2
+
+
+def lowest(requires: list[str], extra: str) -> dict[str, str]:
+    """Each direct requirement of the package and of `extra` at the lowest version its
+    range admits (its `>=` or `==` bound); one without a lower bound fails the test, as a
+    range whose low end is not tested."""
+    pins = {}
+    for line in requires:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        bounds = [s.version for s in requirement.specifier if s.operator in (">=", "==")]
+        assert bounds, f"{requirement.name} has no lower bound in the package's metadata"
+        pins[requirement.name] = str(max(Version(b) for b in bounds))
+    return pins
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield build_wheel(tmp_path_factory.mktemp("ranges"))
+
+
+def metadata_requires(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines()
+            if line.startswith("Requires-Dist:")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("end", ["lowest", "newest"])
+def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
+    end: str, wheel: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    pins = lowest(metadata_requires(wheel), EXTRA)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
+    install(venv, f"ferry-mirror[{EXTRA}] @ {wheel.as_uri()}",
+            *(["-c", str(constraints)] if end == "lowest" else []))
+    found = json.loads(subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import importlib.metadata as m, json; print("
+         "json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
+         "for d in m.distributions()}))"],
+        capture_output=True, text=True, check=True).stdout)
+    print(end, {name: found.get(name.lower()) for name in pins})
+    if end == "lowest":
+        assert {n: Version(found[n.lower()]) for n in pins} == \
+            {n: Version(v) for n, v in pins.items()}
+    assert "pyspark-client" not in found  # the Spark side has the whole pyspark
+
+    # given records on the source, when the installed `ferry mirror` copies them on a local
+    # master through the venv's own spark-submit
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"v{i}".encode(), i % PARTITIONS) for i in range(400)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    cache = tmp_path / "cache"  # this Spark's class-data archive apart from the suite's
+    cache.mkdir()
+    (cache / "jars").symlink_to(_jars())
+    done = subprocess.run([str(venv / "bin" / "ferry"), "mirror", config.path, "--flow",
+                           flow.name, "--master", "local[1]", "--json"],
+                          env=clean_env(venv, FERRY_CACHE_DIR=str(cache)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert json.loads(done.stdout)["idle"] is False
+    # then every record is on the target once, in order, with its offset map
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+def _jars() -> Path:
+    """The Delta jars the suite's set-up fetched (this test fetches nothing)."""
+    from ferry.spark.jars import cache_dir
+
+    jars = Path(os.environ.get("FERRY_CACHE_DIR") or cache_dir()) / "jars"
+    assert jars.is_dir(), f"{jars}: the Delta jars are not fetched (scripts/setup.sh does)"
+    return jars

@@ -1,0 +1,47 @@
+"""A copy that this environment cannot start (Spark left to the package's extras) is one
+line naming the extra to install, and a pyspark/pyspark-client pair of two releases, which
+share one folder, is refused or warned about."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.spark.installed import judge
+
+SPARK_SUBMIT, CONNECT = "local[2]", "sc://spark.example.com:15002"
+
+
+@pytest.mark.parametrize(
+    ("found", "master", "refused", "warned"),
+    [
+        ({"pyspark": "4.2.0"}, SPARK_SUBMIT, None, None),
+        ({"pyspark": "4.2.0"}, CONNECT, None, None),
+        ({"pyspark-client": "4.2.0"}, CONNECT, None, None),
+        ({"pyspark": "4.2.0", "pyspark-client": "4.2.0"}, SPARK_SUBMIT, None, None),
+        ({}, SPARK_SUBMIT,
+         "master local[2] runs the copy job through spark-submit, which comes with pyspark, "
+         "not installed here: pip install 'ferry-mirror[spark]'", None),
+        ({"pyspark-client": "4.2.0"}, SPARK_SUBMIT, "pip install 'ferry-mirror[spark]'", None),
+        ({}, CONNECT, f"master {CONNECT} is a Spark Connect server, and no Spark Connect "
+                      "client is installed here: pip install 'ferry-mirror[connect]'", None),
+        ({"pyspark": "4.2.1", "pyspark-client": "4.2.0"}, SPARK_SUBMIT, None,
+         "pyspark 4.2.1 and pyspark-client 4.2.0 are installed into the same pyspark/ folder, "
+         "so its files are a mix of the two: install one release of both, e.g. pip install "
+         "--force-reinstall 'pyspark==4.2.0' 'pyspark-client==4.2.0'"),
+        ({"pyspark": "4.3.0", "pyspark-client": "4.2.0"}, CONNECT,
+         "pyspark 4.3.0 and pyspark-client 4.2.0 are installed into the same pyspark/ folder, "
+         "as two different Spark releases", None),
+    ],
+    ids=["spark-submit-with-pyspark", "connect-with-pyspark", "connect-with-the-client-only",
+         "both-one-release", "spark-submit-without-spark", "spark-submit-with-the-client-only",
+         "connect-without-a-client", "two-patch-releases-warned", "two-minor-releases-refused"],
+)
+def test_a_copy_needs_the_spark_its_master_runs_on(found: dict[str, str], master: str,
+                                                   refused: str | None,
+                                                   warned: str | None) -> None:
+    refusal, warning = judge(found, master.startswith("sc://"), master)
+    if refused is None:
+        assert refusal is None
+    else:
+        assert refusal is not None and refused in refusal
+    assert warning == warned
