@@ -99,6 +99,11 @@ def test_small_transactions_split_a_range_and_stay_exact(
     assert len(prepared.plan.ranges) == 6  # 2500 per partition, in ranges of 1100
     assert run_cycle(flow) == 5000
     assert_exact(flow, clusters, topic_name, 2)
+    # no transaction carried more than its limit, though one fetch brings more records
+    entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
+               if r.value is not None]
+    assert max(e.records for e in entries) <= 700
+    assert sum(e.records for e in entries) == 5000
 
 
 def test_compacted_topic_maps_exactly_across_compaction_holes(

@@ -504,7 +504,8 @@ class Lane:
         limit_s = self.flow.ferry.transaction_max_seconds
         by_key = {(p.topic, p.partition): p for p in active}
         while any(not p.done for p in active):
-            messages = consumer.consume(BATCH, POLL_S)
+            # never more than the transaction may still take: the limit is exact
+            messages = consumer.consume(min(BATCH, limit_records - records), POLL_S)
             if not messages:
                 self._check_positions(consumer, active)
                 now = time.monotonic()

@@ -1,0 +1,171 @@
+"""The lane, the copy loop at Ferry's core, on an in-memory Kafka with transactions
+(`fake_kafka`): what it writes, commits, skips and refuses, in milliseconds and without a
+broker. The same behaviours on real brokers, with kills, faults and concurrent writers, are
+in tests/integration (test_lane, test_exactness, test_rolling_bounce)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferry.config import Flow
+from ferry.core.internal import (
+    offset_map_topic,
+    positions_group,
+    reader_group,
+    transactional_id,
+)
+from ferry.core.lanes import writer_of
+from ferry.core.offsetmap import Segment, decode
+from ferry.core.planner import Range
+from ferry.core.positions import decode_position
+from ferry.errors import TerminalError, TransientError
+from ferry.kafka.lane import Lane
+from tests.unit.conftest import BASE, Loader
+from tests.unit.kafka.fake_kafka import FakeConsumer, FakeKafka, FakeProducer
+
+TOPIC = "orders"
+
+
+class LaneOnFakes(Lane):
+    """A lane whose clients are the fake clusters' (its logic is the real one's)."""
+
+    def __init__(self, source: FakeKafka, target: FakeKafka, flow: Flow,
+                 ranges: list[Range], run_id: str = "run-1") -> None:
+        super().__init__(flow, ranges, run_id)
+        self.source_cluster, self.target_cluster = source, target
+        self.producers: list[FakeProducer] = []
+
+    def _producer(self, diagnose: bool = False) -> FakeProducer:  # type: ignore[override]
+        producer = self.target_cluster.producer(self.txn_id)
+        self.producers.append(producer)
+        return producer
+
+    def _consumer(self) -> FakeConsumer:  # type: ignore[override]
+        return self.source_cluster.consumer(reader_group(self.flow, "reader"))
+
+    def _target_reader(self) -> FakeConsumer:  # type: ignore[override]
+        return self.target_cluster.consumer(positions_group(self.flow))
+
+
+@pytest.fixture
+def flow(load: Loader) -> Flow:
+    return load(BASE + f"A->B.topics = {TOPIC}\nferry.transaction.max.records = 100\n"
+                ).enabled_flows[0]
+
+
+def clusters(flow: Flow, records: int, partitions: int = 1) -> tuple[FakeKafka, FakeKafka]:
+    source, target = FakeKafka("A"), FakeKafka("B")
+    source.create(TOPIC, partitions)
+    target.create(flow.remote_topic(TOPIC), partitions)
+    target.create(offset_map_topic(flow))
+    for p in range(partitions):
+        source.append(TOPIC, p, [(f"k{i}".encode(), f"v{p}-{i}".encode())
+                                 for i in range(records)])
+    return source, target
+
+
+def entries(flow: Flow, target: FakeKafka) -> list:  # type: ignore[type-arg]
+    return [decode(r.value) for r in target.committed_records(offset_map_topic(flow), 0)
+            if r.value is not None]
+
+
+def test_a_lane_copies_its_range_exactly_with_the_offset_map_and_position_in_its_transactions(
+    flow: Flow
+) -> None:
+    source, target = clusters(flow, 250)
+    result = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 250)]).run()
+
+    copied = target.committed_records(flow.remote_topic(TOPIC), 0)
+    original = source.committed_records(TOPIC, 0)
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in copied] == \
+        [(r.key, r.value, r.headers, r.timestamp) for r in original]
+    # three transactions of at most 100 records, each with its own entry and position
+    assert result.transactions == 3
+    assert [(e.covered_start, e.covered_end) for e in entries(flow, target)] == \
+        [(0, 100), (100, 200), (200, 250)]
+    # the target offsets skip each transaction's marker
+    assert [e.segments for e in entries(flow, target)] == \
+        [(Segment(0, 0, 100),), (Segment(100, 101, 100),), (Segment(200, 202, 50),)]
+    offset, metadata = target.groups[positions_group(flow)][(flow.remote_topic(TOPIC), 0)]
+    position = decode_position(metadata)
+    assert (offset, position.target_end) == (250, 252)
+    assert position.owner == transactional_id(flow, writer_of(TOPIC, 0, flow.ferry.writers))
+    assert [(r.outcome, r.records) for r in result.ranges] == [("copied", 250)]
+
+
+def test_ranges_below_the_committed_position_are_skipped_and_the_rest_resumes_there(
+    flow: Flow
+) -> None:
+    source, target = clusters(flow, 300)
+    LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 150)]).run()
+
+    again = LaneOnFakes(source, target, flow,
+                        [Range(TOPIC, 0, 0, 150), Range(TOPIC, 0, 150, 300)], "run-2").run()
+
+    assert [r.outcome for r in again.ranges] == ["skipped", "copied"]
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(300)]
+
+
+def test_a_plan_that_expects_a_position_no_one_committed_copies_nothing(flow: Flow) -> None:
+    source, target = clusters(flow, 100)
+    with pytest.raises(TransientError, match="expects the position 50 committed"):
+        LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 50, 100, expect=50)]).run()
+    assert target.committed_records(flow.remote_topic(TOPIC), 0) == []
+    assert target.end((flow.remote_topic(TOPIC), 0)) == 0
+
+
+def test_a_record_the_target_refuses_fails_the_lane_naming_it_and_its_batch_is_never_visible(
+    flow: Flow
+) -> None:
+    source, target = clusters(flow, 60)
+    target.refuse(flow.remote_topic(TOPIC), b"v0-42")
+
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 60)])
+    with pytest.raises(TerminalError, match="offset 42"):
+        lane.run()
+
+    # the batch was aborted, re-run one record per request to name the refusal, aborted again
+    assert target.committed_records(flow.remote_topic(TOPIC), 0) == []
+    assert entries(flow, target) == []
+    assert positions_group(flow) not in target.groups
+    assert [r.outcome for r in lane.results] == ["failed"]
+
+
+def test_a_newer_writer_of_the_slot_fences_the_lane_and_its_open_transaction_is_aborted(
+    flow: Flow
+) -> None:
+    source, target = clusters(flow, 250)
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 250)])
+    commit = lane.commit
+    batches = []
+
+    def commit_then_lose_the_id(*args: object) -> None:
+        batches.append(1)
+        if len(batches) == 2:  # a newer run initialises the same id mid-batch
+            target.fence(lane.txn_id)
+        commit(*args)  # type: ignore[arg-type]
+
+    lane.commit = commit_then_lose_the_id  # type: ignore[method-assign]
+    with pytest.raises(TransientError, match="was taken by a newer writer"):
+        lane.run()
+
+    # the first batch stays, the second (open when fenced) is never visible
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(100)]
+    offset, _ = target.groups[positions_group(flow)][(flow.remote_topic(TOPIC), 0)]
+    assert offset == 100
+
+
+def test_partitions_of_one_slot_commit_together_each_with_its_own_entry(load: Loader) -> None:
+    flow = load(BASE + f"A->B.topics = {TOPIC}\nferry.writers = 1\n").enabled_flows[0]
+    source, target = clusters(flow, 40, partitions=3)
+    result = LaneOnFakes(source, target, flow,
+                         [Range(TOPIC, p, 0, 40) for p in range(3)]).run()
+
+    assert result.transactions == 1
+    assert sorted((e.source_partition, e.covered_end) for e in entries(flow, target)) == \
+        [(0, 40), (1, 40), (2, 40)]
+    for p in range(3):
+        assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), p)] == \
+            [f"v{p}-{i}".encode() for i in range(40)]
