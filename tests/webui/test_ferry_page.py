@@ -143,6 +143,22 @@ def test_an_anonymous_browser_is_sent_to_airflows_login_and_sees_nothing(
     assert request(airflow_server, "/ferry/", cookie=f"_token={forged()}")[0] == 303
 
 
+def test_the_runbook_every_alert_links_to_opens_for_a_signed_in_user_only(
+    airflow_server: AirflowServer,
+) -> None:
+    status, _, body = request(airflow_server, "/ferry/runbook",
+                              f"Bearer {airflow_server.token()}")
+
+    assert status == 200
+    assert '<h2 id="ferryflowdown">FerryFlowDown</h2>' in body
+    assert '<a id="ferrylagcritical"></a>' in body
+    anonymous, headers, nothing = request(airflow_server, "/ferry/runbook")
+    assert anonymous == 303 and nothing == ""
+    assert headers["location"].startswith("/auth/login?next=")
+    scraper = request(airflow_server, "/ferry/runbook", f"Bearer {airflow_server.scrape_token}")
+    assert scraper[0] == 303
+
+
 def test_the_scrape_token_opens_metrics_only(airflow_server: AirflowServer) -> None:
     scrape_bearer = f"Bearer {airflow_server.scrape_token}"
     flow = airflow_server.config.enabled_flows[0]

@@ -10,7 +10,8 @@ configured auth manager; the user must also be allowed to read DAGs (the flows a
 <token>`. Refused: the page redirects to Airflow's login; the API and metrics answer 401
 (no or invalid credentials) or 403 (a user without the right).
 
-Routes under `/ferry`: `/` the page, `/api/flows` its data as JSON, `/metrics` Prometheus.
+Routes under `/ferry`: `/` the page, `/runbook` Ferry's runbook (each alert rule's
+`runbook_url`), `/api/flows` the page's data as JSON, `/metrics` Prometheus.
 The config is `$FERRY_CONFIG`, as for the DAGs, read again on every request.
 """
 
@@ -136,16 +137,9 @@ def create_app() -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
-        try:
-            await airflow_user(request)
-        except Refused as exc:
-            if exc.status != 401:
-                raise
-            from airflow.api_fastapi.app import get_auth_manager
-
-            # A person at a browser: to Airflow's login, and back here afterwards.
-            return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
-                                    status_code=303)
+        login = await _person(request)
+        if login is not None:
+            return login
         from ferry.airflow.tasks import config_path
         from ferry.observe.page import render_page
 
@@ -154,6 +148,16 @@ def create_app() -> FastAPI:
         except ConfigError as exc:
             return HTMLResponse(render_page([], time.time(), config_path(), str(exc)))
         return HTMLResponse(render_page(found, time.time(), path))
+
+    @app.get("/runbook", response_class=HTMLResponse)
+    async def runbook(request: Request) -> Response:
+        """Ferry's runbook, one section per alert: where each alert's runbook_url points."""
+        login = await _person(request)
+        if login is not None:
+            return login
+        from ferry.observe.runbook import render_runbook
+
+        return HTMLResponse(render_runbook(_base_path() + URL_PREFIX.strip("/") + "/"))
 
     @app.get("/api/flows")
     async def flows(request: Request) -> Response:
@@ -185,6 +189,21 @@ def create_app() -> FastAPI:
         return PlainTextResponse(render(found), media_type=CONTENT_TYPE)
 
     return app
+
+
+async def _person(request: Request) -> Response | None:
+    """None for a signed-in user who may read DAGs; a redirect to Airflow's login (and back)
+    for a person at a browser who is not signed in. A user without the right is refused."""
+    try:
+        await airflow_user(request)
+    except Refused as exc:
+        if exc.status != 401:
+            raise
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)),
+                                status_code=303)
+    return None
 
 
 def _base_path() -> str:

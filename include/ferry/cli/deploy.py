@@ -1,5 +1,6 @@
-"""Putting an installed Ferry into an Airflow: `dag-file` gives the DAG file that Airflow's
-DAG folder needs (the plugin and the provider come with the package's entry points)."""
+"""Putting an installed Ferry into an Airflow and a Prometheus: `dag-file` gives the DAG
+file that Airflow's DAG folder needs (the plugin and the provider come with the package's
+entry points); `rules` the alert rules, linked to the runbook the Ferry page serves."""
 
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
                    "--write $AIRFLOW_HOME/dags   # the same, as ferry_flows.py"))
     parser.add_argument("--write", metavar="DIR",
                         help=f"write it into the folder DIR as {DAG_FILE} (replacing it)")
+    rules = verb(subparsers, "rules", "print Ferry's Prometheus alert rules, each alert's "
+                 "runbook_url its section of the runbook on the Ferry page", cmd_rules,
+                 ("--runbook-url https://airflow.example.com/ferry/runbook > ferry-rules.yml",
+                  "--kubernetes > ferry-prometheusrule.yaml   # a PrometheusRule"))
+    rules.add_argument("--runbook-url", metavar="URL",
+                       help="where the runbook is served (default: $AIRFLOW__API__BASE_URL"
+                            "/ferry/runbook, else the demo's http://localhost:8080/ferry/runbook)")
+    rules.add_argument("--kubernetes", action="store_true",
+                       help="as a PrometheusRule resource for the Prometheus Operator")
 
 
 def source() -> Path:
@@ -47,4 +57,22 @@ def cmd_dag_file(args: argparse.Namespace) -> int:
         print(f"wrote {written}; Airflow reads FERRY_CONFIG from its environment")
     else:
         print(text, end="")
+    return EXIT_OK
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    import os
+
+    from ferry.observe.rules import (
+        AIRFLOW_URL_ENV,
+        alert_rules,
+        check_url,
+        prometheus_rule,
+        runbook_url,
+    )
+
+    runbook = check_url(args.runbook_url or runbook_url(os.environ.get(AIRFLOW_URL_ENV)))
+    text = prometheus_rule(runbook) if args.kubernetes else alert_rules(runbook)
+    emit(args, {"runbook_url": runbook, "kubernetes": args.kubernetes, "text": text},
+         text.rstrip("\n"))
     return EXIT_OK

@@ -106,3 +106,22 @@ def test_verbs_that_change_state_act_only_with_execute(prog: str) -> None:
     assert args.execute is False
     assert parser.parse_args(["mm2.properties", "--flow", "a->b", *required,
                               "--execute"]).execute is True
+
+
+def test_rules_link_each_alert_to_the_runbook_of_the_airflow_they_are_printed_for(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/dr/")
+    assert main(["rules", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["runbook_url"] == "https://airflow.example.com/dr/ferry/runbook"
+    assert ('runbook_url: "https://airflow.example.com/dr/ferry/runbook#ferryflowdown"'
+            in printed["text"])
+    assert main(["rules", "--kubernetes", "--runbook-url", "https://wiki.example.com/ferry"]) == 0
+    assert "kind: PrometheusRule" in capsys.readouterr().out
+
+
+def test_a_runbook_url_that_is_not_an_address_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "--runbook-url", "runbook#x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--runbook-url runbook#x: give the runbook's absolute" in err

@@ -15,6 +15,9 @@ import yaml
 
 from ferry.observe.collector import Collector
 from ferry.observe.metrics import DEFINITIONS, families, render
+from ferry.observe.rules import alert_rules as alert_rules_text
+from ferry.observe.rules import prometheus_rule, runbook_url
+from ferry.observe.runbook import render_runbook, sections
 from ferry.observe.snapshot import FlowSnapshot
 from ferry.observe.status import FlowStatus, PartitionStatus
 
@@ -132,6 +135,14 @@ def test_the_rules_unit_tests_cover_every_alert_firing_and_quiet() -> None:
         assert any(not c.get("exp_alerts") for c in mine), f"{rule['alert']} never seen quiet"
 
 
+def test_the_shipped_rules_are_what_ferry_rules_prints_for_the_demos_airflow() -> None:
+    demo = runbook_url(None)
+    assert demo == "http://localhost:8080/ferry/runbook"
+    assert (PROMETHEUS / "ferry-rules.yml").read_text() == alert_rules_text(demo)
+    assert (DEPLOY / "kubernetes" / "ferry-prometheusrule.yaml").read_text() == \
+        prometheus_rule(demo)
+
+
 def test_the_prometheus_operator_rules_are_the_rules_file_and_the_monitor_is_the_ferry_job(
 ) -> None:
     kubernetes = DEPLOY / "kubernetes"
@@ -146,8 +157,24 @@ def test_the_prometheus_operator_rules_are_the_rules_file_and_the_monitor_is_the
     assert {"targetLabel": "job", "replacement": "ferry"} in endpoint["relabelings"]
 
 
-def test_every_alert_has_a_troubleshooting_section() -> None:
-    page = (DEPLOY.parent / "docs" / "troubleshooting.md").read_text()
-    headings = {h.strip() for line in re.findall(r"^## (.+)$", page, re.MULTILINE)
-                for h in line.split("/")}
-    assert {r["alert"] for r in alert_rules()} <= headings
+@pytest.mark.parametrize(
+    ("airflow", "runbook"),
+    [(None, "http://localhost:8080/ferry/runbook"),
+     ("https://airflow.example.com", "https://airflow.example.com/ferry/runbook"),
+     ("https://example.com/airflow/", "https://example.com/airflow/ferry/runbook")],
+    ids=["the-demo", "an-airflow", "an-airflow-under-a-path"],
+)
+def test_every_alert_links_to_its_section_of_the_runbook_the_ferry_page_serves(
+    airflow: str | None, runbook: str
+) -> None:
+    assert runbook_url(airflow) == runbook
+    rules = yaml.safe_load(alert_rules_text(runbook_url(airflow)))
+    page = render_runbook()
+    for rule in (r for group in rules["groups"] for r in group["rules"]):
+        link = rule["annotations"]["runbook_url"]
+        assert link == f"{runbook}#{rule['alert'].lower()}"
+        assert f'id="{rule["alert"].lower()}"' in page, rule["alert"]
+
+
+def test_every_alert_has_a_section_in_the_runbook() -> None:
+    assert {r["alert"] for r in alert_rules()} <= set(sections())
