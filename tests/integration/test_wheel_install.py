@@ -83,6 +83,12 @@ def test_the_installed_cli_runs_from_the_package_not_the_checkout(installed: Ins
     assert Path(where[1]).is_file() and where[1].endswith("ferry/jobs/ferry_copy.py")
     validated = json.loads(installed.run("ferry", "validate", "--json").stdout)
     assert [f["name"] for f in validated["flows"]] == ["A->B"]
+    # the alert rules and the runbook they link to ship inside the package
+    rules = json.loads(installed.run("ferry", "rules", "--json").stdout)
+    assert 'runbook_url: "http://localhost:8080/ferry/runbook#ferryflowdown"' in rules["text"]
+    page = installed.run("python", "-c", "from ferry.observe.runbook import render_runbook; "
+                         "print(render_runbook())").stdout
+    assert '<h2 id="ferryexporterdown">' in page
 
 
 def test_airflow_gets_the_spark_connect_client_and_not_spark(installed: Installed) -> None:
