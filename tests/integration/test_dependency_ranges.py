@@ -1,7 +1,8 @@
-"""The package's dependency ranges hold at both ends: the Spark side
-(`ferry-mirror[spark]`, what runs the copy job) is installed into a clean virtualenv once
-at the lowest version each range admits and once at the newest the index has, and each
-mirrors a topic exactly on the session's brokers through its own spark-submit.
+"""The package's dependency ranges hold at both ends: `ferry-mirror[spark,airflow]` (the
+copy job's side and Airflow's) is installed into a clean virtualenv once at the lowest
+version each direct requirement admits and once at the newest the index has. Each mirrors
+a topic exactly on the session's brokers through its own spark-submit, and its Airflow
+lists the flow's DAGs, the plugin and the provider.
 
 The repo's lock (requirements.txt), which the rest of the suite runs on, is a third point
 inside the ranges."""
@@ -20,22 +21,23 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.integration.wheel import build_wheel, clean_env, install
+from tests.integration.wheel import build_wheel, clean_env, install, last_json
 
 pytestmark = pytest.mark.integration
 
-EXTRA = "spark"
+EXTRAS = ("spark", "airflow")
 PARTITIONS = 2
 
 
-def lowest(requires: list[str], extra: str) -> dict[str, str]:
-    """Each direct requirement of the package and of `extra` at the lowest version its
+def lowest(requires: list[str], extras: tuple[str, ...]) -> dict[str, str]:
+    """Each direct requirement of the package and of `extras` at the lowest version its
     range admits (its `>=` or `==` bound); one without a lower bound fails the test, as a
     range whose low end is not tested."""
     pins = {}
     for line in requires:
         requirement = Requirement(line)
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+        if requirement.marker is not None and not any(
+                requirement.marker.evaluate({"extra": e}) for e in extras):
             continue
         bounds = [s.version for s in requirement.specifier if s.operator in (">=", "==")]
         assert bounds, f"{requirement.name} has no lower bound in the package's metadata"
@@ -62,10 +64,10 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
     end: str, wheel: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     venv = tmp_path / "venv"
-    pins = lowest(metadata_requires(wheel), EXTRA)
+    pins = lowest(metadata_requires(wheel), EXTRAS)
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
-    install(venv, f"ferry-mirror[{EXTRA}] @ {wheel.as_uri()}",
+    install(venv, f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}",
             *(["-c", str(constraints)] if end == "lowest" else []))
     found = json.loads(subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import importlib.metadata as m, json; print("
@@ -76,7 +78,6 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
     if end == "lowest":
         assert {n: Version(found[n.lower()]) for n in pins} == \
             {n: Version(v) for n, v in pins.items()}
-    assert "pyspark-client" not in found  # the Spark side has the whole pyspark
 
     # given records on the source, when the installed `ferry mirror` copies them on a local
     # master through the venv's own spark-submit
@@ -88,14 +89,32 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
     cache = tmp_path / "cache"  # this Spark's class-data archive apart from the suite's
     cache.mkdir()
     (cache / "jars").symlink_to(_jars())
-    done = subprocess.run([str(venv / "bin" / "ferry"), "mirror", config.path, "--flow",
-                           flow.name, "--master", "local[1]", "--json"],
-                          env=clean_env(venv, FERRY_CACHE_DIR=str(cache)), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert json.loads(done.stdout)["idle"] is False
+    home = tmp_path / "airflow"
+    env = clean_env(venv, FERRY_CACHE_DIR=str(cache), FERRY_CONFIG=config.path,
+                    AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
+                    AIRFLOW__CORE__LOAD_EXAMPLES="False")
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(venv / "bin" / args[0]), *args[1:]], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        return done.stdout
+
+    mirrored = json.loads(run("ferry", "mirror", config.path, "--flow", flow.name,
+                              "--master", "local[1]", "--json"))
+    assert mirrored["idle"] is False
     # then every record is on the target once, in order, with its offset map
     assert_exact(flow, clusters, topic_name, PARTITIONS)
+    # and that Airflow takes the flow's DAG, the plugin and the provider
+    (home / "dags").mkdir(parents=True)
+    run("ferry", "dag-file", "--write", str(home / "dags"))
+    run("airflow", "db", "migrate")
+    run("airflow", "dags", "reserialize")
+    assert flow.dag_id in {d["dag_id"] for d in last_json(run("airflow", "dags", "list", "-o",
+                                                                "json"))}
+    assert "ferry" in {p["name"] for p in last_json(run("airflow", "plugins", "-o", "json"))}
+    assert "ferry-mirror" in {p["package_name"] for p in
+                              last_json(run("airflow", "providers", "list", "-o", "json"))}
 
 
 def _jars() -> Path:

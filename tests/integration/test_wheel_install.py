@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.integration.wheel import REPO, build_wheel, clean_env, install
+from tests.integration.wheel import REPO, build_wheel, clean_env, install, last_json
 
 CONFIG = """
 clusters = A, B
@@ -54,9 +54,7 @@ class Installed:
 
 
 def json_out(done: subprocess.CompletedProcess[str]) -> Any:
-    """The JSON document of an airflow command's output (warnings may come before it)."""
-    return json.loads(next(line for line in reversed(done.stdout.splitlines())
-                           if line.startswith(("[", "{"))))
+    return last_json(done.stdout)
 
 
 @pytest.fixture(scope="module")

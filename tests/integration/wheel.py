@@ -3,11 +3,13 @@ a user's `pip install ferry-mirror[...]` gets, with nothing of the checkout on t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,3 +45,10 @@ def clean_env(venv: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AIRFLOW", "FERRY_", "PYTHON", "SPARK_", "VIRTUAL_ENV"))}
     return env | {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin"} | extra
+
+
+def last_json(text: str) -> Any:
+    """The JSON document at the end of a command's output (airflow's warnings may come
+    before it)."""
+    return json.loads(next(line for line in reversed(text.splitlines())
+                           if line.startswith(("[", "{"))))
