@@ -54,6 +54,8 @@ class FakeKafka:
         self.epochs: dict[str, int] = {}
         self.txns: list[Txn] = []
         self.refusals: dict[tuple[str, bytes | None], KafkaError] = {}
+        self.claims: dict[str, FakeClaim] = {}
+        """Writer slot -> the claim that holds it (at_least_once targets)."""
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -290,12 +292,38 @@ class FakeConsumer:
                           if metadata else KTP(tp.topic, tp.partition, offset))
         return answer
 
+    def commit(self, offsets: list[KTP], asynchronous: bool = True) -> None:
+        """A plain commit of group offsets (at_least_once), visible at once."""
+        self.kafka.groups.setdefault(self.group, {}).update(
+            {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets})
+
     def consumer_group_metadata(self) -> GroupMetadata:
         return GroupMetadata(self.group)
 
     def get_watermark_offsets(self, tp: KTP, timeout: float = -1) -> tuple[int, int]:
         key = (tp.topic, tp.partition)
         return 0, self.kafka.stable_end(key) if self.read_committed else self.kafka.end(key)
+
+    def close(self) -> None:
+        return None
+
+
+class FakeClaim:
+    """A writer slot's claim (`ferry.kafka.claim.WriterClaim`): the newest `take()` holds
+    it, and an older claim's `check()` raises ClaimLost, as Kafka's coordinator answers a
+    replaced static member."""
+
+    def __init__(self, kafka: FakeKafka, txn_id: str) -> None:
+        self.kafka, self.txn_id = kafka, txn_id
+
+    def take(self) -> None:
+        self.kafka.claims[self.txn_id] = self
+
+    def check(self) -> None:
+        from ferry.kafka.claim import ClaimLost
+
+        if self.kafka.claims.get(self.txn_id) is not self:
+            raise ClaimLost(f"writer slot {self.txn_id} was taken by a newer writer")
 
     def close(self) -> None:
         return None

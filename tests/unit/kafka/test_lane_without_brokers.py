@@ -19,9 +19,11 @@ from ferry.core.offsetmap import Segment, decode
 from ferry.core.planner import Range
 from ferry.core.positions import decode_position
 from ferry.errors import TerminalError, TransientError
+from ferry.kafka import delivery
+from ferry.kafka.claim import ClaimLost
 from ferry.kafka.lane import Lane
 from tests.unit.conftest import BASE, Loader
-from tests.unit.kafka.fake_kafka import FakeConsumer, FakeKafka, FakeProducer
+from tests.unit.kafka.fake_kafka import FakeClaim, FakeConsumer, FakeKafka, FakeProducer
 
 TOPIC = "orders"
 
@@ -169,3 +171,96 @@ def test_partitions_of_one_slot_commit_together_each_with_its_own_entry(load: Lo
     for p in range(3):
         assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), p)] == \
             [f"v{p}-{i}".encode() for i in range(40)]
+
+
+# -- at_least_once: targets without transactions (Event Hubs Standard) ---------------------
+
+@pytest.fixture
+def plain_flow(load: Loader) -> Flow:
+    return load(BASE + f"A->B.topics = {TOPIC}\nferry.delivery = at_least_once\n"
+                "ferry.transaction.max.records = 100\n").enabled_flows[0]
+
+
+def claims_on(target: FakeKafka, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writer slots are claimed on the fake target, as WriterClaim claims them in Kafka."""
+    monkeypatch.setattr(delivery, "WriterClaim", lambda flow, txn_id: FakeClaim(target, txn_id))
+
+
+def test_at_least_once_copies_exactly_with_plain_commits_after_each_batch(
+    plain_flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target = clusters(plain_flow, 250)
+    claims_on(target, monkeypatch)
+    result = LaneOnFakes(source, target, plain_flow, [Range(TOPIC, 0, 0, 250)]).run()
+
+    assert [r.value for r in target.committed_records(plain_flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(250)]
+    assert target.txns == []  # no transaction at all
+    # no markers: each batch's records follow the last one's on the target
+    assert [e.segments for e in entries(plain_flow, target)] == \
+        [(Segment(0, 0, 100),), (Segment(100, 100, 100),), (Segment(200, 200, 50),)]
+    offset, metadata = target.groups[positions_group(plain_flow)][
+        (plain_flow.remote_topic(TOPIC), 0)]
+    assert (offset, decode_position(metadata).target_end) == (250, 250)
+    assert [(r.outcome, r.duplicates) for r in result.ranges] == [("copied", 0)]
+
+
+def test_at_least_once_keeps_what_was_acknowledged_before_a_refused_record(
+    plain_flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target = clusters(plain_flow, 60)
+    claims_on(target, monkeypatch)
+    target.refuse(plain_flow.remote_topic(TOPIC), b"v0-42")
+
+    with pytest.raises(TerminalError, match="offset 42"):
+        LaneOnFakes(source, target, plain_flow, [Range(TOPIC, 0, 0, 60)]).run()
+
+    # records 0..41 stay, with their entry and the position at the refused record
+    kept = target.committed_records(plain_flow.remote_topic(TOPIC), 0)
+    assert [r.value for r in kept][:42] == [f"v0-{i}".encode() for i in range(42)]
+    assert [(e.covered_start, e.covered_end) for e in entries(plain_flow, target)
+            if e.records] == [(0, 42)]
+    offset, _ = target.groups[positions_group(plain_flow)][(plain_flow.remote_topic(TOPIC), 0)]
+    assert offset == 42
+
+
+def test_at_least_once_counts_what_a_crashed_run_wrote_past_its_position_as_duplicates(
+    plain_flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target = clusters(plain_flow, 150)
+    claims_on(target, monkeypatch)
+    LaneOnFakes(source, target, plain_flow, [Range(TOPIC, 0, 0, 100)]).run()
+    # a run that crashed after writing 30 records it never committed a position for
+    target.append(plain_flow.remote_topic(TOPIC), 0,
+                  [(f"k{i}".encode(), f"v0-{i}".encode()) for i in range(100, 130)])
+
+    again = LaneOnFakes(source, target, plain_flow, [Range(TOPIC, 0, 100, 150, expect=100)],
+                        "run-2").run()
+
+    assert [(r.outcome, r.duplicates) for r in again.ranges] == [("copied", 30)]
+    values = [r.value for r in target.committed_records(plain_flow.remote_topic(TOPIC), 0)]
+    assert values == [f"v0-{i}".encode() for i in range(130)] + \
+        [f"v0-{i}".encode() for i in range(100, 150)]
+
+
+def test_an_at_least_once_writer_whose_slot_a_newer_writer_took_commits_no_more_positions(
+    plain_flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target = clusters(plain_flow, 250)
+    claims_on(target, monkeypatch)
+    lane = LaneOnFakes(source, target, plain_flow, [Range(TOPIC, 0, 0, 250)])
+    commit = lane.commit
+    batches = []
+
+    def commit_then_lose_the_slot(*args: object) -> None:
+        batches.append(1)
+        if len(batches) == 2:  # a newer writer claims the slot during the second batch
+            FakeClaim(target, lane.txn_id).take()
+        commit(*args)  # type: ignore[arg-type]
+
+    lane.commit = commit_then_lose_the_slot  # type: ignore[method-assign]
+    with pytest.raises(ClaimLost, match="taken by a newer writer"):
+        lane.run()
+
+    offset, _ = target.groups[positions_group(plain_flow)][(plain_flow.remote_topic(TOPIC), 0)]
+    assert offset == 100  # the first batch's position, not the second's
