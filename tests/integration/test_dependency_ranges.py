@@ -74,7 +74,9 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
          "json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
          "for d in m.distributions()}))"],
         capture_output=True, text=True, check=True).stdout)
-    print(end, {name: found.get(name.lower()) for name in pins})
+    site = next(venv.glob("lib/python*/site-packages"))
+    megabytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) // 2**20
+    print(end, {name: found.get(name.lower()) for name in pins}, f"{megabytes} MB")
     if end == "lowest":
         assert {n: Version(found[n.lower()]) for n in pins} == \
             {n: Version(v) for n, v in pins.items()}
