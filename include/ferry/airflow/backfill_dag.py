@@ -81,7 +81,7 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.core.tables import StatePaths, final_attempts
+    from ferry.core.tables import RangeOutcome, StatePaths, final_attempts
     from ferry.state.reader import rows
 
     with task_edge():
@@ -97,7 +97,7 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
                    "bytes": sum(r["bytes"] for r in runs),
                    "destinations": planned["destinations"], "gaps": planned["gaps"]}
         failed = [f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
-                  if r["outcome"] == "failed"]
+                  if r["outcome"] == RangeOutcome.FAILED]
         if failed:
             raise AirflowFailException("backfill ranges failed: " + "; ".join(failed[:5]))
         logging.getLogger("ferry.backfill").info("backfill recorded: %s", summary,

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry, Segment
@@ -162,7 +163,8 @@ def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
         before = latest.get(key)
         if before is None or (row["finished_at"] >= before["finished_at"] and not (
-                row["outcome"] == "skipped" and before["outcome"] == "copied")):
+                row["outcome"] == RangeOutcome.SKIPPED
+                and before["outcome"] == RangeOutcome.COPIED)):
             latest[key] = row
     return list(latest.values())
 
@@ -173,7 +175,7 @@ def copied_topics(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     only transaction markers and aborted records, do not count."""
     topics: dict[str, dict[str, Any]] = {}
     for row in runs:
-        if row["outcome"] == "copied" and row["records"]:
+        if row["outcome"] == RangeOutcome.COPIED and row["records"]:
             merge_copied(topics, {row["topic"]: {
                 "records": row["records"],
                 "partitions": {str(row["partition"]): [row["range_start"], row["range_end"]]}}})
@@ -213,7 +215,8 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
             "range_end": max(e.covered_end for e in found),
             "records": sum(e.records for e in found), "bytes": sum(e.bytes for e in found),
             "seconds": (max(times) - min(times)) / 1000, "max_record_age_ms": 0,
-            "outcome": "copied", "error": REBUILT, "delivery": delivery, "duplicates": 0,
+            "outcome": RangeOutcome.COPIED.value, "error": REBUILT, "delivery": delivery,
+            "duplicates": 0,
             "finished_at": datetime.fromtimestamp(max(times) / 1000, UTC),
             "schema_version": SCHEMA_VERSION,
         })
@@ -239,6 +242,18 @@ def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,
     }
 
 
+class RangeOutcome(StrEnum):
+    """What became of a planned range: the `outcome` of its `runs` row (the enum's values
+    are what the table holds, so rows read back compare equal to them)."""
+
+    PENDING = "pending"
+    """Not decided yet (a lane still at work); never recorded."""
+    COPIED = "copied"
+    SKIPPED = "skipped"
+    """Already committed when the lane came to it (another run, an earlier attempt)."""
+    FAILED = "failed"
+
+
 @dataclass
 class RangeResult:
     """What happened to one planned range: a row of the `runs` table (`run_row`)."""
@@ -252,7 +267,7 @@ class RangeResult:
     seconds: float = 0.0
     """From the start of its lane's copy until the range's outcome was known."""
     max_age_ms: int = 0
-    outcome: str = "pending"  # copied | skipped (already committed) | failed
+    outcome: RangeOutcome = RangeOutcome.PENDING
     error: str = ""
     duplicates: int = 0  # at_least_once: records a crashed run wrote that this one re-copied
 
@@ -264,7 +279,7 @@ def run_row(flow: str, run_id: str, lane: int, result: RangeResult, delivery: st
         "partition": result.partition, "range_start": result.start,
         "range_end": result.end, "records": result.records, "bytes": result.bytes,
         "seconds": result.seconds, "max_record_age_ms": result.max_age_ms,
-        "outcome": result.outcome, "error": result.error, "delivery": delivery,
+        "outcome": result.outcome.value, "error": result.error, "delivery": delivery,
         "duplicates": result.duplicates, "finished_at": finished_at,
         "schema_version": SCHEMA_VERSION,
     }

@@ -29,6 +29,7 @@ from confluent_kafka import TopicPartition as KTP
 from ferry.config import Flow
 from ferry.config.clients import RdValue
 from ferry.core.positions import encode_position
+from ferry.core.tables import RangeOutcome
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
@@ -187,7 +188,7 @@ class ExactlyOnce(Delivery):
         for part in lane.parts.values():  # read again: the fenced owner may have committed
             part.covered, part.done, part.txn.touched = part.start, False, False
             for result in part.ranges:
-                result.outcome = "pending"
+                result.outcome = RangeOutcome.PENDING
         lane.resume_from_committed(reader)
 
     def begin(self, lane: Lane, producer: Producer) -> None:

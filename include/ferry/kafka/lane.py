@@ -47,7 +47,7 @@ from ferry.core.lanes import writer_of
 from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
 from ferry.core.positions import decode_position, encode_position
-from ferry.core.tables import RangeResult
+from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
@@ -231,8 +231,8 @@ class Lane:
             self._copy(producer, consumer, metadata)
         except (TerminalError, TransientError) as exc:
             for result in self.results:
-                if result.outcome == "pending":
-                    result.outcome, result.error = "failed", str(exc)
+                if result.outcome == RangeOutcome.PENDING:
+                    result.outcome, result.error = RangeOutcome.FAILED, str(exc)
             producer = self.producer or producer
             if producer is not None:
                 self.delivery.abort_open(self, producer)
@@ -346,7 +346,7 @@ class Lane:
             part.covered = min(tp.offset, part.end)
             for result in part.ranges:
                 if tp.offset >= result.end:
-                    result.outcome = "skipped"
+                    result.outcome = RangeOutcome.SKIPPED
             if tp.offset >= part.end and part.start < part.end:
                 part.done = True
 
@@ -456,8 +456,8 @@ class Lane:
             part.covered = min(tp.offset, part.end)
             part.target_end = decode_position(tp.metadata).target_end
             for result in part.ranges:
-                if result.outcome == "pending" and tp.offset >= result.end:
-                    result.outcome = "skipped"
+                if result.outcome == RangeOutcome.PENDING and tp.offset >= result.end:
+                    result.outcome = RangeOutcome.SKIPPED
 
     def _committed(self, reader: Consumer, keys: list[tuple[str, int]]) -> list[KTP]:
         """The committed positions of the parts `keys` (a partition's error is never taken
@@ -752,6 +752,6 @@ class Lane:
             part.committed(ends[(part.topic, part.partition)])
         for part in parts:
             for result in part.ranges:
-                if result.outcome == "pending" and part.covered >= result.end:
-                    result.outcome = "copied"
+                if result.outcome == RangeOutcome.PENDING and part.covered >= result.end:
+                    result.outcome = RangeOutcome.COPIED
                     result.seconds = round(time.monotonic() - self.started, 3)

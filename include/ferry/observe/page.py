@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
+from ferry.core.tables import RangeOutcome
 from ferry.observe.snapshot import (
     FlowSnapshot,
     LagPoint,
@@ -142,7 +143,7 @@ def _flow(snap: FlowSnapshot, now: float) -> str:
     runs = run_summaries(snap.runs)
     last = runs[0] if runs else None
     outcome = "–" if last is None else (
-        '<span class="bad">failed</span>' if last.outcome == "failed"
+        '<span class="bad">failed</span>' if last.outcome == RangeOutcome.FAILED
         else '<span class="good">copied</span>')
     checkpoint_age = (max(0.0, now - max(epoch(r["translated_at"]) for r in snap.checkpoints))
                       if snap.checkpoints else None)
@@ -185,7 +186,7 @@ def _flow(snap: FlowSnapshot, now: float) -> str:
         [[e(r.run_id), _when(r.finished_at, now), str(r.ranges), _num(r.records),
           _bytes(r.bytes), _secs(r.seconds),
           (f'<span class="bad" title="{e(r.error or "")}">failed</span>'
-           if r.outcome == "failed" else "copied")
+           if r.outcome == RangeOutcome.FAILED else "copied")
           + (f" ({r.duplicates:,} duplicates)" if r.duplicates else "")] for r in runs],
         {2, 3, 4, 5}, "runs") if runs else '<p class="muted">No run has copied anything yet.</p>')
 

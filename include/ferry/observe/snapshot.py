@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ferry.core.tables import RangeOutcome
 from ferry.observe.status import FlowStatus
 
 Row = dict[str, Any]
@@ -77,7 +78,7 @@ def copied_totals(runs: list[Row]) -> dict[Key, tuple[int, int]]:
     (their records were aborted, or are copied again by the next run)."""
     found: dict[Key, tuple[int, int]] = {}
     for row in runs:
-        if row["outcome"] != "failed":
+        if row["outcome"] != RangeOutcome.FAILED:
             key = (row["topic"], row["partition"])
             records, size = found.get(key, (0, 0))
             found[key] = (records + int(row["records"] or 0), size + int(row["bytes"] or 0))
@@ -95,7 +96,7 @@ def partition_totals(runs: list[Row], copied: dict[Key, tuple[int, int]] | None 
     found = {}
     for key, rows in sorted(by_key.items()):
         records, size = totals.get(key, (0, 0))
-        copied_rows = [r for r in rows if r["outcome"] != "failed"]
+        copied_rows = [r for r in rows if r["outcome"] != RangeOutcome.FAILED]
         if not copied_rows:
             found[key] = PartitionTotals(records, size, None, None, None, None)
             continue
@@ -126,8 +127,8 @@ class RunSummary:
     bytes: int
     seconds: float
     """The longest range's copy time."""
-    outcome: str
-    """`failed` when any range failed, else `copied`."""
+    outcome: RangeOutcome
+    """FAILED when any range failed, else COPIED."""
     duplicates: int
     error: str | None
 
@@ -139,14 +140,14 @@ def run_summaries(runs: list[Row], limit: int = 10) -> list[RunSummary]:
         by_run.setdefault(row["run_id"], []).append(row)
     found = []
     for run_id, rows in by_run.items():
-        failed = [r for r in rows if r["outcome"] == "failed"]
+        failed = [r for r in rows if r["outcome"] == RangeOutcome.FAILED]
         found.append(RunSummary(
             run_id=run_id, finished_at=max(rows, key=lambda r: epoch(r["finished_at"]))[
                 "finished_at"],
             ranges=len(rows), records=sum(int(r["records"] or 0) for r in rows),
             bytes=sum(int(r["bytes"] or 0) for r in rows),
             seconds=max(float(r["seconds"] or 0) for r in rows),
-            outcome="failed" if failed else "copied",
+            outcome=RangeOutcome.FAILED if failed else RangeOutcome.COPIED,
             duplicates=sum(int(r.get("duplicates") or 0) for r in rows),
             error=next((r["error"] for r in failed if r["error"]), None)))
     found.sort(key=lambda s: (epoch(s.finished_at), s.run_id), reverse=True)

@@ -53,7 +53,7 @@ class FlowStatus:
 def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
     """`seen`: the target's topology, when the caller has read it already."""
     from ferry.core.heartbeats import sources_of
-    from ferry.core.tables import StatePaths, final_attempts
+    from ferry.core.tables import RangeOutcome, StatePaths, final_attempts
     from ferry.state.digest import newest, recent_runs
     from ferry.steps.heartbeats import topology
 
@@ -65,8 +65,8 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
         mine = final_attempts([r for r in runs if r["run_id"] == latest["run_id"]])
         found.last_run = latest["run_id"]
         found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
-        found.last_run_outcome = ("failed" if any(r["outcome"] == "failed" for r in mine)
-                                  else "copied")
+        found.last_run_outcome = (RangeOutcome.FAILED if any(
+            r["outcome"] == RangeOutcome.FAILED for r in mine) else RangeOutcome.COPIED)
     translated = newest(paths.checkpoints, flow.name, "translated_at")
     if translated is not None:
         found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)

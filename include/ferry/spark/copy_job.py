@@ -33,6 +33,7 @@ from ferry.core.tables import (
     GAPS_DDL,
     OFFSET_MAP_DDL,
     RUNS_DDL,
+    RangeOutcome,
     StatePaths,
     gap_row,
     offset_map_row,
@@ -234,7 +235,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
         appended.set_exception(exc)
     mapped = record_offset_map(spark, flow, paths, runs=appended)
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
-                     if r["outcome"] == "failed"})
+                     if r["outcome"] == RangeOutcome.FAILED})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
                      tuple(gaps))
 

@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ferry.core.tables import RangeOutcome
+
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
@@ -39,7 +41,8 @@ def copied_totals(path: str, flow: str) -> dict[tuple[str, int], tuple[int, int]
     if data is None:
         return {}
     table = data.to_table(columns=["topic", "partition", "records", "bytes"],
-                          filter=(ds.field("flow") == flow) & (ds.field("outcome") != "failed"))
+                          filter=(ds.field("flow") == flow)
+                          & (ds.field("outcome") != RangeOutcome.FAILED.value))
     sums = table.group_by(["topic", "partition"]).aggregate([("records", "sum"),
                                                               ("bytes", "sum")])
     return {(t, p): (int(r or 0), int(b or 0)) for t, p, r, b in zip(
@@ -64,7 +67,7 @@ def recent_runs(path: str, flow: str, newest: int = 10) -> list[Row]:
     by_run = index.group_by("run_id").aggregate([("finished_at", "max")]).sort_by(
         [("finished_at_max", "descending"), ("run_id", "descending")])
     wanted = set(by_run.column("run_id").to_pylist()[:newest])
-    copied = index.filter(pc.field("outcome") != "failed")
+    copied = index.filter(pc.field("outcome") != RangeOutcome.FAILED.value)
     if copied.num_rows:
         latest = copied.group_by(["topic", "partition"]).aggregate([("finished_at", "max")])
         joined = copied.join(latest, keys=["topic", "partition"])

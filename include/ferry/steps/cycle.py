@@ -175,7 +175,7 @@ class Cycle:
     def record(self, idle: bool) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
         history."""
-        from ferry.core.tables import StatePaths, copied_topics, final_attempts
+        from ferry.core.tables import RangeOutcome, StatePaths, copied_topics, final_attempts
         from ferry.errors import FerryError
         from ferry.state.reader import rows
         from ferry.steps.lag import record_lag
@@ -196,7 +196,7 @@ class Cycle:
                    "records": sum(r["records"] for r in runs),
                    "bytes": sum(r["bytes"] for r in runs),
                    "failed": [f"{r['topic']}-{r['partition']}" for r in runs
-                              if r["outcome"] == "failed"],
+                              if r["outcome"] == RangeOutcome.FAILED],
                    "gaps": len(rows(paths.gaps, flow.name, run_id=self.run_id)),
                    "topics": copied_topics(runs)}
         logging.getLogger("ferry.record").info("run recorded: %s", summary,

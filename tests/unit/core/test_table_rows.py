@@ -140,3 +140,13 @@ def test_an_offset_map_row_reads_back_as_the_entry_it_was_written_from(
     row = tables.offset_map_row(written, "ferry-offset-map.A.internal", 42, map_id)
 
     assert tables.map_row(row) == tables.MapRow(42, written, map_id)
+
+
+@pytest.mark.parametrize("outcome", list(tables.RangeOutcome))
+def test_a_runs_row_holds_the_outcomes_plain_text_and_rows_read_back_compare_equal(
+    outcome: tables.RangeOutcome,
+) -> None:
+    result = tables.RangeResult("orders", 0, 0, 10, outcome=outcome)
+    row = tables.run_row("a->b", "r1", 0, result, "exactly_once", datetime(2026, 1, 1, tzinfo=UTC))
+    assert type(row["outcome"]) is str and row["outcome"] == outcome.value
+    assert row["outcome"] == outcome  # as a row read back from Delta compares
