@@ -14,6 +14,7 @@ import os
 import subprocess
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,28 @@ def lowest(requires: list[str], extras: tuple[str, ...]) -> dict[str, str]:
     return pins
 
 
+ENDS = ("lowest", "newest")
+Installed = tuple[Path, dict[str, str]]
+"""A virtualenv, and the lowest version of each direct requirement."""
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield build_wheel(tmp_path_factory.mktemp("ranges"))
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Installed]]:
+    """Per end: a virtualenv with the package installed there, and the direct requirements'
+    lowest versions. Both are installed at once (mostly downloads and unpacking)."""
+    root = tmp_path_factory.mktemp("ranges")
+    wheel = build_wheel(root)
+    pins = lowest(metadata_requires(wheel), EXTRAS)
+    constraints = root / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
+    requirement = f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}"
+    with ThreadPoolExecutor(len(ENDS)) as pool:
+        done = {end: pool.submit(install, root / end, requirement,
+                                 *(["-c", str(constraints)] if end == "lowest" else []))
+                for end in ENDS}
+    for future in done.values():
+        future.result()
+    yield {end: (root / end, pins) for end in ENDS}
 
 
 def metadata_requires(wheel: Path) -> list[str]:
@@ -59,16 +79,12 @@ def metadata_requires(wheel: Path) -> list[str]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("end", ["lowest", "newest"])
+@pytest.mark.parametrize("end", ENDS)
 def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
-    end: str, wheel: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+    end: str, venvs: dict[str, Installed], clusters: dict[str, str],
+    topic_name: str, tmp_path: Path
 ) -> None:
-    venv = tmp_path / "venv"
-    pins = lowest(metadata_requires(wheel), EXTRAS)
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
-    install(venv, f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}",
-            *(["-c", str(constraints)] if end == "lowest" else []))
+    venv, pins = venvs[end]
     found = json.loads(subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import importlib.metadata as m, json; print("
          "json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
