@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
 from tests.dags.test_flow_dags import run_dag
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     conf,
     create_topic,
     flow_config,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.dags.test_flow_dags import run_dag
-from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_failover import assert_exact_failover, commit_source
+from tests.support.kafka_data import create_topic, flow_config, produce
 
 
 def test_the_form_offers_each_flow_both_modes_and_a_dry_run_by_default(tmp_path: Path) -> None:

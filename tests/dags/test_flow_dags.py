@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     assert_exact,
     create_topic,
     flow_config,
@@ -337,7 +337,7 @@ def test_the_heartbeats_dag_writes_heartbeats_of_pairs_without_a_data_flow(
 def test_the_verify_dag_checks_a_flow_and_records_it(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(50)])

@@ -17,8 +17,8 @@ from confluent_kafka.admin import (
 
 from ferry.local.cluster import SecureClusters
 from tests.dags.test_flow_dags import run_dag
-from tests.integration.kafka_data import assert_exact, create_topic, produce, read_all
-from tests.integration.secure_data import (
+from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
+from tests.support.secure_data import (
     SOURCE,
     TARGET,
     acl,

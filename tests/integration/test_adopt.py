@@ -29,7 +29,8 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import decode, lookup
 from ferry.kafka.retry import transient
 from ferry.spark.jars import kafka_jars, log4j_config
-from tests.integration.kafka_data import (
+from tests.integration.test_mm1_setup import mm1_flow
+from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
     compacted_topic,
@@ -41,7 +42,6 @@ from tests.integration.kafka_data import (
     produce_transactions,
     read_all,
 )
-from tests.integration.test_mm1_setup import mm1_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.kafka_data import create_topic, down_cluster, flow_config
+from tests.support.kafka_data import create_topic, down_cluster, flow_config
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.integration.wheel import build_wheel, clean_env, install, last_json
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.wheel import build_wheel, clean_env, install, last_json
 
 pytestmark = pytest.mark.integration
 

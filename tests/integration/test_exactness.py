@@ -25,7 +25,7 @@ from ferry.kafka.admin import Admin
 from ferry.kafka.lane import Lane
 from ferry.kafka.topology import ensure_offset_map_topic
 from ferry.steps.mirror import prepare
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
     conf,
@@ -113,7 +113,7 @@ def test_an_at_least_once_writer_replaced_mid_run_commits_no_position_and_stops(
                                                "second-commit")
 
     # when: another run of the flow copies the rest meanwhile, then the first goes on
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     assert run_cycle(flow, "second") == 200
     release.set()
@@ -288,7 +288,7 @@ def test_a_backfill_beside_scheduled_cycles_doubles_nothing_and_never_moves_a_po
 
     from ferry.core.internal import positions_group
     from ferry.steps.backfill import BackfillRequest, prepare_backfill
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     # one partition: a backfill from the flow's position is then one window, not refused
     # because another partition stands elsewhere
@@ -465,7 +465,7 @@ def test_a_first_cycle_into_a_remote_partition_another_mirror_filled_copies_noth
     # given: an old mirror copied the source's 500 records into the remote topic and was
     # stopped; nobody adopted its progress
     from ferry.steps.mirror import UnmappedRecordsError
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     flow, remote = flow_with_remote_topic(clusters, topic_name, tmp_path, 500)
     produce(clusters["target"], remote, records(500))
@@ -482,7 +482,7 @@ def test_a_first_cycle_after_a_first_transaction_that_never_committed_copies_eve
 ) -> None:
     # given: the remote partition holds only the records of an aborted transaction (a lane
     # killed inside its first transaction)
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     flow, remote = flow_with_remote_topic(clusters, topic_name, tmp_path, 50)
     dead = Producer(conf(clusters["target"], **{"transactional.id": f"{topic_name}-dead"}))
@@ -507,7 +507,7 @@ def test_a_deleted_offset_map_topic_is_never_recreated_by_a_writer_with_the_brok
     # create a topic a client asks for (with their default 7-day retention)
     from confluent_kafka.admin import AdminClient
 
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     clusters = {"source": clusters["source"], "target": third_cluster}
     flow = one_partition_flow(clusters, topic_name, tmp_path, 10)
@@ -541,7 +541,7 @@ def test_a_cycle_refuses_to_copy_into_an_offset_map_topic_that_would_forget(
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
     from ferry.errors import TerminalError
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     flow = one_partition_flow(clusters, topic_name, tmp_path, 10)
     run_cycle(flow, "first")
@@ -569,7 +569,7 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
     from ferry.core.internal import positions_group
     from ferry.steps import positions
     from ferry.steps.mirror import prepare as plan_only
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     flow = one_partition_flow(clusters, topic_name, tmp_path, 100,
                               f"ferry.delivery = {delivery}\n")
@@ -597,7 +597,7 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
 ) -> None:
     # given: one flow as a scheduled run sees it (tasks.max=2) and as an operator's
     # `ferry mirror` on local[8] sees it (tasks.max=8), over 8 partitions
-    from tests.integration.kafka_data import run_cycle
+    from tests.support.kafka_data import run_cycle
 
     create_topic(clusters["source"], topic_name, 8)
     two = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]

@@ -23,7 +23,7 @@ from ferry.cli.main import main
 from ferry.config import Flow
 from ferry.core.checkpoints import BOUNDED, EXACT, decode
 from ferry.steps.checkpoints import checkpoints_topic, run, translate_groups
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     Rec,
     compacted_topic,

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.local import cluster
 from ferry.steps.cycle import plans_dir
-from tests.integration.kafka_data import create_topic, flow_config, produce
 from tests.integration.test_failover import assert_exact_failover, commit_source
+from tests.support.kafka_data import create_topic, flow_config, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ferry.local import cluster
-from tests.integration.kafka_data import create_topic, produce
+from tests.support.kafka_data import create_topic, produce
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from ferry.errors import TerminalError, TransientError
 from ferry.kafka.lane import Lane
 from ferry.steps.mirror import prepare
 from ferry.steps.ports import KafkaCluster
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
     compacted_topic,

@@ -20,7 +20,7 @@ from ferry.state.reader import rows
 from ferry.steps import positions
 from ferry.steps.mirror import SourceRecreatedError
 from tests.conftest import restart_target
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     assert_exact,
     create_topic,
     flow_config,

@@ -29,7 +29,7 @@ from ferry.state import digest
 from ferry.state.reader import rows
 from ferry.state.writer import append
 from ferry.steps.lag import record_lag
-from tests.integration.kafka_data import create_topic, down_cluster, flow_config, produce, run_cycle
+from tests.support.kafka_data import create_topic, down_cluster, flow_config, produce, run_cycle
 
 pytestmark = pytest.mark.integration
 

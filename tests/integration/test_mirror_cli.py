@@ -20,7 +20,7 @@ from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
 from ferry.state.reader import rows
 from ferry.steps.mirror import prepare
-from tests.integration.kafka_data import (
+from tests.support.kafka_data import (
     assert_exact,
     create_topic,
     flow_config,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ferry.config import load_config
-from tests.integration.kafka_data import assert_exact, create_topic, produce
+from tests.support.kafka_data import assert_exact, create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -17,7 +17,7 @@ from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
 from ferry.spark.copy_job import record_offset_map, run_copy_job
 from ferry.state.reader import rows
-from tests.integration.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
+from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from ferry.local import cluster
-from tests.integration.kafka_data import assert_exact, create_topic, flow_config
+from tests.support.kafka_data import assert_exact, create_topic, flow_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3

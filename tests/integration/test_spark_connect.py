@@ -19,7 +19,7 @@ import pytest
 
 from ferry.config import MirrorConfig
 from ferry.local import spark_server
-from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

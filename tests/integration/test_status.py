@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ferry.cli.main import main
-from tests.integration.kafka_data import create_topic, flow_config, produce, run_cycle
+from tests.support.kafka_data import create_topic, flow_config, produce, run_cycle
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ from confluent_kafka.admin import (
 from ferry.cli.main import main
 from ferry.local.cluster import SecureClusters
 from ferry.steps.sync import sync_flow
-from tests.integration.kafka_data import create_topic, flow_config, produce, read_all
-from tests.integration.secure_data import (
+from tests.support.kafka_data import create_topic, flow_config, produce, read_all
+from tests.support.secure_data import (
     SOURCE,
     TARGET,
     acl,

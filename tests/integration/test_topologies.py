@@ -15,7 +15,7 @@ import pytest
 from ferry.cli.main import main
 from ferry.config import MirrorConfig, load_config
 from ferry.steps.heartbeats import emit, topology
-from tests.integration.kafka_data import assert_exact, create_topic, produce, read_all, run_cycle
+from tests.support.kafka_data import assert_exact, create_topic, produce, read_all, run_cycle
 
 pytestmark = pytest.mark.integration
 # No heartbeats written or mirrored: the brokers (and their `heartbeats` topics) are shared.

@@ -32,7 +32,7 @@ from ferry.kafka.admin import Admin
 from ferry.kafka.retry import RetriesExhausted
 from ferry.kafka.topology import apply_topology
 from ferry.local import cluster
-from tests.integration.kafka_data import flow_config
+from tests.support.kafka_data import flow_config
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +164,7 @@ def test_a_partition_the_broker_answers_with_an_error_is_never_taken_for_no_offs
     # the group but not the topic (the broker answers that partition with an error)
     from confluent_kafka.admin import AclOperation, ResourceType
 
-    from tests.integration.secure_data import acl, admin, grant
+    from tests.support.secure_data import acl, admin, grant
 
     root = admin(secure_clusters, "ssource")
     root.create_topics([NewTopic("ledger-events", 1, 1)])["ledger-events"].result(30)

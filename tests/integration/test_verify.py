@@ -15,7 +15,7 @@ from ferry.core.tables import StatePaths
 from ferry.core.verify import ALTERED, MISSING
 from ferry.state.reader import rows
 from ferry.steps.verify import verify
-from tests.integration.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
+from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.integration.wheel import REPO, build_wheel, clean_env, install, last_json
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.wheel import REPO, build_wheel, clean_env, install, last_json
 
 CONFIG = """
 clusters = A, B

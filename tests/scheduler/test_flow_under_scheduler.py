@@ -14,9 +14,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
-from tests.integration.kafka_data import assert_exact, create_topic, produce, read_all
 from tests.scheduler.conftest import Standalone
 from tests.scheduler.stack import TaskTry, processes_left, wait_for
+from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
 
 pytestmark = pytest.mark.integration
 

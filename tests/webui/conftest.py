@@ -33,7 +33,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.offsetmap import encode as map_record
 from ferry.steps.lag import record_lag
-from tests.integration.kafka_data import create_topic, flow_config, produce, run_cycle
+from tests.support.kafka_data import create_topic, flow_config, produce, run_cycle
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "ops", "ops-" + secrets.token_hex(8)

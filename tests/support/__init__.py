@@ -1,0 +1,2 @@
+"""Helpers the tests share (real clusters' data, secured clusters' rights, the built
+wheel): a test module imports them from here."""
