@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dags.test_flow_dags import run_dag, two_partitions_of
+from tests.support.dags import run_dag, two_partitions_of
 from tests.support.kafka_data import flow_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
-from tests.dags.test_flow_dags import run_dag
+from tests.support.dags import run_dag
 from tests.support.kafka_data import (
     conf,
     create_topic,

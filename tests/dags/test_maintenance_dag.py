@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.core.retention import DEFAULT_RETENTION_HOURS, SAFE_MINIMUM_RETENTION_HOURS, state_tables
-from tests.dags.test_flow_dags import run_dag
 from tests.integration.test_maintenance import (
     FLOWS,
     files_per_flow,
@@ -22,6 +21,7 @@ from tests.integration.test_maintenance import (
     sample_rows,
     state_config,
 )
+from tests.support.dags import run_dag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

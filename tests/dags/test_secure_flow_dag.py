@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from ferry.local.cluster import SecureClusters
-from tests.dags.test_flow_dags import run_dag
+from tests.support.dags import run_dag
 from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
 from tests.support.secure_data import (
     SOURCE,

@@ -1,0 +1,45 @@
+"""Ferry's DAGs run once with dag.test() in a fresh interpreter, and the data they copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from tests.support.kafka_data import create_topic, produce
+
+
+def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
+            spark_conn: dict[str, Any] | None = None, airflow_home: str | None = None,
+            dags_folder: str | None = None) -> dict[str, Any]:
+    """Run the DAG once with dag.test() (and the run conf: trigger-form params) in a fresh
+    process; its run state, task states and mapped task instances. `spark_conn`: the
+    `spark_default` connection (default: spark, local[*]; {}: none). `airflow_home` and
+    `dags_folder`: other than the session's and the repo's."""
+    from ferry.airflow.testing import airflow_env
+
+    env = airflow_env(airflow_home or os.environ["AIRFLOW_HOME"], config)
+    if dags_folder:
+        env["AIRFLOW__CORE__DAGS_FOLDER"] = dags_folder
+    if spark_conn == {}:  # no connection at all
+        env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    elif spark_conn is not None:
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(spark_conn)
+    extra = [json.dumps(conf)] if conf else []
+    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id,
+                             *extra],
+                            env=env, capture_output=True, text=True, timeout=600, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
+    assert lines, result.stdout[-3000:] + result.stderr[-3000:]
+    run: dict[str, Any] = json.loads(lines[-1].removeprefix("FERRY_DAG_RUN "))
+    run["log"] = result.stdout + result.stderr
+    return run
+
+
+def two_partitions_of(clusters: dict[str, str], topic: str, records: int) -> None:
+    """`topic` on the source, 2 partitions, `records` records spread over them."""
+    create_topic(clusters["source"], topic, 2)
+    produce(clusters["source"], topic, [(None, f"v{i}".encode(), i % 2)
+                                        for i in range(records)])
