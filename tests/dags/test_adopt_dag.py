@@ -11,8 +11,8 @@ from confluent_kafka import Producer
 
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import decode, lookup
-from tests.integration.test_adopt import commit_group, positions
 from tests.support.dags import run_dag
+from tests.support.groups import commit_group, positions
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all
 
 

@@ -13,8 +13,8 @@ import pytest
 from ferry.core.tables import StatePaths
 from ferry.kafka.mapreader import read_entries
 from ferry.state.reader import rows
-from tests.integration.test_topologies import fan_in
 from tests.support.kafka_data import assert_exact
+from tests.support.topologies import fan_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

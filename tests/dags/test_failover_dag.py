@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_failover import assert_exact_failover, commit_source
 from tests.support.dags import run_dag
+from tests.support.failover import assert_exact_failover, commit_source
 from tests.support.kafka_data import create_topic, flow_config, produce
 
 

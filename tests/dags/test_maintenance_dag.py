@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.core.retention import DEFAULT_RETENTION_HOURS, SAFE_MINIMUM_RETENTION_HOURS, state_tables
-from tests.integration.test_maintenance import (
+from tests.support.dags import run_dag
+from tests.support.maintenance import (
     FLOWS,
     files_per_flow,
     identities,
     sample_rows,
     state_config,
 )
-from tests.support.dags import run_dag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

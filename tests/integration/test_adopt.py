@@ -29,7 +29,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import decode, lookup
 from ferry.kafka.retry import transient
 from ferry.spark.jars import kafka_jars, log4j_config
-from tests.integration.test_mm1_setup import mm1_flow
+from tests.support.groups import commit_group, committed, positions
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
@@ -42,6 +42,7 @@ from tests.support.kafka_data import (
     produce_transactions,
     read_all,
 )
+from tests.support.mm1 import mm1_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -71,13 +72,6 @@ def reached(bootstrap: str, topic: str, wanted: list[int]) -> bool:
                                        strict=True))
 
 
-def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer(conf(bootstrap, **{"group.id": group, "enable.auto.commit": False}))
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                        asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def mm2(tmp: Path, flow: Flow, clusters: dict[str, str], topics: str, group: str
@@ -353,7 +347,7 @@ def assert_mapped_once(flow: Flow, clusters: dict[str, str], topic: str, partiti
 def test_adopting_an_mm1_group_continues_after_its_last_copied_record(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     # given: an MM1-style pair copied 500 records, committing its group every 100, and 30
     # more after its last commit before it stopped; 20 came after
@@ -427,26 +421,14 @@ def test_adopt_refuses_while_the_old_mirrors_progress_moves(
     assert positions(clusters, flow_of(setup), [(topic_name, 0)]) == [-1001]
 
 
-def positions(clusters: dict[str, str], flow: Flow, tps: list[tuple[str, int]]) -> list[int]:
-    """The flow's committed positions on these remote partitions (-1001: none)."""
-    from ferry.core.internal import positions_group
-
-    return committed(clusters["target"], positions_group(flow), tps)
 
 
-def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
-    consumer = Consumer(conf(bootstrap, **{"group.id": group}))
-    try:
-        return [tp.offset for tp in consumer.committed(
-            [TopicPartition(t, p) for t, p in tps], timeout=10)]
-    finally:
-        consumer.close()
 
 
 def mm1_of_one_partition(clusters: dict[str, str], topic_name: str, tmp_path: Path
                          ) -> Path:
     """A one-partition topic of 10 records and an MM1 command line mirroring it."""
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 10)
@@ -480,7 +462,7 @@ def test_adopt_refuses_while_the_old_mirrors_group_has_members(
 def test_a_remote_topic_with_other_partitions_is_not_adopted(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, remote_partitions: int
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     # given: MM1 mirrored a 2-partition topic into a topic of another partition count (its
     # producer chose the partition: with 4, remote partition 0 holds the half of source
@@ -557,7 +539,7 @@ def copied_with_an_open_transaction(clusters: dict[str, str], topic: str, value:
 def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     # given: 10 committed records and a transaction of 5 still open on the source; an
     # MM1-style mirror (read_uncommitted, as MM1 and MM2 read) copied all 15 and committed
@@ -598,7 +580,7 @@ def test_adopt_waits_for_an_open_transaction_whose_records_the_old_mirror_copied
 def test_adopt_does_not_wait_for_an_open_transaction_the_old_mirror_copied_nothing_of(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     # given: 10 committed records and 5 of a transaction an MM1-style mirror copied (reading
     # uncommitted) before it was aborted; the group committed at 15; then, the mirror
@@ -630,7 +612,7 @@ def test_adopt_does_not_wait_for_an_open_transaction_the_old_mirror_copied_nothi
 def test_a_replay_longer_than_the_window_is_not_adopted(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     # given: a mirror copied records 0-59, restarted from 30 (a replay of 30 records),
     # copied on to 99 and committed its group at 100
@@ -735,7 +717,7 @@ def mm1_copied_twenty(clusters: dict[str, str], topic_name: str, tmp_path: Path
                       ) -> tuple[Flow, str]:
     """An MM1-style mirror that copied the 20 records of a one-partition topic to the
     same-named topic and committed them in its group: the flow of its setup, the group."""
-    from tests.integration.test_mm1_setup import command_line
+    from tests.support.mm1 import command_line
 
     create_topic(clusters["source"], topic_name, 1)
     create_topic(clusters["target"], topic_name, 1)

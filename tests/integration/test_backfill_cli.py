@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
-from tests.integration.test_mirror_cli import ferry
+from tests.support.cli import ferry
 from tests.support.kafka_data import conf, create_topic, flow_config, produce, read_all
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from ferry.config import Flow, load_config
 from ferry.core.internal import offset_map_topic
@@ -35,20 +35,12 @@ from tests.support.kafka_data import (
     paused_writer,
     produce,
     read_all,
+    stable_and_end,
 )
 
 pytestmark = pytest.mark.integration
 
 
-def stable_and_end(bootstrap: str, tp: TopicPartition) -> tuple[int, int]:
-    """(last stable offset, end) of a partition: equal unless a transaction is open."""
-    ends = []
-    for isolation in ("read_committed", "read_uncommitted"):
-        probe = Consumer(conf(bootstrap, **{"group.id": "ferry-test-lso",
-                                            "isolation.level": isolation}))
-        ends.append(probe.get_watermark_offsets(tp, timeout=10)[1])
-        probe.close()
-    return ends[0], ends[1]
 
 
 def records(count: int, first: int = 0) -> list[tuple[bytes | None, bytes | None, int]]:

@@ -7,25 +7,26 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
-    KafkaError,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 from ferry.cli.main import main
-from ferry.config import Flow
-from ferry.core.checkpoints import BOUNDED, EXACT, decode
-from ferry.steps.checkpoints import checkpoints_topic, run, translate_groups
+from ferry.core.checkpoints import BOUNDED, EXACT
+from ferry.steps.checkpoints import run, translate_groups
+from tests.support.failover import (
+    SYNC,
+    assert_exact_failover,
+    commit_source,
+    read_checkpoints,
+    resume_on_target,
+)
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
-    Rec,
     compacted_topic,
     create_topic,
     flow_config,
@@ -37,64 +38,12 @@ from tests.support.kafka_data import (
 )
 
 pytestmark = pytest.mark.integration
-SYNC = "sync.group.offsets.enabled = true\n"
 
 
-def commit_source(bootstrap: str, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-    """The group's consumers committed these offsets on the source (with metadata)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = [ConsumerGroupTopicPartitions(group, [
-        TopicPartition(topic, p, o, f"meta-{p}") for p, o in offsets.items()])]
-    admin.alter_consumer_group_offsets(request)[group].result(timeout=30)
 
 
-def resume_on_target(bootstrap: str, group: str, topic: str, partitions: int
-                     ) -> dict[int, list[Rec]]:
-    """What the group's consumer reads on the target after failover: from its committed
-    offset (auto.offset.reset=earliest where it has none) to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                       timeout=30)
-        consumer.assign([TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0
-                                        else -2) for tp in committed])
-        got: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
-        done: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(done) < partitions and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                err = msg.error()
-                if err is not None:
-                    assert err.code() == KafkaError._PARTITION_EOF, err
-                    done.add(msg.partition())  # type: ignore[arg-type]
-                    continue
-                got[msg.partition()].append(  # type: ignore[index]
-                    Rec(msg.offset(), msg.key(), msg.value(),  # type: ignore[arg-type]
-                        tuple(msg.headers() or ()), msg.timestamp()[1]))
-        assert len(done) == partitions, "the target consumer did not reach the end"
-        return got
-    finally:
-        consumer.close()
 
 
-def assert_exact_failover(flow: Flow, clusters: dict[str, str], topic: str, partitions: int,
-                          group: str, offsets: Mapping[int, int]) -> None:
-    """After failover the group reads on the target exactly the source records at or after
-    what it committed (everything, where it committed nothing): zero duplicates, zero
-    losses."""
-    got = resume_on_target(clusters["target"], group, flow.remote_topic(topic), partitions)
-    for p in range(partitions):
-        source = read_all(clusters["source"], topic, p)
-        start = offsets.get(p, 0)
-        done = {r.content() for r in source if r.offset < start}
-        expected = [r.content() for r in source if r.offset >= start]
-        read = [r.content() for r in got[p]]
-        duplicates = sum(1 for c in read if c in done)
-        lost = len([c for c in expected if c not in read])
-        assert (duplicates, lost) == (0, 0), f"partition {p}"
-        assert read == expected, f"partition {p}"
 
 
 def test_plain_topic_several_partitions_different_progress_one_at_the_end(
@@ -193,10 +142,6 @@ def test_a_group_ahead_of_the_mirror_is_bounded_then_exact(
     assert_exact_failover(flow, clusters, topic_name, 1, group, {0: 120})
 
 
-def read_checkpoints(clusters: dict[str, str], flow: Flow) -> list[tuple[str, int, int]]:
-    return [(c.group, c.upstream_offset, c.downstream_offset) for r in
-            read_all(clusters["target"], checkpoints_topic(flow), 0)
-            if (c := decode(r.key, r.value)) is not None]
 
 
 def test_checkpoints_are_monotonic_and_a_rewind_emits_a_lower_one(

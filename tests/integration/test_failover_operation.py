@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from ferry.local import cluster
 from ferry.steps.cycle import plans_dir
-from tests.integration.test_failover import assert_exact_failover, commit_source
+from tests.support.failover import assert_exact_failover, commit_source
+from tests.support.groups import target_offsets
 from tests.support.kafka_data import create_topic, flow_config, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -34,13 +33,6 @@ def ferry(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
     return done.returncode, data, done.stderr
 
 
-def target_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p) for p in range(partitions)])])[group].result(30)
-    return {tp.partition: tp.offset for tp in found.topic_partitions if tp.offset >= 0}
 
 
 def test_a_planned_failover_catches_up_then_moves_the_group_exactly(

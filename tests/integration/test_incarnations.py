@@ -18,7 +18,7 @@ from ferry.spark.copy_job import record_offset_map
 from ferry.state.reader import rows
 from ferry.steps.checkpoints import run as checkpoints
 from ferry.steps.lookup import find
-from tests.integration.test_failover import SYNC, commit_source
+from tests.support.failover import SYNC, commit_source
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
 
 if TYPE_CHECKING:

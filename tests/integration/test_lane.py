@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
@@ -35,6 +35,7 @@ from tests.support.kafka_data import (
     read_all,
     run_cycle,
     wait_lso,
+    written,
 )
 
 pytestmark = pytest.mark.integration
@@ -120,24 +121,6 @@ def test_compacted_topic_maps_exactly_across_compaction_holes(
     assert_exact(flow, clusters, topic_name, 1)
 
 
-def written(bootstrap: str, topic: str, partitions: int,
-            consumer: Consumer | None = None) -> int:
-    """Records written to a topic so far, committed or not (its high watermarks). Pass a
-    `consumer` to poll often: a new client per call takes long enough for a fast copy to
-    run past the point being waited for."""
-    own = consumer is None
-    consumer = consumer or Consumer({"bootstrap.servers": bootstrap,
-                                     "group.id": "ferry-test-hwm",
-                                     "isolation.level": "read_uncommitted"})
-    try:
-        total = 0
-        for p in range(partitions):
-            with contextlib.suppress(KafkaException):  # the remote topic may not exist yet
-                total += consumer.get_watermark_offsets(TopicPartition(topic, p), 5)[1]
-        return total
-    finally:
-        if own:
-            consumer.close()
 
 
 @pytest.mark.parametrize(

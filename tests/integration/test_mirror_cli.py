@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
 from ferry.state.reader import rows
 from ferry.steps.mirror import prepare
+from tests.support.cli import ferry
 from tests.support.kafka_data import (
     assert_exact,
     create_topic,
@@ -32,10 +32,6 @@ from tests.support.kafka_data import (
 pytestmark = pytest.mark.integration
 
 
-def ferry(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = Path(sys.executable).parent / "ferry"
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600,
-                          check=False, env={**os.environ})
 
 
 def as_json(result: subprocess.CompletedProcess[str]) -> Any:
@@ -104,7 +100,7 @@ def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_proces
 ) -> None:
     # given: a topic with records and a consumer group on the source that read 150 of them
     from ferry.core.heartbeats import decode as heartbeat
-    from tests.integration.test_failover import commit_source, read_checkpoints
+    from tests.support.failover import commit_source, read_checkpoints
 
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(300)])

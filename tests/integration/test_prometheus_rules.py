@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 from ferry.observe.metrics import SOURCE
-from tests.unit.observe.test_shipped_monitoring import PROMETHEUS, alert_rules, exposition
+from tests.support.monitoring import PROMETHEUS, alert_rules, exposition
 
 
 def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

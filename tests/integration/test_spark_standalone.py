@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_lane import written
-from tests.integration.test_mirror_cli import ferry
-from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.cli import ferry
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce, written
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -7,39 +7,21 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
 from ferry.cli.main import main
-from ferry.config import MirrorConfig, load_config
 from ferry.steps.heartbeats import emit, topology
 from tests.support.kafka_data import assert_exact, create_topic, produce, read_all, run_cycle
+from tests.support.topologies import QUIET, aliases, fan_in, multi_config
 
 pytestmark = pytest.mark.integration
 # No heartbeats written or mirrored: the brokers (and their `heartbeats` topics) are shared.
-QUIET = "emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false\n"
 
 
-def multi_config(tmp: Path, bootstraps: dict[str, str], flows: dict[str, str],
-                 extra: str = "") -> MirrorConfig:
-    """A config over `bootstraps` (alias -> servers) running `flows` (A->B -> topics)."""
-    path = tmp / "mm2.properties"
-    path.write_text(
-        f"clusters = {', '.join(bootstraps)}\n"
-        + "".join(f"{a}.bootstrap.servers = {b}\n" for a, b in bootstraps.items())
-        + "".join(f"{f}.enabled = true\n{f}.topics = {t}\n" for f, t in flows.items())
-        + "replication.factor = 1\ncheckpoints.topic.replication.factor = 1\n"
-          "heartbeats.topic.replication.factor = 1\n"
-          f"ferry.state.dir = {tmp / 'state'}\n" + extra)
-    return load_config(path)
 
 
-def aliases(*names: str) -> list[str]:
-    """Aliases unique to the test (the brokers are shared)."""
-    tag = uuid.uuid4().hex[:5]
-    return [f"{n}{tag}" for n in names]
 
 
 def topics_on(bootstrap: str, pattern: str) -> set[str]:
@@ -87,21 +69,6 @@ def test_active_active_mirrors_both_ways_and_never_back(
                  local_b, 1)
 
 
-def fan_in(clusters: dict[str, str], third: str, topic: str, tmp: Path, records: int
-           ) -> tuple[MirrorConfig, dict[str, str], str]:
-    """Two edges (the source and the third cluster) with `topic` (2 partitions, `records`
-    and 1.5 x `records` records), flows edge->central into the target cluster:
-    (config, edge alias -> servers, central alias)."""
-    e1, e2, central = aliases("edge1x", "edge2x", "central")
-    edges = {e1: clusters["source"], e2: third}
-    for i, bootstrap in enumerate(edges.values()):
-        create_topic(bootstrap, topic, 2)
-        produce(bootstrap, topic, [(f"k{n}".encode(), f"e{i}-{n}".encode(), n % 2)
-                                   for n in range(records + records // 2 * i)])
-    config = multi_config(tmp, {**edges, central: clusters["target"]},
-                          {f"{e1}->{central}": topic, f"{e2}->{central}": topic},
-                          QUIET)
-    return config, edges, central
 
 
 def test_fan_in_aggregates_edges_into_one_central_cluster(

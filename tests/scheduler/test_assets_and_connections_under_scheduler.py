@@ -42,13 +42,11 @@ from ferry.config import MirrorConfig, load_config
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
-from tests.integration.test_adopt import commit_group, positions
-from tests.integration.test_exactness import stable_and_end
-from tests.integration.test_failover import commit_source
-from tests.integration.test_failover_operation import target_offsets
 from tests.scheduler.conftest import FlowUnderTest
 from tests.scheduler.stack import Airflow, TaskTry, keep_logs, running, wait_for
-from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
+from tests.support.failover import commit_source
+from tests.support.groups import commit_group, positions, target_offsets
+from tests.support.kafka_data import assert_exact, create_topic, produce, read_all, stable_and_end
 from tests.support.secure_data import SOURCE, TARGET, grant_mirror_rights
 
 pytestmark = pytest.mark.integration

@@ -1,2 +1,4 @@
-"""Helpers the tests share (real clusters' data, secured clusters' rights, the built
-wheel): a test module imports them from here."""
+"""Helpers the tests share, across tiers: data on real clusters, secured clusters' rights,
+consumer groups, failover, DAG runs, the CLI, the built wheel, the shipped monitoring. A
+test module imports its helpers from here (or its tier's conftest), never from another
+test module."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.config import Flow, MirrorConfig, load_config
@@ -282,3 +282,34 @@ def assert_exact(flow: Flow, clusters: Mapping[str, Conn], topic: str, partition
             found = lookup(mine, record.offset)
             assert found is not None and found[1] is not None, record.offset
             assert by_offset[found[1]].content() == record.content()
+
+
+def written(bootstrap: str, topic: str, partitions: int,
+            consumer: Consumer | None = None) -> int:
+    """Records written to a topic so far, committed or not (its high watermarks). Pass a
+    `consumer` to poll often: a new client per call takes long enough for a fast copy to
+    run past the point being waited for."""
+    own = consumer is None
+    consumer = consumer or Consumer({"bootstrap.servers": bootstrap,
+                                     "group.id": "ferry-test-hwm",
+                                     "isolation.level": "read_uncommitted"})
+    try:
+        total = 0
+        for p in range(partitions):
+            with contextlib.suppress(KafkaException):  # the remote topic may not exist yet
+                total += consumer.get_watermark_offsets(TopicPartition(topic, p), 5)[1]
+        return total
+    finally:
+        if own:
+            consumer.close()
+
+
+def stable_and_end(bootstrap: str, tp: TopicPartition) -> tuple[int, int]:
+    """(last stable offset, end) of a partition: equal unless a transaction is open."""
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        probe = Consumer(conf(bootstrap, **{"group.id": "ferry-test-lso",
+                                            "isolation.level": isolation}))
+        ends.append(probe.get_watermark_offsets(tp, timeout=10)[1])
+        probe.close()
+    return ends[0], ends[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -29,8 +29,7 @@ from ferry.observe.metrics import (
 from ferry.observe.serve import parse_listen
 from ferry.observe.snapshot import FlowSnapshot
 from ferry.observe.status import FlowStatus, PartitionStatus
-
-NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+from tests.support.runs import NOW, run_row
 
 # One sample line of the text format: name, optional {k="v",...}, a value.
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -157,15 +156,6 @@ def test_serve_refuses_anything_else_naming_the_fix(value: str) -> None:
         parse_listen(value)
 
 
-def run_row(run_id: str, partition: int, start: int, end: int, finished: datetime,
-            outcome: str = "copied", age_ms: int = 1000, seconds: float = 0.5,
-            topic: str = "orders") -> dict[str, object]:
-    return {"flow": "a->b", "run_id": run_id, "lane": 0, "topic": topic,
-            "partition": partition, "range_start": start, "range_end": end,
-            "records": end - start, "bytes": 10 * (end - start), "seconds": seconds,
-            "max_record_age_ms": age_ms, "outcome": outcome,
-            "error": "boom" if outcome == "failed" else None, "delivery": "exactly_once",
-            "duplicates": 0, "finished_at": finished}
 
 
 def snapshot(**extra: object) -> FlowSnapshot:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from ferry.observe.page import lag_chart, render_page
 from ferry.observe.snapshot import FlowSnapshot, LagPoint, lag_series, run_summaries, to_json
 from ferry.observe.status import FlowStatus, PartitionStatus
-from tests.unit.observe.test_metrics import NOW, run_row
+from tests.support.runs import NOW, run_row
 
 
 def lag_row(run_id: str, partition: int, lag: int, seconds: float,

@@ -6,60 +6,26 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from ferry.observe.collector import Collector
-from ferry.observe.metrics import DEFINITIONS, families, render
+from ferry.observe.metrics import DEFINITIONS
 from ferry.observe.rules import alert_rules as alert_rules_text
 from ferry.observe.rules import prometheus_rule, runbook_url
 from ferry.observe.runbook import render_runbook, sections
-from ferry.observe.snapshot import FlowSnapshot
-from ferry.observe.status import FlowStatus, PartitionStatus
+from tests.support.monitoring import DEPLOY, PROMETHEUS, RULES, alert_rules, exposition
 
-DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
-PROMETHEUS = DEPLOY / "prometheus"
-RULES = yaml.safe_load((PROMETHEUS / "ferry-rules.yml").read_text())
 DASHBOARD = json.loads((DEPLOY / "grafana" / "ferry.json").read_text())
 LABELS = {"source", "target", "topic", "partition", "group"}
 METRIC = re.compile(r"\b(?:ferry|kafka_connect_mirror)_[a-z_]+\b")
-NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
 
 
-def exposition() -> str:
-    """The text a scrape returns for a flow that has every kind of history: copied ranges,
-    translated groups, a gap, a verify, and live lag and heartbeats."""
-    status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
-                                                           "a.orders", 604800.0)],
-                        heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
-    run = {"flow": "a->b", "run_id": "r1", "lane": 0, "topic": "orders", "partition": 0,
-           "range_start": 0, "range_end": 100, "records": 100, "bytes": 1000, "seconds": 0.5,
-           "max_record_age_ms": 900, "outcome": "copied", "error": None,
-           "delivery": "exactly_once", "duplicates": 0, "finished_at": NOW}
-    snap = FlowSnapshot("a->b", "a", "b", status=status, remote_topics={"orders": "a.orders"})
-    snap.runs = [run]
-    snap.checkpoints = [{"group_id": "billing", "source_topic": "orders", "source_partition": 0,
-                         "translated_at": NOW - timedelta(seconds=30)}]
-    snap.gaps = [{"topic": "orders", "partition": 0, "records": 5, "detected_at": NOW}]
-    snap.verify = [{"topic": "orders", "partition": 0, "checked": 100, "altered": 1,
-                    "missing": 0, "extra": 0, "verified_at": NOW}]
-    served = Collector(lambda: families([snap], NOW.timestamp()),
-                       clock=lambda: NOW.timestamp() + 5)  # as a scrape gets it
-    served.collect_once()
-    found = served.latest()
-    assert found is not None
-    return render(found)
 
 
 EXPOSED = set(re.findall(r"^# TYPE (\S+) ", exposition(), re.MULTILINE))
 
 
-def alert_rules() -> list[dict[str, Any]]:
-    return [rule for group in RULES["groups"] for rule in group["rules"]]
 
 
 def dashboard_exprs() -> list[str]:

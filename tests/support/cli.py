@@ -1,0 +1,14 @@
+"""Ferry's command line run as a user runs it: the venv's ferry script in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def ferry(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = Path(sys.executable).parent / "ferry"
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600,
+                          check=False, env={**os.environ})

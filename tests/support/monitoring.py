@@ -1,0 +1,55 @@
+"""The monitoring Ferry ships (deploy/): its alert rules, and the exposition a scrape of a
+flow with every kind of history returns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ferry.observe.collector import Collector
+from ferry.observe.metrics import families, render
+from ferry.observe.snapshot import FlowSnapshot
+from ferry.observe.status import FlowStatus, PartitionStatus
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+PROMETHEUS = DEPLOY / "prometheus"
+
+
+RULES = yaml.safe_load((PROMETHEUS / "ferry-rules.yml").read_text())
+
+
+NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
+
+
+def exposition() -> str:
+    """The text a scrape returns for a flow that has every kind of history: copied ranges,
+    translated groups, a gap, a verify, and live lag and heartbeats."""
+    status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
+                                                           "a.orders", 604800.0)],
+                        heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
+    run = {"flow": "a->b", "run_id": "r1", "lane": 0, "topic": "orders", "partition": 0,
+           "range_start": 0, "range_end": 100, "records": 100, "bytes": 1000, "seconds": 0.5,
+           "max_record_age_ms": 900, "outcome": "copied", "error": None,
+           "delivery": "exactly_once", "duplicates": 0, "finished_at": NOW}
+    snap = FlowSnapshot("a->b", "a", "b", status=status, remote_topics={"orders": "a.orders"})
+    snap.runs = [run]
+    snap.checkpoints = [{"group_id": "billing", "source_topic": "orders", "source_partition": 0,
+                         "translated_at": NOW - timedelta(seconds=30)}]
+    snap.gaps = [{"topic": "orders", "partition": 0, "records": 5, "detected_at": NOW}]
+    snap.verify = [{"topic": "orders", "partition": 0, "checked": 100, "altered": 1,
+                    "missing": 0, "extra": 0, "verified_at": NOW}]
+    served = Collector(lambda: families([snap], NOW.timestamp()),
+                       clock=lambda: NOW.timestamp() + 5)  # as a scrape gets it
+    served.collect_once()
+    found = served.latest()
+    assert found is not None
+    return render(found)
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for group in RULES["groups"] for rule in group["rules"]]
