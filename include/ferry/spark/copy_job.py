@@ -41,7 +41,7 @@ from ferry.core.tables import (
     runs_from_entries,
 )
 from ferry.state.reader import transaction_version, unrecorded_gaps
-from ferry.state.writer import arrow_schema
+from ferry.state.writer import append, arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -214,8 +214,9 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
 
     writers = by_writer(list(plan.ranges), flow.ferry.writers)
     gaps = list(plan.gaps)
-    _append(spark, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
-                    for g in unrecorded_gaps(paths.gaps, flow.name, gaps)], GAPS_DDL, paths.gaps)
+    # The gaps table has one writer, delta-rs (a backfill records its gaps before any job).
+    append(paths.gaps, GAPS_DDL, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
+                                  for g in unrecorded_gaps(paths.gaps, flow.name, gaps)])
     runs: list[dict[str, Any]] = []
     if writers:
         lanes = lanes_of(writers, plan.lanes)
