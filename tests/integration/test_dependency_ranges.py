@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,20 +31,42 @@ EXTRAS = ("spark", "airflow")
 PARTITIONS = 2
 
 
-def lowest(requires: list[str], extras: tuple[str, ...]) -> dict[str, str]:
-    """Each direct requirement of the package and of `extras` at the lowest version its
-    range admits (its `>=` or `==` bound); one without a lower bound fails the test, as a
-    range whose low end is not tested."""
-    pins = {}
+def direct(requires: list[str], extras: tuple[str, ...]) -> list[Requirement]:
+    """The package's direct requirements and those of `extras`; one without a lower bound
+    fails the test, as a range whose low end cannot be tested."""
+    found = []
     for line in requires:
         requirement = Requirement(line)
         if requirement.marker is not None and not any(
                 requirement.marker.evaluate({"extra": e}) for e in extras):
             continue
-        bounds = [s.version for s in requirement.specifier if s.operator in (">=", "==")]
-        assert bounds, f"{requirement.name} has no lower bound in the package's metadata"
-        pins[requirement.name] = str(max(Version(b) for b in bounds))
-    return pins
+        assert any(s.operator in (">=", "==") for s in requirement.specifier), \
+            f"{requirement.name} has no lower bound in the package's metadata"
+        requirement.marker = None
+        found.append(requirement)
+    return found
+
+
+def lowest(requirements: list[Requirement], folder: Path) -> tuple[Path, dict[str, str]]:
+    """The lowest version of each direct requirement that the whole set admits (uv's
+    `lowest-direct` resolution: a floor another requirement raises is raised, as PyYAML's
+    by Airflow's), the rest resolved as pip would: a constraints file, and the direct
+    requirements' versions in it."""
+    given, pins = folder / "direct.in", folder / "lowest.txt"
+    given.write_text("".join(f"{r}\n" for r in requirements))
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "compile", "--quiet",
+                    "--no-header", "--resolution", "lowest-direct", "--python-version",
+                    f"{sys.version_info.major}.{sys.version_info.minor}", str(given),
+                    "-o", str(pins)], check=True, timeout=600)
+    chosen = dict(line.split("==", 1) for line in pins.read_text().splitlines()
+                  if "==" in line and not line.startswith((" ", "#")))
+    names = {canonical(r.name) for r in requirements}
+    return pins, {name: version.strip() for name, version in chosen.items()
+                  if canonical(name) in names}
+
+
+def canonical(name: str) -> str:
+    return name.lower().replace("_", "-")
 
 
 ENDS = ("lowest", "newest")
@@ -57,9 +80,7 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Instal
     lowest versions. Both are installed at once (mostly downloads and unpacking)."""
     root = tmp_path_factory.mktemp("ranges")
     wheel = build_wheel(root)
-    pins = lowest(metadata_requires(wheel), EXTRAS)
-    constraints = root / "constraints.txt"
-    constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
+    constraints, pins = lowest(direct(metadata_requires(wheel), EXTRAS), root)
     requirement = f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}"
     with ThreadPoolExecutor(len(ENDS)) as pool:
         done = {end: pool.submit(install, root / end, requirement,
@@ -92,9 +113,9 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
         capture_output=True, text=True, check=True).stdout)
     site = next(venv.glob("lib/python*/site-packages"))
     megabytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) // 2**20
-    print(end, {name: found.get(name.lower()) for name in pins}, f"{megabytes} MB")
+    print(end, {name: found.get(canonical(name)) for name in pins}, f"{megabytes} MB")
     if end == "lowest":
-        assert {n: Version(found[n.lower()]) for n in pins} == \
+        assert {n: Version(found[canonical(n)]) for n in pins} == \
             {n: Version(v) for n, v in pins.items()}
 
     # given records on the source, when the installed `ferry mirror` copies them on a local
