@@ -27,8 +27,12 @@ def runbook_text() -> str:
 
 def sections() -> list[str]:
     """The alert names the runbook has a section for (`## A / B` is one for A and B)."""
-    return [name.strip() for heading in re.findall(r"^## (.+)$", runbook_text(), re.MULTILINE)
-            for name in heading.split("/")]
+    return [name for heading in re.findall(r"^## (.+)$", runbook_text(), re.MULTILINE)
+            for name in _alerts(heading)]
+
+
+def _alerts(heading: str) -> list[str]:
+    return [name.strip() for name in heading.split("/")]
 
 
 def render_runbook(base: str = "") -> str:
@@ -36,7 +40,7 @@ def render_runbook(base: str = "") -> str:
     body = MarkdownIt("commonmark").enable("table").render(runbook_text())
 
     def anchored(match: re.Match[str]) -> str:
-        names = [n.strip() for n in html.unescape(match.group(1)).split("/")]
+        names = _alerts(html.unescape(match.group(1)))
         extra = "".join(f'<a id="{anchor(n)}"></a>' for n in names[1:])
         return f'<h2 id="{anchor(names[0])}">{match.group(1)}{extra}</h2>'
 

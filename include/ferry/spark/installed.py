@@ -63,13 +63,20 @@ def judge(found: Mapping[str, str], connect: bool, master: str) -> tuple[str | N
     return None, None
 
 
+_warned: set[str] = set()
+"""Warnings already logged by this process: a continuous run starts a copy every few
+seconds, and the installed pair does not change meanwhile."""
+
+
 def require(master: str, connect: bool) -> None:
     """Refuse, in one line naming what to install, a copy this environment cannot start;
-    log a warning for a pair of pyspark distributions that merely differ in patch level."""
+    log a warning (once per process) for a pair of pyspark distributions that merely
+    differ in patch level."""
     refusal, warning = judge(versions(), connect, master)
     if refusal is not None:
         raise TerminalError(refusal)
-    if warning is not None:
+    if warning is not None and warning not in _warned:
+        _warned.add(warning)
         log.warning(warning)
 
 

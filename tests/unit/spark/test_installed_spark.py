@@ -4,8 +4,11 @@ share one folder, is refused or warned about."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from ferry.spark import installed
 from ferry.spark.installed import judge
 
 SPARK_SUBMIT, CONNECT = "local[2]", "sc://spark.example.com:15002"
@@ -45,3 +48,16 @@ def test_a_copy_needs_the_spark_its_master_runs_on(found: dict[str, str], master
     else:
         assert refusal is not None and refused in refusal
     assert warning == warned
+
+
+def test_a_pair_of_patch_releases_is_warned_about_once_per_process_not_at_every_copy(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(installed, "versions",
+                        lambda: {"pyspark": "4.2.1", "pyspark-client": "4.2.0"})
+    monkeypatch.setattr(installed, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="ferry.spark.installed"):
+        for _ in range(3):  # three copies of a continuous run
+            installed.require(SPARK_SUBMIT, connect=False)
+    assert [r.getMessage()[:40] for r in caplog.records] == \
+        ["pyspark 4.2.1 and pyspark-client 4.2.0 a"]
