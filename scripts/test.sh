@@ -2,6 +2,7 @@
 # The test command: sets everything up, then lint, type checks and the whole suite
 # (unit tests, and integration tests against real local Kafka clusters, Spark and Delta).
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -k policy
+# (FERRY_TEST_WORKERS=0 runs it in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,4 +16,7 @@ echo "== import layers"
 lint-imports
 echo "== pytest"
 mkdir -p test-artifacts
-exec pytest "$@"
+# Parallel workers (pytest-xdist), each module whole on one worker so its module-scoped
+# services start once; each worker starts the session's shared services it needs.
+exec pytest -n "${FERRY_TEST_WORKERS:-2}" --dist loadscope \
+  --junitxml=test-artifacts/junit.xml "$@"

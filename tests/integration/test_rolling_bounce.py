@@ -20,6 +20,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from ferry.local import cluster
+from tests.support import stacks
 from tests.support.kafka_data import assert_exact, create_topic, flow_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,12 +83,18 @@ def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_ex
         deadline = time.monotonic() + 180
         while not any(r.get("idle") for r in read_reports(reports)[stopped_at + 1:]):
             assert ferry.poll() is None, failure(tmp_path, "the continuous run ended")
-            assert time.monotonic() < deadline, "Ferry never caught up after the bounces"
+            assert time.monotonic() < deadline, hung(tmp_path, ferry,
+                                                     "Ferry never caught up after the bounces")
             time.sleep(0.5)
     finally:
         stop.set()
         ferry.send_signal(signal.SIGTERM)  # stops after the running cycle
-        code = ferry.wait(180)
+        try:
+            code = ferry.wait(180)
+        except subprocess.TimeoutExpired:
+            message = hung(tmp_path, ferry, "the continuous run did not stop on SIGTERM")
+            ferry.kill()
+            raise AssertionError(message) from None
     assert code == 0, failure(tmp_path, f"exit code {code}")
     assert sent and sent[0] > 0
     # and every record is on the target once, in order, with the offset map pointing at it
@@ -107,6 +114,14 @@ def wait_for_cycles(path: Path, ferry: subprocess.Popen[bytes], count: int) -> N
         assert ferry.poll() is None, failure(path.parent, "the continuous run ended")
         assert time.monotonic() < deadline, "no cycle finished"
         time.sleep(0.2)
+
+
+def hung(tmp: Path, ferry: subprocess.Popen[bytes], what: str) -> str:
+    """`failure`, with what every thread of the continuous run and of the Spark server's
+    Python workers (the lanes) waits on; the whole dump is also left in `stacks.txt`."""
+    dumped = stacks.dump([ferry.pid, *stacks.spark_python_workers()])
+    (tmp / "stacks.txt").write_text(dumped)
+    return failure(tmp, what) + "\nstacks:\n" + dumped
 
 
 def failure(tmp: Path, what: str) -> str:
