@@ -22,8 +22,8 @@ from ferry.core.offsetmap import decode, lookup
 from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.errors import TerminalError, TransientError
 from ferry.kafka.lane import Lane
+from ferry.steps.clusters import Cluster
 from ferry.steps.mirror import prepare
-from ferry.steps.ports import KafkaCluster
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
@@ -196,7 +196,7 @@ class CommitsBeforeRemoteRead:
     nor an offset-map entry, just before it looks at the remote partitions: forced, not
     hoped for."""
 
-    def __init__(self, target: KafkaCluster, bootstrap: str, remote: str,
+    def __init__(self, target: Cluster, bootstrap: str, remote: str,
                  writer: Callable[[], object]) -> None:
         self.target, self.bootstrap, self.remote, self.writer = target, bootstrap, remote, writer
         self.fired = False
@@ -231,7 +231,7 @@ def test_a_run_planned_while_a_zombie_commits_its_first_batch_is_not_refused_and
 
     # when the next run's plan finds no position and no map entry, and the zombie then
     # commits records, entries and positions before the plan looks at the remote partitions
-    target = CommitsBeforeRemoteRead(KafkaCluster(flow.target_admin), clusters["target"],
+    target = CommitsBeforeRemoteRead(Cluster(flow.target_admin), clusters["target"],
                                      flow.remote_topic(topic_name), zombie_commits)
     prepared = prepare(flow, run_id="next", target=target)  # type: ignore[arg-type]
 

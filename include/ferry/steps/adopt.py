@@ -74,7 +74,7 @@ from ferry.core.internal import positions_group, reader_group
 from ferry.core.offsetmap import Segment
 from ferry.core.planner import TopicPartition
 from ferry.errors import TerminalError, UsageError
-from ferry.steps.ports import KafkaCluster
+from ferry.steps.clusters import Cluster
 
 log = logging.getLogger(__name__)
 MM2, MM1 = "mm2", "mm1"
@@ -100,7 +100,7 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
                             "in target transactions; ferry.delivery=at_least_once targets "
                             "cannot be adopted yet (run adopt as a dry run to see the "
                             "alignment)")
-    source, target = KafkaCluster(flow.source_admin), KafkaCluster(flow.target_admin)
+    source, target = Cluster(flow.source_admin), Cluster(flow.target_admin)
     read, where = _progress_reader(flow, old, target, source, offsets_topic, connector, group)
     first = read()
     if not first:
@@ -189,7 +189,7 @@ def _refuse_running(flow: Flow, old: str, offsets_topic: str | None, group: str 
                             f"state {state}): stop them first, then adopt")
 
 
-def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCluster,
+def _progress_reader(flow: Flow, old: str, target: Cluster, source: Cluster,
                      offsets_topic: str | None, connector: str | None, group: str | None
                      ) -> tuple[Callable[[], dict[tuple[str, int], int]], str]:
     if old == MM2:
@@ -218,7 +218,7 @@ def _progress_reader(flow: Flow, old: str, target: KafkaCluster, source: KafkaCl
     raise UsageError(f"--from {old!r}: use mm2 or mm1")
 
 
-def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
+def _refuse_ferry_positions(flow: Flow, target: Cluster,
                             parts: list[PartitionAdoption]) -> None:
     """Mark partitions an earlier adoption took; refuse when Ferry has positions there."""
     from ferry.core.positions import decode_position
@@ -243,7 +243,7 @@ def _refuse_ferry_positions(flow: Flow, target: KafkaCluster,
             "`ferry positions reset` moves Ferry's own positions")
 
 
-def _adopt_partition(flow: Flow, source: KafkaCluster, target: KafkaCluster,
+def _adopt_partition(flow: Flow, source: Cluster, target: Cluster,
                      part: PartitionAdoption, run_id: str, window: int, writer: Any) -> None:
     from ferry.kafka.records import digest_stream
 

@@ -146,15 +146,15 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     from ferry.core.internal import positions_group
     from ferry.core.lanes import cores_of, lane_count
     from ferry.core.sync.topics import mirrored_topics
+    from ferry.steps.clusters import Cluster
     from ferry.steps.lookup import entries_and_claims
-    from ferry.steps.ports import KafkaCluster
 
     if request.on_gap not in ("fail", "continue"):
         raise UsageError(f"on_gap={request.on_gap!r}: give fail or continue")
     start = parse_bound(request.start, "from", start=True)
     end = parse_bound(request.end, "to", start=False)
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     source_topics = {t.name: t.partitions for t in source.topics().values()}
     mirrored = mirrored_topics(flow, source_topics)
     topics = _topics(flow, request.topics, mirrored)

@@ -30,7 +30,8 @@ from ferry.core.checkpoints import (
 from ferry.core.offsetmap import MapEntry
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import UsageError
-from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource, KafkaCluster
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource
 
 log = logging.getLogger(__name__)
 NOT_MIRRORED = "not-mirrored"
@@ -97,7 +98,7 @@ def translate_groups(flow: Flow, group: str | None = None,
     from ferry.steps.lookup import partition_entries
 
     entries_of = entries_of or partition_entries
-    source = source or KafkaCluster(flow.source_admin)
+    source = source or Cluster(flow.source_admin)
     mirrored = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     if group is not None:
         if not flow.groups.accepts(group):
@@ -164,7 +165,7 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
     to the flow's clusters and offset maps (see `translate_groups`)."""
     report = CheckpointReport(flow.name, translate_groups(
         flow, reverse=reverse, source=source, entries_of=entries_of))
-    target = target or KafkaCluster(flow.target_admin)
+    target = target or Cluster(flow.target_admin)
     topic = checkpoints_topic(flow)
     created = target.ensure_mm2_topic(topic, flow.checkpoints_replication_factor,
                                       "checkpoints.topic.replication.factor")

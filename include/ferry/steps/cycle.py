@@ -27,8 +27,8 @@ from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.errors import FerryError
+from ferry.steps.clusters import Cluster
 from ferry.steps.mirror import Prepared, new_run_id, prepare
-from ferry.steps.ports import KafkaCluster
 
 if TYPE_CHECKING:
     from ferry.steps.sync import SyncReport
@@ -90,12 +90,12 @@ class Clusters:
     """A flow's two clusters, shared by the steps of a cycle, and across the cycles of a
     long-running loop: one admin client per cluster, not a few per step."""
 
-    source: KafkaCluster
-    target: KafkaCluster
+    source: Cluster
+    target: Cluster
 
     @classmethod
     def of(cls, flow: Flow) -> Clusters:
-        return cls(KafkaCluster(flow.source_admin), KafkaCluster(flow.target_admin))
+        return cls(Cluster(flow.source_admin), Cluster(flow.target_admin))
 
 
 class Cycle:
@@ -266,13 +266,13 @@ class Cycle:
         return result
 
 
-def offset_map_lag(flow: Flow, target: KafkaCluster | None = None) -> int:
+def offset_map_lag(flow: Flow, target: Cluster | None = None) -> int:
     """Committed offset-map entries on the target not yet in the Delta offset map."""
     from ferry.core.internal import offset_map_topic
     from ferry.core.planner import TopicPartition
 
     topic = offset_map_topic(flow)
-    target = target or KafkaCluster(flow.target_admin)
+    target = target or Cluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     if not cursor.topic_id:
         return 0

@@ -40,7 +40,8 @@ from ferry.core.failover import (
     plan_commits,
 )
 from ferry.errors import TerminalError
-from ferry.steps.ports import CheckpointsTarget, KafkaCluster
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import CheckpointsTarget
 
 log = logging.getLogger(__name__)
 PLANNED, UNPLANNED = "planned", "unplanned"
@@ -163,7 +164,7 @@ def _commit(flow: Flow, found: list[tuple[str, str, int, int, str, str]],
             checkpoints: dict[tuple[str, str, int], Checkpoint | None], execute: bool,
             target: CheckpointsTarget | None) -> list[GroupLine]:
     """Commit what can be into the target groups (when `execute`); a line per partition."""
-    target = target or KafkaCluster(flow.target_admin)
+    target = target or Cluster(flow.target_admin)
     usable = [c for c in checkpoints.values() if c is not None]
     states = target.describe_groups(sorted({c.group for c in usable})) if usable else {}
     outcomes = plan_commits(usable, states)

@@ -32,7 +32,8 @@ from ferry.core.heartbeats import (
 )
 from ferry.errors import UsageError
 from ferry.mm2.policy import DefaultReplicationPolicy, ReplicationPolicy
-from ferry.steps.ports import EntriesOf, HeartbeatsReader, HeartbeatsTarget, KafkaCluster
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import EntriesOf, HeartbeatsReader, HeartbeatsTarget
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ def emit(flows: list[Flow], *,
          connect: Callable[[ClientConfig], HeartbeatsTarget] | None = None) -> list[Heartbeat]:
     """Write one heartbeat per pair (S, T) with heartbeats on to `heartbeats` on T (created
     when missing); returns them. `connect` makes the client of a flow's target from its
-    admin client config (default: `KafkaCluster`)."""
-    connect = connect or KafkaCluster
+    admin client config (default: `Cluster`)."""
+    connect = connect or Cluster
     sent: list[Heartbeat] = []
     for flow in flows:
         if not flow.emit_heartbeats.active:
@@ -117,7 +118,7 @@ def topology(config: MirrorConfig, cluster: str, *, client: HeartbeatsReader | N
     if cluster not in config.clusters:
         raise UsageError(f"no cluster {cluster!r} in {config.path} (clusters: "
                          f"{', '.join(config.clusters)})")
-    client = client or KafkaCluster(config.clusters[cluster].admin)
+    client = client or Cluster(config.clusters[cluster].admin)
     policy = _policy_for(config, cluster)
     topics = list(client.topics())
     found = Topology(cluster, {alias: replication_hops(policy, topics, alias)

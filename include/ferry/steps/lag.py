@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from ferry.config import Flow
 from ferry.errors import FerryError
-from ferry.steps.ports import KafkaCluster, LagSource, ReadsGroupOffsets
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import LagSource, ReadsGroupOffsets
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,8 @@ def partition_lag(flow: Flow, *, source: LagSource | None = None,
     from ferry.core.planner import TopicPartition
     from ferry.core.sync.topics import mirrored_topics
 
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     topics = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)

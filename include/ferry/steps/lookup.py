@@ -12,7 +12,8 @@ from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry, latest_cover, lookup, next_mirrored
 from ferry.core.tables import StatePaths
 from ferry.state.reader import map_rows
-from ferry.steps.ports import HasTopicIds, KafkaCluster, OffsetMapTarget
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import HasTopicIds, OffsetMapTarget
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     destination = into or flow.remote_topic
     if topics is not None and not topics:
         return {}, {}, {}
-    target = target or KafkaCluster(flow.target_admin)
+    target = target or Cluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
     for row in map_rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, topics):
@@ -168,7 +169,7 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
     names = {e.source_topic for _, e in keyed}
     try:
-        source_ids = (source or KafkaCluster(flow.source_admin)).topic_ids(names)
+        source_ids = (source or Cluster(flow.source_admin)).topic_ids(names)
     except FerryError as exc:
         log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
         source_ids = {}

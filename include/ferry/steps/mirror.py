@@ -96,12 +96,12 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     just ran against the same clusters; the plan takes its topics instead of listing both
     clusters' topics again (then `sync` and `apply` are not used for the sync)."""
     from ferry.core.lanes import cores_of, lane_count
-    from ferry.steps.ports import KafkaCluster
+    from ferry.steps.clusters import Cluster
     from ferry.steps.sync import sync_flow
 
     run_id = run_id or new_run_id()
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     report = synced or sync_flow(flow, apply=apply, run_id=run_id, source=source,
                                  target=target, steps=None if sync else ())
     topics = report.ready(flow)

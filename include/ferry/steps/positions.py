@@ -23,7 +23,8 @@ from ferry.core.planner import TopicPartition as TP
 from ferry.core.positions import PositionWrite, reset_entry
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import TerminalError, UsageError
-from ferry.steps.ports import HasTopicIds, KafkaCluster, Partitions, PositionsTarget
+from ferry.steps.clusters import Cluster
+from ferry.steps.ports import HasTopicIds, Partitions, PositionsTarget
 
 
 class ResetSource(Partitions, HasTopicIds, Protocol):
@@ -50,8 +51,8 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
     offset-map entry of the reset (so a position later restored from the offset map is
     the reset one) and the source topic's ID. A partition whose position moved since it
     was read (a run committed meanwhile) is left as it is, and the reset fails naming it."""
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     counts = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     if topic not in counts:
         raise UsageError(f"flow {flow.name} does not mirror a source topic {topic!r} (it "

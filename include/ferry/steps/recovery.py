@@ -90,11 +90,11 @@ def restore(flow: Flow, recovered: Mapping[TopicPartition, Recorded], *,
     topic ID as metadata (so a recreated source is still noticed). `target` defaults to the
     flow's target cluster."""
     from ferry.core.internal import positions_group
-    from ferry.steps.ports import KafkaCluster
+    from ferry.steps.clusters import Cluster
 
     if not recovered:
         return
-    target = target or KafkaCluster(flow.target_admin)
+    target = target or Cluster(flow.target_admin)
     group = positions_group(flow)
     moved = target.write_positions(flow, [
         PositionWrite(tp.topic, tp.partition, r.position, r.target_end, r.source_id,

@@ -139,10 +139,10 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     to the flow's clusters."""
     from ferry.core.tables import StatePaths
     from ferry.state.reader import last_steps
-    from ferry.steps.ports import KafkaCluster
+    from ferry.steps.clusters import Cluster
 
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     now = datetime.now(UTC)
     wanted = STEPS if steps is None else tuple(steps)
     last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \

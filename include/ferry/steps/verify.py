@@ -95,11 +95,11 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
     `source`, `target` and `claims` (the offset map's claims) default to the flow's."""
     from ferry.core.internal import reader_group
     from ferry.core.planner import TopicPartition
+    from ferry.steps.clusters import Cluster
     from ferry.steps.lookup import partition_entries
-    from ferry.steps.ports import KafkaCluster
 
-    source = source or KafkaCluster(flow.source_admin)
-    target = target or KafkaCluster(flow.target_admin)
+    source = source or Cluster(flow.source_admin)
+    target = target or Cluster(flow.target_admin)
     # Every claim, also into a remote topic deleted since: its records are missing now.
     entries = (claims or (lambda f: partition_entries(f, claims=True)))(flow)
     keys = sorted(k for k in entries if topic is None or k[0] == topic)

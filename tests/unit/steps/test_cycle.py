@@ -135,10 +135,10 @@ def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
 def test_a_flows_own_target_state_is_never_touched_through_another_cluster(
     config: MirrorConfig, call: str
 ) -> None:
-    from ferry.steps.ports import KafkaCluster
+    from ferry.steps.clusters import Cluster
 
     flow = config.flow("A->B")
-    source = KafkaCluster(flow.source_admin)
+    source = Cluster(flow.source_admin)
     arguments = {"write_positions": ([],), "read_checkpoints": ("B.checkpoints.internal",),
                  "write_checkpoints": ("B.checkpoints.internal", []), "map_cursor": (),
                  "map_entries": (-1,)}[call]
