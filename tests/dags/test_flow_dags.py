@@ -246,7 +246,7 @@ def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_sub
     assert first["state"] == "success", first["log"][-4000:]
     assert first["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
     assert "SparkSubmit" not in first["log"]
-    assert "run recorded:" in first["log"]
+    assert "run recorded (by its job):" in first["log"]  # the job's own result, no read-back
     assert_exact(flow, clusters, topic_name, 2)
     idle = run_dag(config.path, flow.dag_id, spark_conn=conn)
     assert idle["state"] == "success"

@@ -18,6 +18,7 @@ from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
 from ferry.state.reader import rows
+from ferry.steps.cycle import plans_dir
 from ferry.steps.mirror import prepare
 from tests.support.cli import ferry
 from tests.support.kafka_data import (
@@ -120,6 +121,9 @@ def test_ferry_mirror_runs_the_dags_steps_heartbeat_to_checkpoints_in_one_proces
     assert steps["heartbeat"] == [f"{flow.source}->{flow.target}"]
     assert steps["copy"] == {"exit_code": 0}
     assert (steps["record"]["records"], steps["record"]["failed"]) == (300, [])
+    # as the spark-submit job left it beside its plan (read, then removed), not read back
+    assert "run recorded (by its job)" in mirrored.stderr
+    assert not list(plans_dir(flow).glob("*.result.json"))
     assert steps["checkpoints"]["ran"] is True
     # a heartbeat on the target (what MM2's upstreamClusters reads), and the group's
     # checkpoint, translated exactly

@@ -264,10 +264,11 @@ config, flow, plan, url = sys.argv[1:5]
 stale = connect.remote_session(url)
 stale.stop()
 connect._kept[url] = stale  # what a restarted server leaves a continuous loop holding
-code = connect.run_connect_job(config, flow, plan, url, keep_session=True)
+copied = connect.run_connect_job(config, flow, plan, url, keep_session=True)
 kept = connect._kept.get(url)
 connect.close_sessions()
-print(json.dumps({"code": code, "replaced": kept is not None and kept is not stale}))
+print(json.dumps({"code": copied.exit_code, "run": (copied.summary or {}).get("run_id"),
+                  "replaced": kept is not None and kept is not stale}))
 """
 
 
@@ -288,6 +289,7 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
 
     # then: it reconnected, said so, and copied exactly; the new session is the one kept
     assert job.returncode == 0, job.stderr[-3000:]
-    assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "replaced": True}
+    assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "run": "after-restart",
+                                                        "replaced": True}
     assert "reconnecting and running the job again" in job.stderr
     assert_exact(flow, clusters, topic_name, 2)

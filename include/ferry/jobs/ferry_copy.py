@@ -3,9 +3,11 @@
     spark-submit [options] .../ferry/jobs/ferry_copy.py --config mm2.properties --flow A->B \
         --plan p.json
 
-Parses the arguments, builds the session, runs `ferry.spark.copy_job.run_and_report` and
-exits 0 on success, 1 when a lane failed or the plan found a gap that fails the run
-(`ferry.on.gap=fail`), 2 for bad arguments or config; one line per problem, no traceback.
+Parses the arguments, builds the session, runs `ferry.spark.copy_job.run_and_report`,
+leaves the run as recorded beside the plan for the cycle that submitted it
+(`ferry.core.job.result_path`) and exits 0 on success, 1 when a lane failed or the plan
+found a gap that fails the run (`ferry.on.gap=fail`), 2 for bad arguments or config; one
+line per problem, no traceback.
 (A Spark Connect master runs the same `run_and_report` in the cycle's own process.)
 """
 
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ferry import logs
+    from ferry.core.job import write_result
     from ferry.errors import UsageError
     from ferry.spark.copy_job import load_flow, run_and_report
     from ferry.spark.session import build_session
@@ -49,9 +52,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     spark = build_session(master=None, app_name=f"ferry-copy {args.flow}")
     try:
-        return run_and_report(spark, args.config, flow, args.plan)
+        copied = run_and_report(spark, args.config, flow, args.plan)
     finally:
         spark.stop()
+    if copied.summary is not None:  # for the cycle that submitted this job
+        write_result(args.plan, copied.summary)
+    return copied.exit_code
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ferry.core.job import Copied
 from ferry.spark.session import spark_conf
 
 if TYPE_CHECKING:
@@ -151,10 +152,11 @@ _kept: dict[str, SparkSession] = {}
 
 
 def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
-                    keep_session: bool = False, loaded: Flow | None = None) -> int:
+                    keep_session: bool = False, loaded: Flow | None = None) -> Copied:
     """The copy job of one plan file through the Connect server at `url`, in this process.
     Returns the exit code the spark-submit job would (0, 1 for a failed lane or a gap that
-    fails the run, 2 for bad config); its lines go to stderr, as the job's do.
+    fails the run, 2 for bad config) and the run as the job recorded it; its lines go to
+    stderr, as the job's do.
     `keep_session`: the session stays open for this process's next job (back-to-back
     cycles); else it is closed (the server and its Spark stay warm either way). `loaded`:
     the flow as this process already loaded it (the config is then not read again)."""
@@ -162,11 +164,11 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
 
     flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
-        return 2
+        return Copied(2)
     kept = _kept.pop(url, None)
     spark = kept or remote_session(url)
     try:
-        code = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+        copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
     except Exception as exc:
         _stop(spark)
         if kept is None:
@@ -179,7 +181,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
                     else type(exc).__name__, extra={"flow": flow.name})
         spark = remote_session(url)
         try:
-            code = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+            copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
         except BaseException:
             _stop(spark)
             raise
@@ -190,7 +192,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
         _kept[url] = spark
     else:
         spark.stop()
-    return code
+    return copied
 
 
 def close_sessions() -> None:

@@ -28,6 +28,7 @@ from ferry.config import Flow, load_config
 from ferry.config.connections import use_snapshot
 from ferry.core import plan_file
 from ferry.core.internal import offset_map_topic
+from ferry.core.job import Copied, run_summary
 from ferry.core.planner import Gap, Range
 from ferry.core.tables import (
     GAPS_DDL,
@@ -40,6 +41,7 @@ from ferry.core.tables import (
     run_row,
     runs_from_entries,
 )
+from ferry.errors import FerryError
 from ferry.state.reader import transaction_version, unrecorded_gaps
 from ferry.state.writer import append, arrow_schema
 
@@ -58,6 +60,8 @@ class JobResult:
     failed: list[str]
     offset_map_rows: int
     gaps: tuple[Gap, ...]
+    summary: dict[str, Any]
+    """The run as recorded (`ferry.core.job.run_summary`): what its cycle reports."""
 
 
 def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
@@ -215,8 +219,9 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     writers = by_writer(list(plan.ranges), flow.ferry.writers)
     gaps = list(plan.gaps)
     # The gaps table has one writer, delta-rs (a backfill records its gaps before any job).
-    append(paths.gaps, GAPS_DDL, [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
-                                  for g in unrecorded_gaps(paths.gaps, flow.name, gaps)])
+    new_gaps = [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
+                for g in unrecorded_gaps(paths.gaps, flow.name, gaps)]
+    append(paths.gaps, GAPS_DDL, new_gaps)
     runs: list[dict[str, Any]] = []
     if writers:
         lanes = lanes_of(writers, plan.lanes)
@@ -238,7 +243,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
                      if r["outcome"] == RangeOutcome.FAILED})
     return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
-                     tuple(gaps))
+                     tuple(gaps), run_summary(run_id, runs, len(new_gaps)))
 
 
 def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) -> Flow | None:
@@ -256,18 +261,21 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
 
 
 def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path: str,
-                   out: TextIO | None = None) -> int:
+                   out: TextIO | None = None) -> Copied:
     """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to
-    stderr, one line each, no traceback). Returns the job's exit code: 0, or 1 when a lane
-    failed or the plan found a gap that fails the run (`ferry.on.gap=fail`)."""
-    from ferry.core.planner import describe_gaps
-    from ferry.errors import FerryError
-
+    stderr, one line each, no traceback). Returns the job's exit code (0, or 1 when a lane
+    failed or the plan found a gap that fails the run, `ferry.on.gap=fail`) with the run as
+    recorded (none when the job failed before recording it)."""
     try:
         result = run_copy_job(spark, config_path, flow, plan_path)
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
-        return 1
+        return Copied(1)
+    return Copied(_report(result, flow, out), result.summary)
+
+
+def _report(result: JobResult, flow: Flow, out: TextIO | None) -> int:
+    from ferry.core.planner import describe_gaps
     print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
           f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
           f"{len(result.gaps)} gaps", file=out or sys.stdout)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ferry
+from ferry.core.job import Copied
 from ferry.spark.library import library_zip
 
 if TYPE_CHECKING:
@@ -98,13 +100,39 @@ def submit_env() -> dict[str, str]:
 def run_job(config_path: str, flow: str, plan_path: str, master: str,
             keep_session: bool = False, loaded: Flow | None = None,
             connections: Mapping[str, Connection] | None = None) -> int:
+    """`run_copy`'s exit code (a backfill's chunks, which record their own runs)."""
+    return run_copy(config_path, flow, plan_path, master, keep_session, loaded,
+                    connections).exit_code
+
+
+@dataclass(frozen=True)
+class SparkRunner:
+    """The copy-runner port (`ferry.steps.ports.CopyRunner`) on Spark: each plan's job on
+    `master`, through `run_copy`."""
+
+    config_path: str
+    flow: Flow
+    master: str
+    keep_session: bool = False
+    connections: Mapping[str, Connection] | None = None
+
+    def run(self, plan_path: str) -> Copied:
+        return run_copy(self.config_path, self.flow.name, plan_path, self.master,
+                        self.keep_session, self.flow, self.connections)
+
+
+def run_copy(config_path: str, flow: str, plan_path: str, master: str,
+             keep_session: bool = False, loaded: Flow | None = None,
+             connections: Mapping[str, Connection] | None = None) -> Copied:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
-    stderr. Returns the job's exit code. `keep_session`: a Connect session stays open for
-    this process's next job; `loaded` spares it reading the config again. `connections`:
-    the Airflow connections of the config (`MirrorConfig.connections`), handed to the job
-    in a snapshot beside its plan for as long as it runs."""
+    stderr. Returns the job's exit code and the run as the job recorded it (from the job's
+    result file after spark-submit; none when the job left none). `keep_session`: a Connect
+    session stays open for this process's next job; `loaded` spares it reading the config
+    again. `connections`: the Airflow connections of the config
+    (`MirrorConfig.connections`), handed to the job in a snapshot beside its plan for as
+    long as it runs."""
     from ferry.config.connections import remove_snapshot, write_snapshot
 
     write_snapshot(plan_path, connections or {})
@@ -115,9 +143,10 @@ def run_job(config_path: str, flow: str, plan_path: str, master: str,
 
 
 def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_session: bool,
-             loaded: Flow | None) -> int:
+             loaded: Flow | None) -> Copied:
     import subprocess
 
+    from ferry.core.job import read_result
     from ferry.errors import TerminalError
     from ferry.spark import installed
     from ferry.spark.connect import is_connect, run_connect_job
@@ -137,4 +166,4 @@ def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_sess
                             f"environment? ({installed.SPARK_EXTRA})") from None
     if code == 0:
         classdata.adopt(partial)
-    return code
+    return Copied(code, read_result(plan_path))

@@ -29,6 +29,7 @@ from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.errors import FerryError
 from ferry.steps.clusters import Cluster
 from ferry.steps.mirror import Prepared, new_run_id, prepare
+from ferry.steps.ports import CopyRunner
 
 if TYPE_CHECKING:
     from ferry.steps.sync import SyncReport
@@ -68,6 +69,8 @@ class CycleResult:
     planned: Planned | None = None
     copy_exit_code: int | None = None
     """None: no copy (idle); else spark-submit's exit code."""
+    copied: dict[str, Any] | None = None
+    """The run as the copy job recorded it (None: no copy, or a job that left none)."""
     recorded: dict[str, Any] = field(default_factory=dict)
     checkpoints: dict[str, Any] = field(default_factory=dict)
     abandoned: bool = False
@@ -103,15 +106,18 @@ class Cycle:
 
     def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
-                 clusters: Clusters | None = None) -> None:
+                 clusters: Clusters | None = None, runner: CopyRunner | None = None
+                 ) -> None:
         """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
         where every step runs when its config says). `clusters`: the flow's, made on first
-        use when not given."""
+        use when not given. `runner`: what runs the copy job (None: Spark on `master`, made
+        by `copy` with the config's path)."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
         self.pace = pace
         self._clusters = clusters
+        self.runner = runner
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
@@ -172,10 +178,13 @@ class Cycle:
             log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
         return Planned(prepared, lag, write_plan(self.flow, prepared) if work else None)
 
-    def record(self, idle: bool) -> dict[str, Any]:
+    def record(self, idle: bool, copied: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
-        history."""
-        from ferry.core.tables import RangeOutcome, StatePaths, copied_topics, final_attempts
+        history. `copied`: the run as its copy job recorded it, when the job ran in this
+        cycle; else (the DAG's `finish`, after a `mirror` task that may have been retried)
+        it is read back from Delta."""
+        from ferry.core.job import run_summary
+        from ferry.core.tables import StatePaths, final_attempts
         from ferry.errors import FerryError
         from ferry.state.reader import rows
         from ferry.steps.lag import record_lag
@@ -190,16 +199,16 @@ class Cycle:
             log.warning("lag history not recorded: %s", exc, extra={"flow": flow.name})
         if idle:
             return {"idle": True}
-        paths = StatePaths(flow.ferry.state_dir)
-        runs = final_attempts(rows(paths.runs, flow.name, run_id=self.run_id))
-        summary = {"run_id": self.run_id, "ranges": len(runs),
-                   "records": sum(r["records"] for r in runs),
-                   "bytes": sum(r["bytes"] for r in runs),
-                   "failed": [f"{r['topic']}-{r['partition']}" for r in runs
-                              if r["outcome"] == RangeOutcome.FAILED],
-                   "gaps": len(rows(paths.gaps, flow.name, run_id=self.run_id)),
-                   "topics": copied_topics(runs)}
-        logging.getLogger("ferry.record").info("run recorded: %s", summary,
+        origin = "by its job"
+        if copied is not None and copied.get("run_id") == self.run_id:
+            summary = copied
+        else:
+            origin = "read back from Delta"
+            paths = StatePaths(flow.ferry.state_dir)
+            summary = run_summary(self.run_id,
+                                  final_attempts(rows(paths.runs, flow.name, run_id=self.run_id)),
+                                  len(rows(paths.gaps, flow.name, run_id=self.run_id)))
+        logging.getLogger("ferry.record").info("run recorded (%s): %s", origin, summary,
                                                extra={"flow": flow.name})
         prune_plans(flow)
         return summary
@@ -240,12 +249,10 @@ class Cycle:
         return result
 
     def copy(self, result: CycleResult, config_path: str, keep_session: bool = False) -> bool:
-        """The copy job of the started `result`'s plan, when it has one, on this cycle's
-        master (in this process through a Spark Connect server, else through spark-submit);
-        its exit code goes into `result`. Whether the run goes on (no copy, or a copy that
-        succeeded)."""
-        from ferry.spark.submit import run_job
-
+        """The copy job of the started `result`'s plan, when it has one, through this
+        cycle's runner (by default on its master: in this process through a Spark Connect
+        server, else through spark-submit); its exit code and the run as it recorded it go
+        into `result`. Whether the run goes on (no copy, or a copy that succeeded)."""
         planned = result.planned
         assert planned is not None, "start() first"
         if planned.plan_path is None:
@@ -253,15 +260,21 @@ class Cycle:
         plan = planned.prepared.plan
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": self.flow.name})
-        result.copy_exit_code = run_job(str(Path(config_path).resolve()), self.flow.name,
-                                        planned.plan_path, self.master, keep_session,
-                                        loaded=self.flow, connections=self.config.connections)
+        runner = self.runner or self._spark_runner(config_path, keep_session)
+        copied = runner.run(planned.plan_path)
+        result.copy_exit_code, result.copied = copied.exit_code, copied.summary
         return result.ok
+
+    def _spark_runner(self, config_path: str, keep_session: bool) -> CopyRunner:
+        from ferry.spark.submit import SparkRunner
+
+        return SparkRunner(str(Path(config_path).resolve()), self.flow, self.master,
+                           keep_session, self.config.connections)
 
     def finish(self, result: CycleResult) -> CycleResult:
         """The steps after a copy (or an idle plan): record, checkpoints."""
         assert result.planned is not None, "start() first"
-        result.recorded = self.record(result.planned.idle)
+        result.recorded = self.record(result.planned.idle, result.copied)
         result.checkpoints = self.checkpoints()
         return result
 
@@ -304,17 +317,20 @@ def prune_plans(flow: Flow, keep: int = PLAN_HISTORY) -> list[Path]:
     snapshot its job may have left, and stale snapshots in its backfill folders (whose
     chunk plans stay with their backfill). Returns the plan files removed."""
     from ferry.config.connections import SNAPSHOT_SUFFIX, remove_snapshot, remove_stale_snapshots
+    from ferry.core.job import RESULT_SUFFIX, result_path
 
     folder = plans_dir(flow)
     if not folder.is_dir():
         return []
     plans = [p for p in folder.glob("*.json")
-             if not p.name.endswith(SNAPSHOT_SUFFIX) and not p.name.startswith(".")]
+             if not p.name.endswith((SNAPSHOT_SUFFIX, RESULT_SUFFIX))
+             and not p.name.startswith(".")]
     plans.sort(key=lambda p: (_mtime_ns(p), p.name), reverse=True)
     removed = plans[keep:]
     for path in removed:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        for gone in (path, Path(result_path(str(path)))):  # a result no runner read: Airflow's
+            with contextlib.suppress(FileNotFoundError):
+                gone.unlink()
         remove_snapshot(str(path))
     remove_stale_snapshots(folder)
     for backfill in folder.glob("backfill-*"):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
+from ferry.core.job import Copied
 from ferry.core.offsetmap import MapCursor, MapEntry
 from ferry.core.planner import TopicPartition, Watermarks
 from ferry.core.positions import PositionMoved, PositionWrite
@@ -238,3 +239,13 @@ class BackfillSource(PlanSource, Protocol):
 class BackfillTarget(SyncTarget, ReadsWatermarks, ReadsGroupOffsets, OffsetMapTarget,
                      Protocol):
     """The target as a backfill's plan reads it and its destinations are made."""
+
+
+class CopyRunner(Protocol):
+    """Runs the copy job of one plan file and waits for it (`ferry.spark.submit.SparkRunner`:
+    through spark-submit, or on a Spark Connect server in this process)."""
+
+    def run(self, plan_path: str) -> Copied:
+        """The job's exit code and the run as it recorded it (None when it left none)."""
+        ...
+

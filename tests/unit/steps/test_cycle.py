@@ -15,7 +15,9 @@ import pytest
 import ferry.spark.submit
 from ferry.config import MirrorConfig
 from ferry.config.connections import SNAPSHOT_SUFFIX
+from ferry.core.job import Copied, result_path, run_summary
 from ferry.core.positions import encode_position
+from ferry.core.tables import RangeOutcome
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
 from tests.unit.steps.fakes import FakeCluster
 
@@ -32,21 +34,30 @@ def clusters(*ends: int) -> Clusters:
 
 
 class Jobs:
-    """Stands in for the copy job: records each plan it is handed, returns `exit_code`."""
+    """Stands in for the copy job on Spark (`ferry.spark.submit.run_copy`, behind the
+    default runner): records each plan it is handed, returns `exit_code` and, with
+    `records`, the run as a job that copied that many records of each range recorded it."""
 
-    def __init__(self, exit_code: int = 0) -> None:
-        self.exit_code, self.plans = exit_code, []  # type: list[dict[str, Any]]
+    def __init__(self, exit_code: int = 0, records: int | None = None) -> None:
+        self.exit_code, self.records = exit_code, records
+        self.plans: list[dict[str, Any]] = []
 
     def __call__(self, config_path: str, flow: str, plan_path: str, master: str,
-                 keep_session: bool = False, **_: Any) -> int:
-        self.plans.append(json.loads(Path(plan_path).read_text()))
-        return self.exit_code
+                 keep_session: bool = False, *_: Any) -> Copied:
+        plan = json.loads(Path(plan_path).read_text())
+        self.plans.append(plan)
+        if self.records is None:
+            return Copied(self.exit_code)
+        runs = [{"topic": r["topic"], "partition": r["partition"], "range_start": r["start"],
+                 "range_end": r["end"], "records": self.records, "bytes": 10 * self.records,
+                 "outcome": RangeOutcome.COPIED} for r in plan["ranges"]]
+        return Copied(self.exit_code, run_summary(plan["run_id"], runs, 0))
 
 
 @pytest.fixture
 def jobs(monkeypatch: pytest.MonkeyPatch) -> Jobs:
     jobs = Jobs()
-    monkeypatch.setattr(ferry.spark.submit, "run_job", jobs)
+    monkeypatch.setattr(ferry.spark.submit, "run_copy", jobs)
     return jobs
 
 
@@ -93,7 +104,7 @@ def test_a_cycle_with_work_hands_its_exact_ranges_to_the_copy_job(
 def test_a_failed_copy_stops_the_run_before_record_and_checkpoints(
     config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(ferry.spark.submit, "run_job", Jobs(exit_code=1))
+    monkeypatch.setattr(ferry.spark.submit, "run_copy", Jobs(exit_code=1))
     monkeypatch.setattr(Cycle, "finish", lambda *_: pytest.fail("finish ran after a failed copy"))
 
     result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
@@ -121,13 +132,75 @@ def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
         result = run(str(tmp_path / "mm2.properties"), config, flow, master="local[1]",
                      clusters=clusters(5), run_id=run_id)
         assert result.recorded["run_id"] == run_id
+        assert result.planned is not None and result.planned.plan_path is not None
+        # as an Airflow `mirror` task's job leaves it: its `finish` reads Delta instead
+        Path(result_path(result.planned.plan_path)).write_text("{}")
 
     # then: the newest plans are kept for inspection, the stale snapshot is gone, and the
     # backfill's chunk plans are left to their backfill
     kept = sorted(p.name for p in plans_dir(flow).glob("*.json"))
-    assert kept == [f"{r}.json" for r in runs[-PLAN_HISTORY:]]
+    assert kept == sorted([f"{r}.json" for r in runs[-PLAN_HISTORY:]]
+                          + [f"{r}.result.json" for r in runs[-PLAN_HISTORY:]])
     assert len(jobs.plans) == len(runs)
     assert not stale.exists() and chunk.exists()
+
+
+def test_a_run_is_recorded_from_its_jobs_result_without_reading_the_runs_table_back(
+    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(ferry.spark.submit, "run_copy", Jobs(records=4))
+    monkeypatch.setattr("ferry.state.reader.rows",
+                        lambda *_, **__: pytest.fail("the runs table was read back"))
+
+    result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
+                 master="local[1]", clusters=clusters(5, 7), run_id="r1")
+
+    assert result.ok
+    assert result.recorded == {
+        "run_id": "r1", "ranges": 2, "records": 8, "bytes": 80, "failed": [], "gaps": 0,
+        "topics": {"orders": {"records": 8, "partitions": {"0": [0, 5], "1": [0, 7]}}}}
+
+
+def test_a_job_that_left_no_result_is_recorded_from_delta(
+    config: MirrorConfig, jobs: Jobs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    read: list[str] = []
+    monkeypatch.setattr("ferry.state.reader.rows",
+                        lambda path, *_, **__: read.append(Path(path).name) or [])
+
+    result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
+                 master="local[1]", clusters=clusters(5), run_id="r1")
+
+    assert read == ["runs", "gaps"]
+    assert result.recorded["run_id"] == "r1" and result.recorded["ranges"] == 0
+
+
+class Runner:
+    """A copy-runner port of its own: the cycle hands it the plan file and nothing else."""
+
+    def __init__(self) -> None:
+        self.plans: list[str] = []
+
+    def run(self, plan_path: str) -> Copied:
+        self.plans.append(plan_path)
+        return Copied(0, run_summary(json.loads(Path(plan_path).read_text())["run_id"], [], 0))
+
+
+def test_a_cycle_runs_its_copy_through_the_runner_it_is_given(
+    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(ferry.spark.submit, "run_copy",
+                        lambda *_: pytest.fail("Spark ran though a runner was given"))
+    runner = Runner()
+    cycle = Cycle(config, config.flow("A->B"), "r1", clusters=clusters(5), runner=runner)
+
+    result = cycle.start()
+    assert cycle.copy(result, str(tmp_path / "mm2.properties"))
+    recorded = cycle.finish(result).recorded
+
+    assert result.planned is not None
+    assert runner.plans == [result.planned.plan_path]
+    assert result.copied == recorded == run_summary("r1", [], 0)
 
 
 @pytest.mark.parametrize("call", ["write_positions", "read_checkpoints", "write_checkpoints",
