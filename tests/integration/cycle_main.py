@@ -13,7 +13,7 @@ from typing import Any
 from ferry.config import load_config
 from ferry.core.lanes import by_writer
 from ferry.kafka.lane import Lane, Part
-from ferry.steps.mirror import prepare
+from ferry.steps.plan import prepare
 
 
 class HeldAtCommit(Lane):

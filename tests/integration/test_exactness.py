@@ -24,7 +24,7 @@ from ferry.kafka import lane as lane_module
 from ferry.kafka.admin import Admin
 from ferry.kafka.lane import Lane
 from ferry.kafka.topology import ensure_offset_map_topic
-from ferry.steps.mirror import prepare
+from ferry.steps.plan import prepare
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,
@@ -456,7 +456,7 @@ def test_a_first_cycle_into_a_remote_partition_another_mirror_filled_copies_noth
 ) -> None:
     # given: an old mirror copied the source's 500 records into the remote topic and was
     # stopped; nobody adopted its progress
-    from ferry.steps.mirror import UnmappedRecordsError
+    from ferry.steps.plan import UnmappedRecordsError
     from tests.support.kafka_data import run_cycle
 
     flow, remote = flow_with_remote_topic(clusters, topic_name, tmp_path, 500)
@@ -560,7 +560,7 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
     # 60.. again into the remote topic on purpose)
     from ferry.core.internal import positions_group
     from ferry.steps import positions
-    from ferry.steps.mirror import prepare as plan_only
+    from ferry.steps.plan import prepare as plan_only
     from tests.support.kafka_data import run_cycle
 
     flow = one_partition_flow(clusters, topic_name, tmp_path, 100,

@@ -23,7 +23,7 @@ from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.errors import TerminalError, TransientError
 from ferry.kafka.lane import Lane
 from ferry.steps.clusters import Cluster
-from ferry.steps.mirror import prepare
+from ferry.steps.plan import prepare
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,
     assert_exact,

@@ -18,7 +18,7 @@ from ferry.core.tables import StatePaths
 from ferry.kafka.admin import Admin
 from ferry.state.reader import rows
 from ferry.steps import positions
-from ferry.steps.mirror import SourceRecreatedError
+from ferry.steps.plan import SourceRecreatedError
 from tests.conftest import restart_target
 from tests.support.kafka_data import (
     assert_exact,

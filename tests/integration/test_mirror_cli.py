@@ -19,7 +19,7 @@ from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError
 from ferry.state.reader import rows
 from ferry.steps.cycle import plans_dir
-from ferry.steps.mirror import prepare
+from ferry.steps.plan import prepare
 from tests.support.cli import ferry
 from tests.support.kafka_data import (
     assert_exact,

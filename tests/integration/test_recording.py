@@ -103,7 +103,7 @@ def test_a_job_killed_between_its_runs_and_offset_map_appends_loses_and_doubles_
     # given: a copy job that dies right after its first Delta commit of the run
     from ferry.spark import copy_job
     from ferry.steps.cycle import write_plan
-    from ferry.steps.mirror import prepare
+    from ferry.steps.plan import prepare
 
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name,

@@ -277,7 +277,7 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
 ) -> None:
     # given: a continuous loop's kept session that can no longer run anything
     from ferry.steps.cycle import write_plan
-    from ferry.steps.mirror import prepare
+    from ferry.steps.plan import prepare
 
     url, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 200)
     flow = config.enabled_flows[0]

@@ -137,7 +137,7 @@ def test_ferrys_lines_reach_the_task_log_at_their_own_level(
     # context; nothing is at error (stderr lines would be, as Airflow forwards them so)
     planned = [e for e in entries if str(e.get("event", "")).startswith("planned ")]
     assert planned, entries
-    assert all((e.get("level"), e.get("logger")) == ("info", "ferry.steps.mirror")
+    assert all((e.get("level"), e.get("logger")) == ("info", "ferry.steps.plan")
                for e in planned), planned
     assert all(f"[flow={flow.flow.name}]" in str(e["event"]) for e in planned), planned
     assert [e for e in entries if e.get("level") in ("error", "critical")] == []

@@ -23,7 +23,7 @@ from ferry.core.planner import Range
 from ferry.errors import FerryError
 from ferry.kafka.lane import Lane
 from ferry.kafka.lane_state import Part
-from ferry.steps.mirror import prepare
+from ferry.steps.plan import prepare
 
 Conn = str | Mapping[str, str]
 """A cluster to talk to: bootstrap servers, or librdkafka settings (secure clusters)."""

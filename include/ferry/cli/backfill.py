@@ -44,7 +44,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ferry.steps.backfill import BackfillRequest, copy_chunks, prepare_backfill
-    from ferry.steps.mirror import new_run_id
+    from ferry.steps.plan import new_run_id
 
     config, flow = config_and_flow(args)
     master = args.master or flow.ferry.spark_master

@@ -88,7 +88,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ferry.steps.mirror import prepare
+    from ferry.steps.plan import prepare
 
     flow = enabled_flow(args)
     prepared = prepare(flow, apply=False, restore=False)

@@ -28,7 +28,7 @@ from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.errors import FerryError
 from ferry.steps.clusters import Cluster
-from ferry.steps.mirror import Prepared, new_run_id, prepare
+from ferry.steps.plan import Prepared, new_run_id, prepare
 from ferry.steps.ports import CopyRunner
 
 if TYPE_CHECKING:

@@ -92,7 +92,7 @@ def planned(config_path: str, config: MirrorConfig, flow: Flow, *, groups: str |
     if execute:
         report.cycles = _catch_up(config_path, config, flow, deadline_s, master, run_cycle)
     else:
-        from ferry.steps.mirror import prepare
+        from ferry.steps.plan import prepare
 
         # A dry run plans only: no plan file, no position restored, no topic touched.
         idle = prepare(flow, apply=False, restore=False).plan.is_idle

@@ -220,7 +220,7 @@ class SyncTarget(SyncSource, Protocol):
 
 
 class PlanSource(SyncSource, ReadsWatermarks, HasTopicIds, Protocol):
-    """The source as a cycle's plan (`ferry.steps.mirror.prepare`) reads it."""
+    """The source as a cycle's plan (`ferry.steps.plan.prepare`) reads it."""
 
 
 class PlanTarget(SyncTarget, PositionsTarget, OffsetMapTarget, ReadsCommitted,

@@ -10,7 +10,7 @@ from ferry.config import Flow, load_config
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.planner import TopicPartition
 from ferry.core.positions import decode_position, encode_position
-from ferry.steps.mirror import SourceRecreatedError, check_identity
+from ferry.steps.plan import SourceRecreatedError, check_identity
 from ferry.steps.recovery import Recorded, latest_positions
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

@@ -19,7 +19,7 @@ from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError, UsageError
 from ferry.state.reader import rows
 from ferry.steps.backfill import BackfillRequest, prepare_backfill
-from ferry.steps.mirror import SourceRecreatedError, UnmappedRecordsError, prepare
+from ferry.steps.plan import SourceRecreatedError, UnmappedRecordsError, prepare
 from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster, entry
 

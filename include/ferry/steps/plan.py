@@ -1,7 +1,7 @@
-"""One mirror cycle's steps, shared by the CLI (`ferry plan`, `ferry mirror`) and the DAG.
+"""The plan step of a cycle, shared by the CLI (`ferry plan`, `ferry mirror`) and the DAG.
 
-sync topology -> plan (watermarks, positions) -> copy (lanes) -> record. `prepare` does the
-first two against the clusters (cheap: a few admin calls, no JVM), so an idle cycle ends
+A cycle is sync topology -> plan (watermarks, positions) -> copy (lanes) -> record
+(`ferry.steps.cycle`). `prepare` does the first two against the clusters (cheap: a few admin calls, no JVM), so an idle cycle ends
 there. The plan is fixed when it is made; the copy step receives it whole.
 """
 
