@@ -17,6 +17,8 @@ lint-imports
 echo "== pytest"
 mkdir -p test-artifacts
 # Parallel workers (pytest-xdist), each module whole on one worker so its module-scoped
-# services start once; each worker starts the session's shared services it needs.
-exec pytest -n "${FERRY_TEST_WORKERS:-2}" --dist loadscope \
+# services start once; each worker starts the session's shared services it needs. Modules
+# go out in collection order (tests/conftest.py puts the broker-free tier last, to fill in
+# while the slow tiers' last modules finish). Each test's time: test-artifacts/junit.xml.
+exec pytest -n "${FERRY_TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder \
   --junitxml=test-artifacts/junit.xml "$@"
