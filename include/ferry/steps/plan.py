@@ -1,8 +1,9 @@
 """The plan step of a cycle, shared by the CLI (`ferry plan`, `ferry mirror`) and the DAG.
 
 A cycle is sync topology -> plan (watermarks, positions) -> copy (lanes) -> record
-(`ferry.steps.cycle`). `prepare` does the first two against the clusters (cheap: a few admin calls, no JVM), so an idle cycle ends
-there. The plan is fixed when it is made; the copy step receives it whole.
+(`ferry.steps.cycle`). `prepare` does the first two against the clusters (cheap: a few
+admin calls, no JVM), so an idle cycle ends there. The plan is fixed when it is made; the
+copy step receives it whole.
 """
 
 from __future__ import annotations
