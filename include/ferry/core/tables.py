@@ -4,7 +4,7 @@ schema (pure: no Spark, no delta-rs). A row builder returns exactly its table's 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -105,6 +105,16 @@ class StatePaths:
     @property
     def lag(self) -> str:
         return self.table("lag")
+
+
+SCHEMAS = {"offset_map": OFFSET_MAP_DDL, "runs": RUNS_DDL, "gaps": GAPS_DDL,
+           "incidents": INCIDENTS_DDL, "syncs": SYNCS_DDL, "checkpoints": CHECKPOINTS_DDL,
+           "verify": VERIFY_DDL, "lag": LAG_DDL}
+"""Each table of a flow's state, by its name under the state dir (`StatePaths.table`), and
+its schema: the one source both writers read theirs from."""
+
+JOB_TABLES = frozenset({"offset_map", "runs"})
+"""The tables the copy job writes (Spark), each its only writer; delta-rs appends the rest."""
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
@@ -229,6 +239,15 @@ def gap_row(flow: str, run_id: str, gap: Gap, action: str) -> dict[str, Any]:
         "gap_start": gap.start, "gap_end": gap.end, "records": gap.count, "action": action,
         "detected_at": datetime.now(UTC), "schema_version": SCHEMA_VERSION,
     }
+
+
+def unrecorded(gaps: Sequence[Gap], recorded: Iterable[Mapping[str, Any]]) -> list[Gap]:
+    """The `gaps` not among `recorded` (rows of the `gaps` table): under
+    `ferry.on.gap=fail` every run finds the same gap again until the operator acts; it is
+    one gap, recorded once (so the table and `ferry_gap_records_total` count records lost,
+    not runs that noticed)."""
+    known = {(r["topic"], r["partition"], r["gap_start"], r["gap_end"]) for r in recorded}
+    return [g for g in gaps if (g.topic, g.partition, g.start, g.end) not in known]
 
 
 def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.core.planner import Gap
-from ferry.core.tables import MapRow, map_row
+from ferry.core.tables import MapRow, map_row, unrecorded
 
 
 def _table(path: str) -> Any | None:
@@ -63,14 +63,8 @@ def transaction_version(path: str, app_id: str) -> int | None:
 
 
 def unrecorded_gaps(path: str, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
-    """The gaps not in the `gaps` table yet: under `ferry.on.gap=fail` every run finds the
-    same gap again until the operator acts; it is one gap, recorded once (so the table and
-    `ferry_gap_records_total` count records lost, not runs that noticed)."""
-    if not gaps:
-        return []
-    known = {(r["topic"], r["partition"], r["gap_start"], r["gap_end"])
-             for r in rows(path, flow)}
-    return [g for g in gaps if (g.topic, g.partition, g.start, g.end) not in known]
+    """The gaps not in the `gaps` table yet (`ferry.core.tables.unrecorded`)."""
+    return unrecorded(gaps, rows(path, flow)) if gaps else []
 
 
 def last_steps(path: str, flow: str) -> dict[str, datetime]:

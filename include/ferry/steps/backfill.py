@@ -33,10 +33,11 @@ from ferry.core.backfill import (
 from ferry.core.offsetmap import MapEntry
 from ferry.core.planner import Range, TopicPartition, Watermarks
 from ferry.errors import TerminalError, UsageError
+from ferry.state.store import DeltaStore
 
 if TYPE_CHECKING:
     from ferry.config.connections import Connection
-    from ferry.steps.ports import BackfillSource, BackfillTarget, SyncSource
+    from ferry.steps.ports import BackfillSource, BackfillTarget, StateStore, SyncSource
 
 log = logging.getLogger(__name__)
 ROLE = "backfill"
@@ -139,10 +140,11 @@ def _held(entries: list[MapEntry], exists: bool, marks: Watermarks | None) -> tu
 def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
                      master: str | None = None, apply: bool = True, *,
                      source: BackfillSource | None = None,
-                     target: BackfillTarget | None = None) -> BackfillRun:
+                     target: BackfillTarget | None = None,
+                     state: StateStore | None = None) -> BackfillRun:
     """Plan the backfill and (with `apply`) make it ready to copy: raises UsageError for a
     bad request and TerminalError for a refused plan or a gap under `on_gap=fail`.
-    `source` and `target` default to the flow's clusters."""
+    `source` and `target` default to the flow's clusters, `state` to its Delta tables."""
     from ferry.core.internal import positions_group
     from ferry.core.lanes import cores_of, lane_count
     from ferry.core.sync.topics import mirrored_topics
@@ -197,7 +199,7 @@ def prepare_backfill(flow: Flow, request: BackfillRequest, run_id: str,
     if plan.refusals:
         raise plan.refused()
     if apply:
-        _record_gaps(flow, run_id, plan, request.on_gap)
+        _record_gaps(flow, run_id, plan, request.on_gap, state or DeltaStore.of(flow))
     if plan.gaps and request.on_gap != "continue":
         from ferry.core.planner import describe_gaps
 
@@ -237,19 +239,17 @@ def _check_named(flow: Flow, destinations: Mapping[str, str],
             raise UsageError(f"target topic {dest!r} is internal by MM2's rules: name another")
 
 
-def _record_gaps(flow: Flow, run_id: str, plan: BackfillPlan, on_gap: str) -> None:
-    from ferry.core.tables import GAPS_DDL, StatePaths, gap_row
-    from ferry.state.reader import unrecorded_gaps
-    from ferry.state.writer import append
+def _record_gaps(flow: Flow, run_id: str, plan: BackfillPlan, on_gap: str,
+                 state: StateStore) -> None:
+    from ferry.core.tables import gap_row
 
     for gap in plan.gaps:
         log.warning("backfill %s: %s-%s offsets %d..%d (%d records) were deleted by retention "
                     "before they were copied", run_id, gap.topic, gap.partition, gap.start,
                     gap.end - 1, gap.count, extra={"flow": flow.name, "topic": gap.topic,
                                                    "partition": gap.partition})
-    path = StatePaths(flow.ferry.state_dir).gaps
-    append(path, GAPS_DDL, [gap_row(flow.name, run_id, g, on_gap)
-                            for g in unrecorded_gaps(path, flow.name, plan.gaps)])
+    state.append("gaps", [gap_row(flow.name, run_id, g, on_gap)
+                          for g in state.unrecorded_gaps(flow.name, plan.gaps)])
 
 
 def _create_destinations(flow: Flow, run_id: str, destinations: Mapping[str, str],

@@ -30,8 +30,9 @@ from ferry.core.checkpoints import (
 from ferry.core.offsetmap import MapEntry
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import UsageError
+from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
-from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource
+from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource, StateStore
 
 log = logging.getLogger(__name__)
 NOT_MIRRORED = "not-mirrored"
@@ -159,10 +160,11 @@ def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
 
 def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
         source: GroupsSource | None = None, target: CheckpointsTarget | None = None,
-        entries_of: EntriesOf | None = None) -> CheckpointReport:
+        entries_of: EntriesOf | None = None, state: StateStore | None = None
+        ) -> CheckpointReport:
     """Translate (fail-back too, with `reverse`), emit checkpoints, sync idle target groups
-    (when enabled), record (Delta, under the flow's `ferry.state.dir`). The clients default
-    to the flow's clusters and offset maps (see `translate_groups`)."""
+    (when enabled), record (`state`: by default Delta, under the flow's `ferry.state.dir`).
+    The clients default to the flow's clusters and offset maps (see `translate_groups`)."""
     report = CheckpointReport(flow.name, translate_groups(
         flow, reverse=reverse, source=source, entries_of=entries_of))
     target = target or Cluster(flow.target_admin)
@@ -178,12 +180,12 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
         by_group: dict[str, list[Checkpoint]] = {}
         for checkpoint in current:
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
-        for group, state in target.describe_groups(sorted(by_group)).items():
-            writes = offsets_to_commit(by_group[group], state)
+        for group, described in target.describe_groups(sorted(by_group)).items():
+            writes = offsets_to_commit(by_group[group], described)
             if writes is None:
                 report.active.append(group)
                 log.warning("group %s is active on %s (%s): its offsets are left untouched",
-                            group, flow.target, state.state, extra={"flow": flow.name})
+                            group, flow.target, described.state, extra={"flow": flow.name})
             elif writes:
                 target.commit(group, list(writes.values()))
                 report.synced[group] = len(writes)
@@ -191,28 +193,25 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
     if bounded:
         log.info("%d group partitions are ahead of the mirror: checkpointed at the end of "
                  "what was mirrored", len(bounded), extra={"flow": flow.name})
-    _record(flow, report, run_id)
+    _record(flow, report, run_id, state or DeltaStore.of(flow))
     log.info("checkpoints: %d group partitions translated, %d emitted, %d groups synced, %d "
              "active groups untouched", len(report.translations), len(report.emitted),
              len(report.synced), len(report.active), extra={"flow": flow.name})
     return report
 
 
-def due(flow: Flow) -> str:
+def due(flow: Flow, state: StateStore | None = None) -> str:
     """`due`, or why the checkpoint step does not run now (`emit.checkpoints.*`; an
     interval you set is honoured across runs, the default runs every run)."""
     from ferry.core.sync.schedule import due_steps
-    from ferry.core.tables import StatePaths
-    from ferry.state.reader import last_steps
 
-    last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
+    last = (state or DeltaStore.of(flow)).last_steps(flow.name) \
         if flow.emit_checkpoints.explicit else {}
     return due_steps(flow, last, datetime.now(UTC), steps=("checkpoints",))["checkpoints"]
 
 
-def _record(flow: Flow, report: CheckpointReport, run_id: str) -> None:
-    from ferry.core.tables import CHECKPOINTS_DDL, SYNCS_DDL, StatePaths, checkpoint_row, sync_row
-    from ferry.state.writer import append
+def _record(flow: Flow, report: CheckpointReport, run_id: str, state: StateStore) -> None:
+    from ferry.core.tables import checkpoint_row, sync_row
 
     now = datetime.now(UTC)
     emitted = {c.key for c in report.emitted}
@@ -220,9 +219,8 @@ def _record(flow: Flow, report: CheckpointReport, run_id: str) -> None:
                            t.target_topic, t.target_offset, t.status,
                            (t.group, t.target_topic, t.partition) in emitted,
                            t.group in report.synced, now) for t in report.translations]
-    paths = StatePaths(flow.ferry.state_dir)
-    append(paths.checkpoints, CHECKPOINTS_DDL, rows)
+    state.append("checkpoints", rows)
     if flow.emit_checkpoints.explicit:  # remembered to honour the interval
-        append(paths.syncs, SYNCS_DDL, [sync_row(
+        state.append("syncs", [sync_row(
             flow.name, run_id, "checkpoints",
             [f"{c.group} {c.topic}-{c.partition}" for c in report.emitted], now)])

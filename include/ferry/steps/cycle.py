@@ -27,9 +27,10 @@ from ferry.config import Flow, MirrorConfig
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.errors import FerryError
+from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.plan import Prepared, new_run_id, prepare
-from ferry.steps.ports import CopyRunner
+from ferry.steps.ports import CopyRunner, StateStore
 
 if TYPE_CHECKING:
     from ferry.steps.sync import SyncReport
@@ -106,18 +107,20 @@ class Cycle:
 
     def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
-                 clusters: Clusters | None = None, runner: CopyRunner | None = None
-                 ) -> None:
+                 clusters: Clusters | None = None, runner: CopyRunner | None = None,
+                 state: StateStore | None = None) -> None:
         """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
         where every step runs when its config says). `clusters`: the flow's, made on first
         use when not given. `runner`: what runs the copy job (None: Spark on `master`, made
-        by `copy` with the config's path)."""
+        by `copy` with the config's path). `state`: the flow's state (None: its Delta
+        tables)."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
         self.pace = pace
         self._clusters = clusters
         self.runner = runner
+        self.store = state or DeltaStore.of(flow)
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
@@ -157,7 +160,7 @@ class Cycle:
 
         paced = {s: Pace.why_not(interval_of(self.flow, s)) for s in STEPS
                  if s in PACED and not self._paced(s)}
-        report = sync_flow(self.flow, apply=True, run_id=self.run_id,
+        report = sync_flow(self.flow, apply=True, run_id=self.run_id, state=self.store,
                            steps=[s for s in STEPS if s not in paced],
                            source=self.clusters.source, target=self.clusters.target)
         self._synced = report
@@ -184,16 +187,15 @@ class Cycle:
         cycle; else (the DAG's `finish`, after a `mirror` task that may have been retried)
         it is read back from Delta."""
         from ferry.core.job import run_summary
-        from ferry.core.tables import StatePaths, final_attempts
+        from ferry.core.tables import final_attempts
         from ferry.errors import FerryError
-        from ferry.state.reader import rows
         from ferry.steps.lag import record_lag
 
         flow = self.flow
         try:
             if self._paced("lag"):
                 record_lag(flow, self.run_id, source=self.clusters.source,
-                           target=self.clusters.target)
+                           target=self.clusters.target, state=self.store)
                 self._ran("lag")
         except FerryError as exc:  # brokers gone since the copy: a point of history lost
             log.warning("lag history not recorded: %s", exc, extra={"flow": flow.name})
@@ -204,10 +206,10 @@ class Cycle:
             summary = copied
         else:
             origin = "read back from Delta"
-            paths = StatePaths(flow.ferry.state_dir)
-            summary = run_summary(self.run_id,
-                                  final_attempts(rows(paths.runs, flow.name, run_id=self.run_id)),
-                                  len(rows(paths.gaps, flow.name, run_id=self.run_id)))
+            store = self.store
+            summary = run_summary(
+                self.run_id, final_attempts(store.rows("runs", flow.name, run_id=self.run_id)),
+                len(store.rows("gaps", flow.name, run_id=self.run_id)))
         logging.getLogger("ferry.record").info("run recorded (%s): %s", origin, summary,
                                                extra={"flow": flow.name})
         prune_plans(flow)
@@ -222,13 +224,14 @@ class Cycle:
 
         if not self._paced("checkpoints"):
             return {"ran": False, "why": Pace.why_not(self.flow.emit_checkpoints)}
-        state = due(self.flow)
-        if state != DUE:
+        why = due(self.flow, self.store)
+        if why != DUE:
             self._ran("checkpoints")
-            return {"ran": False, "why": state}
+            return {"ran": False, "why": why}
         report = translate(self.flow, run_id=self.run_id,
                            reverse=reverse_of(self.config, self.flow),
-                           source=self.clusters.source, target=self.clusters.target)
+                           source=self.clusters.source, target=self.clusters.target,
+                           state=self.store)
         self._ran("checkpoints")
         return {"ran": True, "translated": len(report.translations),
                 "emitted": len(report.emitted), "synced_groups": sorted(report.synced),

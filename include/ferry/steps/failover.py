@@ -41,7 +41,7 @@ from ferry.core.failover import (
 )
 from ferry.errors import TerminalError
 from ferry.steps.clusters import Cluster
-from ferry.steps.ports import CheckpointsTarget
+from ferry.steps.ports import CheckpointsTarget, StateStore
 
 log = logging.getLogger(__name__)
 PLANNED, UNPLANNED = "planned", "unplanned"
@@ -109,17 +109,17 @@ def planned(config_path: str, config: MirrorConfig, flow: Flow, *, groups: str |
 
 
 def unplanned(config: MirrorConfig, flow: Flow, *, groups: str | None = None,
-              execute: bool = False, target: CheckpointsTarget | None = None
-              ) -> FailoverReport:
+              execute: bool = False, target: CheckpointsTarget | None = None,
+              state: StateStore | None = None) -> FailoverReport:
     """The groups' latest translations committed on the target without a word to the
-    source, and what is at risk (see the module)."""
-    from ferry.core.tables import StatePaths
-    from ferry.state.reader import rows
+    source, and what is at risk (see the module); the translations and the lag are read
+    from `state` (default: the flow's Delta tables)."""
+    from ferry.state.store import DeltaStore
 
     report = FailoverReport(flow.name, UNPLANNED, execute)
-    paths = StatePaths(flow.ferry.state_dir)
+    state = state or DeltaStore.of(flow)
     wanted = group_filter(groups)
-    latest = [r for r in latest_rows(rows(paths.checkpoints, flow.name),
+    latest = [r for r in latest_rows(state.rows("checkpoints", flow.name),
                                      ("group_id", "source_topic", "source_partition"),
                                      "translated_at")
               if wanted is None or wanted.fullmatch(r["group_id"])]
@@ -130,7 +130,7 @@ def unplanned(config: MirrorConfig, flow: Flow, *, groups: str | None = None,
     report.lines = _commit(flow, [(r["group_id"], r["source_topic"], r["source_partition"],
                                    r["source_offset"], r["target_topic"], r["status"])
                                   for r in latest], checkpoints, execute, target)
-    report.at_risk = at_risk(rows(paths.lag, flow.name))
+    report.at_risk = at_risk(state.rows("lag", flow.name))
     if not latest:
         log.warning("no translation was ever recorded for this flow's groups: nothing to "
                     "commit (checkpoints run with each cycle)", extra={"flow": flow.name})

@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 from ferry.config import Flow
 from ferry.errors import FerryError
+from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
-from ferry.steps.ports import LagSource, ReadsGroupOffsets
+from ferry.steps.ports import LagSource, ReadsGroupOffsets, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -85,17 +86,17 @@ def _retention(flow: Flow, source: LagSource, topics: set[str]) -> dict[str, flo
 
 
 def record_lag(flow: Flow, run_id: str, *, source: LagSource | None = None,
-               target: ReadsGroupOffsets | None = None) -> int:
+               target: ReadsGroupOffsets | None = None, state: StateStore | None = None
+               ) -> int:
     """Append the flow's per-partition lag, as it is now, to the Delta `lag` table (one row
     per source partition, tagged with `run_id`): the history behind the Ferry page's lag
     chart. Called once per flow run, after the run recorded its ranges. Returns the number
     of rows written (0 when the flow mirrors no partition yet)."""
-    from ferry.core.tables import LAG_DDL, StatePaths, lag_row
-    from ferry.state.writer import append
+    from ferry.core.tables import lag_row
 
     now = datetime.now(UTC)
     found = [lag_row(flow.name, run_id, p.topic, p.partition, p.source_end, p.position,
                      p.lag_records, p.lag_seconds, now)
              for p in partition_lag(flow, source=source, target=target, retention=False)]
-    append(StatePaths(flow.ferry.state_dir).lag, LAG_DDL, found)
+    (state or DeltaStore.of(flow)).append("lag", found)
     return len(found)

@@ -10,10 +10,9 @@ from typing import Any
 
 from ferry.config import Flow
 from ferry.core.offsetmap import MapEntry, latest_cover, lookup, next_mirrored
-from ferry.core.tables import StatePaths
-from ferry.state.reader import map_rows
+from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
-from ferry.steps.ports import HasTopicIds, OffsetMapTarget
+from ferry.steps.ports import HasTopicIds, OffsetMapTarget, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +52,11 @@ class Answer:
 
 
 def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
-         source: HasTopicIds | None = None, target: OffsetMapTarget | None = None) -> Answer:
+         source: HasTopicIds | None = None, target: OffsetMapTarget | None = None,
+         state: StateStore | None = None) -> Answer:
     """Where `source_offset` of the source partition went (see `partition_entries`; the
-    clusters default to the flow's)."""
-    entries = partition_entries(flow, [topic], source=source, target=target).get(
+    clusters and the state default to the flow's)."""
+    entries = partition_entries(flow, [topic], source=source, target=target, state=state).get(
         (topic, partition), [])
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
@@ -87,8 +87,8 @@ Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
 
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
                     into: Callable[[str], str] | None = None, claims: bool = False, *,
-                    source: HasTopicIds | None = None, target: OffsetMapTarget | None = None
-                    ) -> Grouped:
+                    source: HasTopicIds | None = None, target: OffsetMapTarget | None = None,
+                    state: StateStore | None = None) -> Grouped:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
     up (a job that died between the Kafka commit and the Delta write).
@@ -103,18 +103,19 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
     topic of its own never answers for the mirror.
 
     `source` and `target` default to the flow's clusters: the target's offset-map topic and
-    both sides' topic IDs are read through them; the Delta table under `ferry.state.dir`."""
-    every, target_ids, _ = _claims(flow, topics, into, source, target)
+    both sides' topic IDs are read through them; `state` defaults to the Delta tables under
+    `ferry.state.dir`."""
+    every, target_ids, _ = _claims(flow, topics, into, source, target, state)
     return every if claims else _live(every, target_ids)
 
 
 def entries_and_older(flow: Flow, topics: Collection[str], *,
                       source: HasTopicIds | None = None,
-                      target: OffsetMapTarget | None = None
+                      target: OffsetMapTarget | None = None, state: StateStore | None = None
                       ) -> tuple[Grouped, dict[tuple[str, int], str]]:
     """`current_entries`, and the source partitions that have entries only of an older
     incarnation of their topic: (topic, partition) -> that incarnation's topic ID."""
-    every, target_ids, older = _claims(flow, topics, None, source, target)
+    every, target_ids, older = _claims(flow, topics, None, source, target, state)
     live = _live(every, target_ids)
     # only entries of records still on the target: a remote topic deleted since took
     # those with it, and the new source topic may start over in the new remote topic
@@ -125,11 +126,11 @@ def entries_and_older(flow: Flow, topics: Collection[str], *,
 def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
                        into: Callable[[str], str] | None = None, *,
                        source: HasTopicIds | None = None,
-                       target: OffsetMapTarget | None = None
+                       target: OffsetMapTarget | None = None, state: StateStore | None = None
                        ) -> tuple[dict[tuple[str, int], list[MapEntry]],
                                   dict[tuple[str, int], list[MapEntry]]]:
     """`partition_entries` without and with `claims`, from one read."""
-    every, target_ids, _ = _claims(flow, topics, into, source, target)
+    every, target_ids, _ = _claims(flow, topics, into, source, target, state)
     return _covers(_live(every, target_ids)), _covers(every)
 
 
@@ -148,7 +149,8 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 
 def _claims(flow: Flow, topics: Collection[str] | None,
             into: Callable[[str], str] | None, source: HasTopicIds | None,
-            target: OffsetMapTarget | None) -> tuple[Grouped, dict[str, str], Grouped]:
+            target: OffsetMapTarget | None, state: StateStore | None
+            ) -> tuple[Grouped, dict[str, str], Grouped]:
     """Every entry of the current source incarnations (see `current_entries`), the
     destinations' current topic IDs, and the entries of other source incarnations."""
     from ferry.errors import FerryError
@@ -159,7 +161,7 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     target = target or Cluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
-    for row in map_rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, topics):
+    for row in (state or DeltaStore.of(flow)).map_rows(flow.name, topics):
         current = row.map_topic_id == cursor.topic_id or (
             not row.map_topic_id and cursor.legacy_current)
         keyed.append(((1, 0, row.offset) if current
@@ -190,8 +192,9 @@ def _claims(flow: Flow, topics: Collection[str] | None,
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
                       into: Callable[[str], str] | None = None, claims: bool = False, *,
                       source: HasTopicIds | None = None,
-                      target: OffsetMapTarget | None = None
+                      target: OffsetMapTarget | None = None, state: StateStore | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
-    return _covers(current_entries(flow, topics, into, claims, source=source, target=target))
+    return _covers(current_entries(flow, topics, into, claims, source=source, target=target,
+                                   state=state))

@@ -15,17 +15,19 @@ cluster) are theirs.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.job import Copied
 from ferry.core.offsetmap import MapCursor, MapEntry
-from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import AlterTopicConfig, ReplaceTopicConfig, TopicConfig
 from ferry.core.sync.topics import TopicActions
+from ferry.core.tables import MapRow
 
 if TYPE_CHECKING:
     from ferry.kafka.admin import TopicInfo
@@ -247,5 +249,31 @@ class CopyRunner(Protocol):
 
     def run(self, plan_path: str) -> Copied:
         """The job's exit code and the run as it recorded it (None when it left none)."""
+        ...
+
+
+class StateStore(Protocol):
+    """What the steps read and append of a flow's state: its tables by name (the keys of
+    `ferry.core.tables.SCHEMAS`), rows as dicts of the tables' columns
+    (`ferry.state.store.DeltaStore` on Delta)."""
+
+    def rows(self, table: str, flow: str, **equal: object) -> list[dict[str, Any]]:
+        """The flow's rows of `table` whose columns equal `equal`."""
+        ...
+
+    def append(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Append `rows` (nothing for none), whole or not at all."""
+        ...
+
+    def last_steps(self, flow: str) -> dict[str, datetime]:
+        """When each of the flow's paced steps last ran (the `syncs` table)."""
+        ...
+
+    def unrecorded_gaps(self, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
+        """The `gaps` the `gaps` table does not hold yet."""
+        ...
+
+    def map_rows(self, flow: str, topics: Collection[str] | None = None) -> list[MapRow]:
+        """The flow's offset-map rows (of `topics` only, when given)."""
         ...
 

@@ -40,7 +40,7 @@ from ferry.core.sync.topics import (
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
-    from ferry.steps.ports import SyncSource, SyncTarget
+    from ferry.steps.ports import StateStore, SyncSource, SyncTarget
 
 log = logging.getLogger(__name__)
 
@@ -132,21 +132,21 @@ def _remembered(flow: Flow) -> dict[str, bool]:
 
 def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
               source: SyncSource | None = None, target: SyncTarget | None = None,
-              steps: Collection[str] | None = None) -> SyncReport:
+              steps: Collection[str] | None = None, state: StateStore | None = None
+              ) -> SyncReport:
     """Bring the target in step with the source (or, without `apply`, report what would
     change). `force` runs every enabled step whatever its interval; `steps` limits which
     steps may run (none: only read both clusters' topics). `source` and `target` default
-    to the flow's clusters."""
-    from ferry.core.tables import StatePaths
-    from ferry.state.reader import last_steps
+    to the flow's clusters, `state` to its Delta tables."""
+    from ferry.state.store import DeltaStore
     from ferry.steps.clusters import Cluster
 
     source = source or Cluster(flow.source_admin)
     target = target or Cluster(flow.target_admin)
     now = datetime.now(UTC)
     wanted = STEPS if steps is None else tuple(steps)
-    last = last_steps(StatePaths(flow.ferry.state_dir).syncs, flow.name) \
-        if wanted and any(_remembered(flow).values()) else {}
+    state = state or DeltaStore.of(flow)
+    last = state.last_steps(flow.name) if wanted and any(_remembered(flow).values()) else {}
     due = {step: why if step in wanted else "not run here"
            for step, why in due_steps(flow, last, now, force).items()}
     source_topics = {t.name: t.partitions for t in source.topics().values()}
@@ -178,7 +178,7 @@ def sync_flow(flow: Flow, *, apply: bool, force: bool = False, run_id: str = "",
     report = SyncReport(flow.name, apply, due, mirrored, remote, topics, api, configs, acls,
                         tuple(warnings))
     if apply and wanted:
-        _record(flow, report, run_id, now)
+        _record(flow, report, run_id, now, state)
     for line in report.lines():
         log.info("%s%s", "" if apply else "would ", line, extra={"flow": flow.name})
     return report
@@ -274,11 +274,11 @@ def _sync_acls(flow: Flow, source: SyncSource, target: SyncTarget, apply: bool,
     return actions, ""
 
 
-def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime) -> None:
+def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime,
+            state: StateStore) -> None:
     """A `syncs` row for each step that ran and changed something, or whose interval must
     be honoured (steady runs with default intervals write nothing)."""
-    from ferry.core.tables import SYNCS_DDL, StatePaths, sync_row
-    from ferry.state.writer import append
+    from ferry.core.tables import sync_row
 
     parts = {
         "topics": ([f"create {c.name}" for c in report.topics.create]
@@ -289,4 +289,4 @@ def _record(flow: Flow, report: SyncReport, run_id: str, now: datetime) -> None:
     keep = _remembered(flow)
     rows = [sync_row(flow.name, run_id, step, parts[step], now)
             for step in STEPS if report.steps[step] == "done" and (parts[step] or keep[step])]
-    append(StatePaths(flow.ferry.state_dir).syncs, SYNCS_DDL, rows)
+    state.append("syncs", rows)

@@ -32,7 +32,8 @@ from ferry.core.verify import (
     target_span,
 )
 from ferry.errors import UsageError
-from ferry.steps.ports import Claims, ReadsDigests, VerifySource
+from ferry.state.store import DeltaStore
+from ferry.steps.ports import Claims, ReadsDigests, StateStore, VerifySource
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,11 @@ def _offsets(first: int, records: int) -> str:
 
 def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
            source: VerifySource | None = None, target: ReadsDigests | None = None,
-           claims: Claims | None = None) -> list[PartitionCheck]:
+           claims: Claims | None = None, state: StateStore | None = None
+           ) -> list[PartitionCheck]:
     """Check every mirrored partition of the flow (or of `topic`); record the results.
-    `source`, `target` and `claims` (the offset map's claims) default to the flow's."""
+    `source`, `target`, `claims` (the offset map's claims) and `state` (its Delta tables)
+    default to the flow's."""
     from ferry.core.internal import reader_group
     from ferry.core.planner import TopicPartition
     from ferry.steps.clusters import Cluster
@@ -126,17 +129,16 @@ def verify(flow: Flow, topic: str | None = None, run_id: str = "", *,
                                skipped=compared.skipped, extra=compared.extra)
         log.info("%s", check.text(flow), extra={"flow": flow.name, "topic": t, "partition": p})
         checks.append(check)
-    _record(flow, checks, run_id)
+    _record(flow, checks, run_id, state or DeltaStore.of(flow))
     return checks
 
 
-def _record(flow: Flow, checks: list[PartitionCheck], run_id: str) -> None:
-    from ferry.core.tables import VERIFY_DDL, StatePaths, verify_row
-    from ferry.state.writer import append
+def _record(flow: Flow, checks: list[PartitionCheck], run_id: str, state: StateStore) -> None:
+    from ferry.core.tables import verify_row
 
     now = datetime.now(UTC)
     rows = [verify_row(
         flow.name, run_id, c.topic, c.partition, c.source_start, c.source_end, c.checked,
         c.count(ALTERED), c.count(MISSING), c.skipped_records, c.extra,
         [asdict(m) for m in c.mismatches[:100]], c.ok, now) for c in checks]
-    append(StatePaths(flow.ferry.state_dir).verify, VERIFY_DDL, rows)
+    state.append("verify", rows)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapCursor, MapEntry, Segment
-from ferry.core.planner import TopicPartition, Watermarks
+from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import (
@@ -24,6 +26,7 @@ from ferry.core.sync.configs import (
     TopicConfig,
 )
 from ferry.core.sync.topics import TopicActions
+from ferry.core.tables import JOB_TABLES, SCHEMAS, MapRow, map_row, unrecorded
 from ferry.kafka.acls import NoAuthorizer
 from ferry.kafka.admin import TopicInfo
 from ferry.kafka.configs import IncrementalUnsupported
@@ -268,3 +271,34 @@ class FakeOffsetMaps:
             if e.flow == flow.name and e.source_topic in topics:
                 found.setdefault((e.source_topic, e.source_partition), []).append(e)
         return {k: sorted(v, key=lambda e: e.covered_start) for k, v in found.items()}
+
+
+@dataclass
+class MemoryStore:
+    """A flow's state in memory, satisfying `StateStore`: each table a list of row dicts,
+    with the Delta store's rules where the steps rely on them (a name it knows; the
+    `syncs` table's latest run of each step; a gap recorded once)."""
+
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def rows(self, table: str, flow: str, **equal: object) -> list[dict[str, Any]]:
+        assert table in SCHEMAS, table
+        return [dict(r) for r in self.tables.get(table, [])
+                if r["flow"] == flow and all(r.get(k) == v for k, v in equal.items())]
+
+    def append(self, table: str, rows: list[dict[str, Any]]) -> None:
+        assert table in SCHEMAS and table not in JOB_TABLES, table
+        self.tables.setdefault(table, []).extend(dict(r) for r in rows)
+
+    def last_steps(self, flow: str) -> dict[str, datetime]:
+        last: dict[str, datetime] = {}
+        for row in self.rows("syncs", flow):
+            last[row["step"]] = max(row["synced_at"], last.get(row["step"], row["synced_at"]))
+        return last
+
+    def unrecorded_gaps(self, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
+        return unrecorded(gaps, self.rows("gaps", flow))
+
+    def map_rows(self, flow: str, topics: Collection[str] | None = None) -> list[MapRow]:
+        return [map_row(r) for r in self.rows("offset_map", flow)
+                if topics is None or r["source_topic"] in topics]

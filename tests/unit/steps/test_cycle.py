@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from ferry.core.job import Copied, result_path, run_summary
 from ferry.core.positions import encode_position
 from ferry.core.tables import RangeOutcome
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
-from tests.unit.steps.fakes import FakeCluster
+from tests.unit.steps.fakes import FakeCluster, MemoryStore
 
 MAP_TOPIC = "ferry-offset-map.A.internal"
 GROUP = "__ferry-positions.A"
@@ -161,18 +162,32 @@ def test_a_run_is_recorded_from_its_jobs_result_without_reading_the_runs_table_b
         "topics": {"orders": {"records": 8, "partitions": {"0": [0, 5], "1": [0, 7]}}}}
 
 
-def test_a_job_that_left_no_result_is_recorded_from_delta(
-    config: MirrorConfig, jobs: Jobs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_a_job_that_left_no_result_is_recorded_from_the_state_last_attempt_first(
+    config: MirrorConfig, jobs: Jobs, tmp_path: Path
 ) -> None:
-    read: list[str] = []
-    monkeypatch.setattr("ferry.state.reader.rows",
-                        lambda path, *_, **__: read.append(Path(path).name) or [])
+    # given: the runs table as a job retried by Airflow leaves it: partition 0 failed, then
+    # copied on retry; partition 1 copied, then found committed (skipped) on retry
+    def attempt(partition: int, outcome: RangeOutcome, records: int, minute: int
+                ) -> dict[str, Any]:
+        return {"flow": "A->B", "run_id": "r1", "topic": "orders", "partition": partition,
+                "range_start": 0, "range_end": 5, "records": records, "bytes": records,
+                "outcome": outcome, "finished_at": datetime(2026, 11, 29, 0, minute, tzinfo=UTC)}
 
-    result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
-                 master="local[1]", clusters=clusters(5), run_id="r1")
+    state = MemoryStore({"runs": [attempt(0, RangeOutcome.FAILED, 0, 1),
+                                  attempt(1, RangeOutcome.COPIED, 5, 1),
+                                  attempt(0, RangeOutcome.COPIED, 5, 2),
+                                  attempt(1, RangeOutcome.SKIPPED, 0, 2)]})
+    cycle = Cycle(config, config.flow("A->B"), "r1", clusters=clusters(5, 5), state=state)
 
-    assert read == ["runs", "gaps"]
-    assert result.recorded["run_id"] == "r1" and result.recorded["ranges"] == 0
+    # when: the run is recorded with no result from its job (the DAG's `finish`)
+    recorded = cycle.record(idle=False)
+
+    # then: each range's last attempt that copied counts, once
+    assert recorded == {"run_id": "r1", "ranges": 2, "records": 10, "bytes": 10,
+                        "failed": [], "gaps": 0,
+                        "topics": {"orders": {"records": 10,
+                                              "partitions": {"0": [0, 5], "1": [0, 5]}}}}
+    assert state.rows("lag", "A->B")  # and a point of the lag history, in the same state
 
 
 class Runner:
