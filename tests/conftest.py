@@ -170,11 +170,3 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name unique to this test (tests share the brokers)."""
     base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:40]
     return f"{base}-{uuid.uuid4().hex[:6]}"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The broker-free tier last: on parallel workers (scripts/test.sh hands out whole
-    modules), its many short modules fill in while the slow tiers' last modules finish,
-    instead of the slow ones starting last and running alone."""
-    items.sort(key=lambda item: Path(str(item.fspath)).relative_to(Path(__file__).parent)
-               .parts[0] == "unit")
