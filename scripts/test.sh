@@ -25,11 +25,12 @@ workers="${FERRY_TEST_WORKERS:-2}"
 if [ $# -gt 0 ]; then
   exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"
 fi
-# The whole suite: every tier on the workers, then the scheduler tier on its own. Its
-# Airflow (api-server, scheduler, task processes) writes one SQLite file from several
-# processes; beside the other tiers' load a writer once waited out its 60 s lock timeout.
+# The whole suite: the scheduler tier first, on its own, then every other tier on the
+# workers. Its Airflow (api-server, scheduler, task processes) writes one SQLite file from
+# several processes; beside the other tiers' load, and right after them while their
+# services were still stopping, its first DAG run stalled on SQLite's lock for 60 s.
 status=0
+pytest tests/scheduler --junitxml=test-artifacts/junit-scheduler.xml || status=$?
 pytest -n "$workers" --dist loadscope --ignore=tests/scheduler \
   --junitxml=test-artifacts/junit.xml || status=$?
-pytest tests/scheduler --junitxml=test-artifacts/junit-scheduler.xml || status=$?
 exit "$status"
