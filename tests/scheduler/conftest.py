@@ -44,9 +44,11 @@ class FlowUnderTest:
 class Standalone(Airflow):
     """The module's Airflow, and its two flows."""
 
-    def __init__(self, airflow: Airflow, short_timeout: FlowUnderTest,
+    def __init__(self, airflow: Airflow, home: Path, short_timeout: FlowUnderTest,
                  unsynced_configs: FlowUnderTest) -> None:
         super().__init__(airflow.url)
+        self.home = home
+        """Its AIRFLOW_HOME: the SQLite database, and each component's log."""
         self.short_timeout = short_timeout
         self.unsynced_configs = unsynced_configs
 
@@ -86,7 +88,7 @@ def standalone(clusters: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     try:
         with running(base, base / "mm2.properties",
                      (short_timeout.dag_id, unsynced_configs.dag_id)) as (airflow, _):
-            yield Standalone(airflow, short_timeout, unsynced_configs)
+            yield Standalone(airflow, base / "airflow", short_timeout, unsynced_configs)
             passed = request.session.testsfailed == failures
     finally:
         if not passed:

@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 USER, PASSWORD = "ferry-ops", "ops-" + secrets.token_hex(8)
 FINISHED = ("success", "failed")
+LOCKED_FOR_S = 60.0
+"""How long a call refused for SQLite's lock (HTTP 500 "Database error") is asked again."""
 T = TypeVar("T")
 LOCAL_SPARK = {"conn_type": "spark", "host": "local[*]"}
 
@@ -89,14 +91,22 @@ class Airflow:
         request = urllib.request.Request(
             f"{self.url}{path}", method=method, headers=headers,
             data=None if body is None else json.dumps(body).encode())
-        try:
-            # longer than a writer waits for the SQLite lock (sqlite.py), after which the
-            # api-server answers 500 instead
-            with urllib.request.urlopen(request, timeout=90) as answer:
-                return json.load(answer)
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: HTTP {exc.code}: "
-                                 f"{exc.read().decode(errors='replace')[:2000]}") from None
+        deadline = time.monotonic() + LOCKED_FOR_S
+        pause = 0.5
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=90) as answer:
+                    return json.load(answer)
+            except urllib.error.HTTPError as exc:
+                text = exc.read().decode(errors="replace")
+                # the api-server's write waited out its short wait for SQLite's lock
+                # (sqlite.py) and wrote nothing: asked again, as an operator would
+                if (exc.code == 500 and "Database error" in text
+                        and time.monotonic() + pause < deadline):
+                    time.sleep(pause)
+                    pause = min(pause * 2, 4.0)
+                    continue
+                raise AssertionError(f"{method} {path}: HTTP {exc.code}: {text[:2000]}") from None
 
     def trigger(self, dag_id: str) -> str:
         """Unpause the DAG and trigger a run of it now; its run id."""
@@ -245,6 +255,18 @@ def _components(port: int) -> dict[str, list[str]]:
         "scheduler": ["scheduler", "--skip-serve-logs"],
         "dag-processor": ["dag-processor"],
     }
+
+
+COMPONENT_ENV = {
+    # its event loop must not wait long for SQLite's lock (sqlite.py)
+    "api-server": {
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS":
+            "tests.scheduler.sqlite.API_SERVER_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC":
+            "tests.scheduler.sqlite.ASYNC_API_SERVER_CONNECT_ARGS",
+    },
+}
+"""name -> environment a component has in place of the stack's."""
 
 
 @dataclass(frozen=True)
@@ -437,7 +459,8 @@ def running(base: Path, config_path: Path, dag_ids: Iterable[str],
     try:
         _migrate(env, home, base)
         for name, args in _components(port).items():
-            components.append(_start(name, args, env, home, base))
+            components.append(_start(name, args, env | COMPONENT_ENV.get(name, {}),
+                                     home, base))
         server = Airflow(f"http://127.0.0.1:{port}")
         _wait_ready(server, components, list(dag_ids))
         _assert_loopback_only(components, base, port)

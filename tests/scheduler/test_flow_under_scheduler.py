@@ -9,6 +9,11 @@ the retry test's Spark jobs, and the timeout test, last, finds it finished."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+import urllib.request
+
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -26,6 +31,10 @@ each a spark-submit, on a small machine shared with other test runs."""
 
 ENDED = ("success", "failed", "upstream_failed", "skipped")
 """Task states after which no retry comes."""
+
+TASK_API_TIMEOUT_S = 5.0
+"""How long a task's supervisor waits for an answer of the execution API before it asks
+again (Airflow's `[workers] execution_api_timeout`); a `ti_run` asked again is refused."""
 
 
 def set_record_limit(bootstrap: str, topic: str, limit: int) -> None:
@@ -141,3 +150,54 @@ def test_ferrys_lines_reach_the_task_log_at_their_own_level(
                for e in planned), planned
     assert all(f"[flow={flow.flow.name}]" in str(e["event"]) for e in planned), planned
     assert [e for e in entries if e.get("level") in ("error", "critical")] == []
+
+
+def test_an_audited_call_waiting_for_sqlites_lock_stalls_the_server_less_than_a_tasks_timeout(
+    standalone: Standalone,
+) -> None:
+    # given: another process holds SQLite's write lock for 8 s, as a starting task's `ti_run`
+    # does until the api-server's event loop lets it commit (tests/scheduler/sqlite.py)
+    flow = standalone.unsynced_configs
+    held, hold_s = threading.Event(), 8.0
+    waits: list[float] = []
+
+    def hold_the_lock() -> None:
+        holder = sqlite3.connect(standalone.home / "airflow.db", timeout=60,
+                                 isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            held.set()
+            time.sleep(hold_s)
+            holder.execute("COMMIT")
+        finally:
+            holder.close()
+
+    def ask_health_while_held() -> None:
+        until = time.monotonic() + hold_s
+        while time.monotonic() < until:
+            asked = time.monotonic()
+            with urllib.request.urlopen(f"{standalone.url}/api/v2/monitor/health", timeout=60):
+                waits.append(time.monotonic() - asked)
+            time.sleep(0.25)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    assert held.wait(60), "SQLite's write lock was not taken"
+    prober = threading.Thread(target=ask_health_while_held)
+    prober.start()
+
+    # when: an audited call (a DAG's pause flag: its audit log is written on the event loop)
+    # is made while it is held, and the server's health is asked all along
+    answer = standalone.api("PATCH", f"/dags/{flow.dag_id}", {"is_paused": False})
+    prober.join()
+    holder.join()
+
+    # then: the call waited for the lock and was refused (it wrote nothing), and went through
+    # when asked again
+    refused = [line for line in (standalone.home / "api-server.log").read_text().splitlines()
+               if f"method=PATCH path=/api/v2/dags/{flow.dag_id} " in line
+               and "status_code=500" in line]
+    assert refused, "the call never waited for SQLite's lock"
+    assert answer["dag_id"] == flow.dag_id and answer["is_paused"] is False
+    # and meanwhile the server answered within a task's API timeout, every time
+    assert waits and max(waits) < TASK_API_TIMEOUT_S, waits
