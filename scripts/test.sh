@@ -22,19 +22,4 @@ mkdir -p test-artifacts
 # collection order, which left the Airflow stacks' modules to the end). Each test's time:
 # test-artifacts/junit*.xml.
 workers="${FERRY_TEST_WORKERS:-2}"
-if [ $# -gt 0 ]; then
-  exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"
-fi
-# The whole suite: the scheduler tier first, on its own, then every other tier on the
-# workers. Its Airflow (api-server, scheduler, task processes) writes one SQLite file from
-# several processes; beside the other tiers' load, and right after them while their
-# services were still stopping, its first DAG run stalled on SQLite's lock for 60 s.
-# Each of its modules in a process of its own: run one after the other in one process, the
-# second module's stack stalled the same way even on an idle machine (not understood yet).
-status=0
-for module in tests/scheduler/test_*.py; do
-  pytest "$module" --junitxml="test-artifacts/junit-$(basename "$module" .py).xml" || status=$?
-done
-pytest -n "$workers" --dist loadscope --ignore=tests/scheduler \
-  --junitxml=test-artifacts/junit.xml || status=$?
-exit "$status"
+exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"
