@@ -24,6 +24,25 @@ from ferry.local import cluster
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+TESTS = Path(__file__).resolve().parent
+TIERS = {
+    "unit": ("unit",),
+    "integration": ("integration",),
+    "dags": ("integration", "dags"),
+    "scheduler": ("integration", "scheduler"),
+    "webui": ("integration", "webui"),
+}
+"""Folder under tests/ -> the tier markers its tests carry (`pytest -m unit` is the
+broker-free tier, `-m integration` everything on real services)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test gets the markers of its folder's tier."""
+    for item in items:
+        folder = item.path.resolve().relative_to(TESTS).parts[0]
+        for name in TIERS[folder]:
+            item.add_marker(name)
+
 
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:

@@ -603,15 +603,17 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
     for n in range(8):
         produce(clusters["source"], topic_name,
                 [(None, f"r{n}-{i}".encode(), i % 8) for i in range(2_000)])
-        start, refused = threading.Barrier(2), []
+        start, refused, broke = threading.Barrier(2), [], []
 
         def cycle(flow: Flow, run_id: str, start: threading.Barrier = start,
-                  refused: list[str] = refused) -> None:
-            start.wait(30)
+                  refused: list[str] = refused, broke: list[BaseException] = broke) -> None:
             try:
+                start.wait(30)
                 run_cycle(flow, run_id)
             except FerryError as exc:
                 refused.append(str(exc))
+            except BaseException as exc:  # anything else fails the test, not just the thread
+                broke.append(exc)
 
         threads = [threading.Thread(target=cycle, args=(flow, f"round-{n}-{lanes}"))
                    for flow, lanes in zip(flows, (2, 8), strict=True)]
@@ -619,6 +621,8 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
             thread.start()
         for thread in threads:
             thread.join(120)
+        assert not any(thread.is_alive() for thread in threads), f"round {n}: a cycle hung"
+        assert broke == [], f"round {n}: {broke!r}"
         refused_per_round.append(refused)
     run_cycle(flows[0], "last")  # whatever a refused run left, the next cycle copies
 
