@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.support.wheel import build_wheel, clean_env, install, last_json
+from tests.support.wheel import build_wheel, clean_env, install_fast, last_json
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Instal
     constraints, pins = lowest(direct(metadata_requires(wheel), EXTRAS), root)
     requirement = f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}"
     with ThreadPoolExecutor(len(ENDS)) as pool:
-        done = {end: pool.submit(install, root / end, requirement,
+        done = {end: pool.submit(install_fast, root / end, requirement,
                                  *(["-c", str(constraints)] if end == "lowest" else []))
                 for end in ENDS}
     for future in done.values():

@@ -39,6 +39,18 @@ def install(venv: Path, requirement: str, *pip_args: str) -> None:
                    cwd=venv.parent, timeout=1500)
 
 
+def install_fast(venv: Path, requirement: str, *uv_args: str) -> None:
+    """As `install`, through uv (the venv's, from the lock) in half pip's time, for tests
+    whose subject is what gets installed rather than pip itself: uv also takes the newest
+    versions the ranges admit, and constraints pin the rest either way. The venv has no pip
+    of its own."""
+    uv = str(Path(sys.executable).parent / "uv")
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                   check=True, timeout=300)
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                    *uv_args, requirement], check=True, cwd=venv.parent, timeout=1500)
+
+
 def clean_env(venv: Path, **extra: str) -> dict[str, str]:
     """This process's environment without Airflow's, Ferry's, Python's or Spark's settings,
     the venv's bin alone before the system's on PATH."""
