@@ -16,7 +16,7 @@ from confluent_kafka import (
 )
 
 from ferry.cli.main import main
-from ferry.core.checkpoints import BOUNDED, EXACT
+from ferry.core.checkpoints import Translated
 from ferry.steps.checkpoints import run, translate_groups
 from tests.support.failover import (
     SYNC,
@@ -36,6 +36,8 @@ from tests.support.kafka_data import (
     run_cycle,
     wait_lso,
 )
+
+EXACT, BOUNDED = Translated.EXACT, Translated.BOUNDED
 
 pytestmark = pytest.mark.integration
 

@@ -208,12 +208,12 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_offsets(args: argparse.Namespace) -> int:
-    from ferry.steps.lookup import find
+    from ferry.steps.lookup import Found, find
 
     flow = enabled_flow(args)
     answer = find(flow, args.topic, args.partition, args.source_offset)
     emit(args, answer.to_json(), answer.text())
-    return EXIT_OK if answer.status == "mirrored" else EXIT_FAILED
+    return EXIT_OK if answer.status == Found.MIRRORED else EXIT_FAILED
 
 
 def cmd_positions_reset(args: argparse.Namespace) -> int:

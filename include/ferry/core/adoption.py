@@ -27,16 +27,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ferry.core.alignment import ALTERED, EXTRA, MISSING, Finding
 
-WOULD_ADOPT, ADOPTED, ALREADY = "would-adopt", "adopted", "already-adopted"
-NO_REMOTE, NOTHING = "no-remote-topic", "nothing-copied"
-NO_SOURCE, NO_SOURCE_PARTITION = "no-source-topic", "no-source-partition"
-PARTITIONS_DIFFER, NOT_ALIGNED, OPEN_TRANSACTION = "partitions-differ", "not-aligned", \
-    "open-transaction"
-REFUSED = (PARTITIONS_DIFFER, NOT_ALIGNED, OPEN_TRANSACTION)
+
+class AdoptStatus(StrEnum):
+    """What adopt found, or did, for one partition (its value is what reports show)."""
+
+    WOULD_ADOPT = "would-adopt"
+    ADOPTED = "adopted"
+    ALREADY = "already-adopted"
+    NO_REMOTE = "no-remote-topic"
+    NOTHING = "nothing-copied"
+    NO_SOURCE = "no-source-topic"
+    NO_SOURCE_PARTITION = "no-source-partition"
+    PARTITIONS_DIFFER = "partitions-differ"
+    NOT_ALIGNED = "not-aligned"
+    OPEN_TRANSACTION = "open-transaction"
+
+
+REFUSED = frozenset({AdoptStatus.PARTITIONS_DIFFER, AdoptStatus.NOT_ALIGNED,
+                     AdoptStatus.OPEN_TRANSACTION})
 """Statuses that leave a partition neither adopted nor safe to copy as a new one."""
 NO_PROGRESS = -1
 """`progress` of a partition the old mirror stored none for."""
@@ -70,7 +83,7 @@ class PartitionAdoption:
     to_copy: int = 0
     """Source records from the position on: the next cycle copies them."""
     entries: int = 0
-    status: str = WOULD_ADOPT
+    status: AdoptStatus = AdoptStatus.WOULD_ADOPT
     reason: str = ""
     """Why the partition was not adopted (statuses in REFUSED)."""
     findings: list[Finding] = field(default_factory=list)
@@ -86,7 +99,8 @@ class PartitionAdoption:
                 f"{self.status}")
         if self.reason:
             line += f": {self.reason}"
-        if self.status not in (WOULD_ADOPT, ADOPTED, NOT_ALIGNED):
+        if self.status not in (AdoptStatus.WOULD_ADOPT, AdoptStatus.ADOPTED,
+                               AdoptStatus.NOT_ALIGNED):
             return line
         stored = "no progress stored" if self.progress == NO_PROGRESS \
             else f"old mirror at {self.progress}"
@@ -243,19 +257,19 @@ def any_shared(few: Iterable[bytes], many: Iterable[bytes]) -> bool:
 
 def partition_check(partition: int, source_partitions: int | None,
                     remote_partitions: int | None, topic: str, remote: str
-                    ) -> tuple[str, str]:
+                    ) -> tuple[AdoptStatus, str]:
     """(status, reason) of a partition from the two topics' partition counts (None: no such
-    topic); WOULD_ADOPT when both exist with the same count. Another count in either
+    topic); AdoptStatus.WOULD_ADOPT when both exist with the same count. Another count in either
     direction means records were not mirrored partition to partition (MM1's producer
     picked, or the source topic was recreated), so nothing there is adopted."""
     if source_partitions is None:
-        return NO_SOURCE, ""
+        return AdoptStatus.NO_SOURCE, ""
     if partition >= source_partitions:
-        return NO_SOURCE_PARTITION, ""
+        return AdoptStatus.NO_SOURCE_PARTITION, ""
     if remote_partitions is None:
-        return NO_REMOTE, ""
+        return AdoptStatus.NO_REMOTE, ""
     if remote_partitions != source_partitions:
-        return PARTITIONS_DIFFER, (f"{remote} has {remote_partitions} partitions, {topic} "
-                                   f"{source_partitions}: partition {partition} was not "
-                                   f"mirrored to partition {partition}")
-    return WOULD_ADOPT, ""
+        return AdoptStatus.PARTITIONS_DIFFER, (
+            f"{remote} has {remote_partitions} partitions, {topic} {source_partitions}: "
+            f"partition {partition} was not mirrored to partition {partition}")
+    return AdoptStatus.WOULD_ADOPT, ""

@@ -17,12 +17,25 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ferry.core.offsetmap import MapEntry, next_mirrored
 from ferry.mm2.wire import Reader, string
 
 VERSION = 0
-EXACT, BOUNDED = "exact", "bounded"
+
+
+class Translated(StrEnum):
+    """How a group's source offset was translated to the target."""
+
+    EXACT = "exact"
+    """The offset of the record the group would read next, as mirrored."""
+    BOUNDED = "bounded"
+    """The group is ahead of the mirror: the end of what was mirrored, never past it."""
+    NOT_MIRRORED = "not-mirrored"
+    """Nothing of the partition is on the target yet: no offset."""
+
+
 # Target group states in which Ferry may write offsets (nobody consumes there).
 WRITABLE_STATES = frozenset({"EMPTY", "DEAD", "ABSENT"})
 
@@ -69,7 +82,7 @@ def decode(key: bytes | None, value: bytes | None) -> Checkpoint | None:
     return Checkpoint(group, topic, partition, upstream, downstream, metadata)
 
 
-def translate(entries: Sequence[MapEntry], committed: int) -> tuple[int, str] | None:
+def translate(entries: Sequence[MapEntry], committed: int) -> tuple[int, Translated] | None:
     """(target offset, EXACT or BOUNDED) for a group committed at source offset
     `committed`, from one partition's offset-map entries in source order; None when
     nothing of the partition was mirrored yet."""
@@ -78,11 +91,16 @@ def translate(entries: Sequence[MapEntry], committed: int) -> tuple[int, str] | 
         ends = [e.target_end for e in entries if e.target_end is not None]
         if not ends:
             return None
-        return ends[-1], EXACT if committed <= entries[-1].covered_end else BOUNDED
+        return ends[-1], _exact_or_bounded(entries, committed)
     found = next_mirrored(entries, committed)
     if found is not None:
-        return found[1], EXACT
-    return max(targets), EXACT if committed <= entries[-1].covered_end else BOUNDED
+        return found[1], Translated.EXACT
+    return max(targets), _exact_or_bounded(entries, committed)
+
+
+def _exact_or_bounded(entries: Sequence[MapEntry], committed: int) -> Translated:
+    """EXACT when the group is within what was mirrored, else BOUNDED (it is ahead)."""
+    return Translated.EXACT if committed <= entries[-1].covered_end else Translated.BOUNDED
 
 
 def should_emit(new: Checkpoint, last: Checkpoint | None) -> bool:
@@ -120,7 +138,8 @@ def offsets_to_commit(checkpoints: Iterable[Checkpoint], target: TargetGroup
             if target.offsets.get((c.topic, c.partition), -1) < c.downstream_offset}
 
 
-def translate_back(entries: Sequence[MapEntry], committed: int) -> tuple[int, str] | None:
+def translate_back(entries: Sequence[MapEntry], committed: int
+                   ) -> tuple[int, Translated] | None:
     """Fail-back: (source offset, EXACT) for a group committed at `committed` on the
     *remote* partition, from the entries of the flow that filled it (source order): the
     source offset of the first mirrored record at or after `committed` on the target, or,
@@ -131,5 +150,6 @@ def translate_back(entries: Sequence[MapEntry], committed: int) -> tuple[int, st
     for entry in entries:
         for segment in entry.segments:
             if segment.target_end > committed:
-                return segment.source_start + max(0, committed - segment.target_start), EXACT
-    return entries[-1].covered_end, EXACT
+                at = segment.source_start + max(0, committed - segment.target_start)
+                return at, Translated.EXACT
+    return entries[-1].covered_end, Translated.EXACT

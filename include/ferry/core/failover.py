@@ -14,15 +14,22 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from ferry.core.checkpoints import Checkpoint, TargetGroup, offsets_to_commit
 
-COMMITTED = "committed"
-CURRENT = "already-there"
-ACTIVE = "group-active-on-target"
-NOTHING = "nothing-mirrored"
-DRY_RUN = "would-commit"
+
+class GroupOutcome(StrEnum):
+    """What a failover did, or would do, with one group partition's offset on the target."""
+
+    COMMITTED = "committed"
+    CURRENT = "already-there"
+    ACTIVE = "group-active-on-target"
+    """Not written: the group has members on the target (it consumes there already)."""
+    NOTHING = "nothing-mirrored"
+    DRY_RUN = "would-commit"
+
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class GroupLine:
     target_offset: int | None
     status: str
     """exact, bounded or not-mirrored (`ferry.core.checkpoints`)."""
-    outcome: str
+    outcome: GroupOutcome
     """committed, would-commit (dry run), already-there, group-active-on-target or
     nothing-mirrored."""
 
@@ -70,21 +77,23 @@ def group_filter(pattern: str | None) -> re.Pattern[str] | None:
 
 
 def plan_commits(checkpoints: Sequence[Checkpoint],
-                 states: Mapping[str, TargetGroup]) -> dict[tuple[str, str, int], str]:
+                 states: Mapping[str, TargetGroup]
+                 ) -> dict[tuple[str, str, int], GroupOutcome]:
     """(group, target topic, partition) -> outcome, for translated `checkpoints` and the
     target groups' `states`: what a failover commits, by the same rule as group offset
     sync (only into groups nobody consumes, only forward)."""
     by_group: dict[str, list[Checkpoint]] = {}
     for checkpoint in checkpoints:
         by_group.setdefault(checkpoint.group, []).append(checkpoint)
-    outcomes: dict[tuple[str, str, int], str] = {}
+    outcomes: dict[tuple[str, str, int], GroupOutcome] = {}
     for group, mine in by_group.items():
         writes = offsets_to_commit(mine, states[group])
         for c in mine:
             if writes is None:
-                outcomes[c.key] = ACTIVE
+                outcomes[c.key] = GroupOutcome.ACTIVE
             else:
-                outcomes[c.key] = COMMITTED if (c.topic, c.partition) in writes else CURRENT
+                written = (c.topic, c.partition) in writes
+                outcomes[c.key] = GroupOutcome.COMMITTED if written else GroupOutcome.CURRENT
     return outcomes
 
 

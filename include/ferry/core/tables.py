@@ -318,7 +318,8 @@ def checkpoint_row(flow: str, run_id: str, group: str, source_topic: str,
                    translated_at: datetime) -> dict[str, Any]:
     return {"flow": flow, "run_id": run_id, "group_id": group, "source_topic": source_topic,
             "source_partition": source_partition, "source_offset": source_offset,
-            "target_topic": target_topic, "target_offset": target_offset, "status": status,
+            "target_topic": target_topic, "target_offset": target_offset,
+            "status": str(status),  # a plain string in the table, whatever enum gave it
             "emitted": emitted, "group_synced": group_synced, "translated_at": translated_at,
             "schema_version": SCHEMA_VERSION}
 

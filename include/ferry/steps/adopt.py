@@ -42,15 +42,10 @@ from typing import IO, Any
 
 from ferry.config import Flow
 from ferry.core.adoption import (
-    ADOPTED,
-    ALREADY,
     FINDINGS_SHOWN,
     NO_PROGRESS,
-    NOT_ALIGNED,
-    NOTHING,
-    OPEN_TRANSACTION,
-    WOULD_ADOPT,
     AdoptReport,
+    AdoptStatus,
     PartitionAdoption,
     any_shared,
     finding_text,
@@ -133,9 +128,9 @@ def adopt(flow: Flow, old: str, *, offsets_topic: str | None = None,
                           target.topic_ids({p.remote for p in report.partitions
                                             if p.remote in remote_topics}))
         for part in report.partitions:
-            if part.status == WOULD_ADOPT:
+            if part.status == AdoptStatus.WOULD_ADOPT:
                 _check_remote(part, source_topics, remote_topics)
-            if part.status == WOULD_ADOPT:
+            if part.status == AdoptStatus.WOULD_ADOPT:
                 _adopt_partition(flow, source, target, part, run_id, window, writer)
             log.log(logging.WARNING if part.reason else logging.INFO, "%s",
                     part.text().splitlines()[0].strip(),
@@ -233,7 +228,7 @@ def _refuse_ferry_positions(flow: Flow, target: Cluster,
             continue
         recorded = decode_position(found[1])
         if recorded.adopted or recorded.owner == owner:
-            part.status, part.position = ALREADY, found[0]
+            part.status, part.position = AdoptStatus.ALREADY, found[0]
         else:
             taken.append(f"{part.remote}-{part.partition}@{found[0]}")
     if taken:
@@ -256,7 +251,7 @@ def _adopt_partition(flow: Flow, source: Cluster, target: Cluster,
     at_source, at_target = source.watermarks([tp])[tp], target.watermarks([remote])[remote]
     low, high, t_low, t_high = at_source.low, at_source.high, at_target.low, at_target.high
     if part.progress == NO_PROGRESS and t_high <= t_low:
-        part.status = NOTHING
+        part.status = AdoptStatus.NOTHING
         return
     group = reader_group(flow, "adopt")
     first = source.timestamp_at(part.topic, part.partition, low, group) if high > low else None
@@ -287,14 +282,14 @@ def _adopt_partition(flow: Flow, source: Cluster, target: Cluster,
                                   summary.matched + summary.doubled + summary.extra
                                   + summary.altered) or lost_step(end, window)
         if part.reason:
-            part.status = NOT_ALIGNED
+            part.status = AdoptStatus.NOT_ALIGNED
             return
         if high < source_end and end.unpaired_copies and _copied_from_open(
                 flow, part, after, (high, source_end), end.unpaired_copies, group, timeout):
             part.reason = open_transaction(f"{part.topic}-{part.partition}",
                                            f"{part.remote}-{part.partition}", high,
                                            source_end, end.unpaired_copies)
-            part.status = OPEN_TRANSACTION
+            part.status = AdoptStatus.OPEN_TRANSACTION
             return
         if writer is not None:
             ids, target_ids = writer.ids
@@ -306,7 +301,7 @@ def _adopt_partition(flow: Flow, source: Cluster, target: Cluster,
                 source_id=ids.get(part.topic, ""), target_id=target_ids.get(part.remote, ""))
             part.entries = writer.adopt(entries, part.topic, part.remote, part.partition,
                                         part.position, t_high, ids.get(part.topic, ""))
-            part.status = ADOPTED
+            part.status = AdoptStatus.ADOPTED
     part.seconds = round(time.monotonic() - started, 3)
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from ferry.config import Flow, MirrorConfig
 from ferry.core.checkpoints import (
-    BOUNDED,
     Checkpoint,
+    Translated,
     latest,
     offsets_to_commit,
     should_emit,
@@ -35,7 +35,6 @@ from ferry.steps.clusters import Cluster
 from ferry.steps.ports import CheckpointsTarget, EntriesOf, GroupsSource, StateStore
 
 log = logging.getLogger(__name__)
-NOT_MIRRORED = "not-mirrored"
 
 
 
@@ -51,7 +50,7 @@ class Translation:
     metadata: str
     target_topic: str
     target_offset: int | None
-    status: str
+    status: Translated
     """exact, bounded (the group is ahead of the mirror: the end of what was mirrored),
     or not-mirrored (nothing of the partition is on the target yet)."""
 
@@ -127,7 +126,7 @@ def translate_groups(flow: Flow, group: str | None = None,
                 downstream = filled[0].source_topic
             else:
                 continue
-            target, status = answer if answer else (None, NOT_MIRRORED)
+            target, status = answer if answer else (None, Translated.NOT_MIRRORED)
             result.append(Translation(name, topic, partition, offset, metadata, downstream,
                                       target, status))
     return result
@@ -189,7 +188,7 @@ def run(flow: Flow, run_id: str = "", reverse: Flow | None = None, *,
             elif writes:
                 target.commit(group, list(writes.values()))
                 report.synced[group] = len(writes)
-    bounded = [t for t in report.translations if t.status == BOUNDED]
+    bounded = [t for t in report.translations if t.status == Translated.BOUNDED]
     if bounded:
         log.info("%d group partitions are ahead of the mirror: checkpointed at the end of "
                  "what was mirrored", len(bounded), extra={"flow": flow.name})

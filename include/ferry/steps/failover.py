@@ -29,11 +29,9 @@ from typing import Any
 from ferry.config import Flow, MirrorConfig
 from ferry.core.checkpoints import Checkpoint
 from ferry.core.failover import (
-    COMMITTED,
-    DRY_RUN,
-    NOTHING,
     AtRisk,
     GroupLine,
+    GroupOutcome,
     at_risk,
     group_filter,
     latest_rows,
@@ -171,7 +169,7 @@ def _commit(flow: Flow, found: list[tuple[str, str, int, int, str, str]],
     if execute:
         by_group: dict[str, list[Checkpoint]] = {}
         for c in usable:
-            if outcomes[c.key] == COMMITTED:
+            if outcomes[c.key] == GroupOutcome.COMMITTED:
                 by_group.setdefault(c.group, []).append(c)
         for group, mine in by_group.items():
             target.commit(group, mine)
@@ -180,9 +178,9 @@ def _commit(flow: Flow, found: list[tuple[str, str, int, int, str, str]],
     lines = []
     for group, topic, partition, source_offset, target_topic, status in found:
         found_c = checkpoints.get((group, target_topic, partition))
-        outcome = NOTHING if found_c is None else outcomes[found_c.key]
-        if outcome == COMMITTED and not execute:
-            outcome = DRY_RUN
+        outcome = GroupOutcome.NOTHING if found_c is None else outcomes[found_c.key]
+        if outcome == GroupOutcome.COMMITTED and not execute:
+            outcome = GroupOutcome.DRY_RUN
         lines.append(GroupLine(group, topic, partition, source_offset, target_topic,
                                None if found_c is None else found_c.downstream_offset, status,
                                outcome))

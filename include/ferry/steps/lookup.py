@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from ferry.config import Flow
@@ -17,13 +18,25 @@ from ferry.steps.ports import HasTopicIds, OffsetMapTarget, StateStore
 log = logging.getLogger(__name__)
 
 
+class Found(StrEnum):
+    """Where a source offset went."""
+
+    MIRRORED = "mirrored"
+    """Its record is on the target, at `target_offset`."""
+    NO_RECORD = "no-record"
+    """It is in a mirrored range but holds no record to copy (a transaction marker, an
+    aborted or a compacted record)."""
+    NOT_MIRRORED = "not-mirrored"
+    """It is past what was mirrored."""
+
+
 @dataclass(frozen=True)
 class Answer:
     flow: str
     topic: str
     partition: int
     source_offset: int
-    status: str  # mirrored | no-record | not-mirrored
+    status: Found
     target_topic: str
     target_partition: int
     target_offset: int | None
@@ -37,10 +50,10 @@ class Answer:
 
     def text(self) -> str:
         where = f"{self.topic}-{self.partition}@{self.source_offset}"
-        if self.status == "mirrored":
+        if self.status == Found.MIRRORED:
             return (f"{where} -> {self.target_topic}-{self.target_partition}@"
                     f"{self.target_offset} (run {self.run_id})")
-        if self.status == "no-record":
+        if self.status == Found.NO_RECORD:
             nxt = (f"; the next mirrored record, {self.topic}-{self.partition}@"
                    f"{self.next_source}, is at {self.target_topic}-{self.target_partition}@"
                    f"{self.next_target}") if self.next_source is not None else ""
@@ -65,14 +78,14 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
     found = lookup(entries, source_offset)
     if found is None:
         upto = entries[-1].covered_end if entries else None
-        return Answer(**base, status="not-mirrored", target_offset=None,  # type: ignore[arg-type]
+        return Answer(**base, status=Found.NOT_MIRRORED, target_offset=None,  # type: ignore[arg-type]
                       mirrored_up_to=upto)
     entry, target_offset = found
     if target_offset is not None:
-        return Answer(**base, status="mirrored",  # type: ignore[arg-type]
+        return Answer(**base, status=Found.MIRRORED,  # type: ignore[arg-type]
                       target_offset=target_offset, run_id=entry.run_id)
     nxt = next_mirrored(entries, source_offset)
-    return Answer(**base, status="no-record", target_offset=None,  # type: ignore[arg-type]
+    return Answer(**base, status=Found.NO_RECORD, target_offset=None,  # type: ignore[arg-type]
                   next_source=nxt[0] if nxt else None, next_target=nxt[1] if nxt else None,
                   run_id=entry.run_id)
 

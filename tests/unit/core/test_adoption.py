@@ -7,15 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from ferry.core.adoption import (
-    ADOPTED,
     NO_PROGRESS,
-    NO_REMOTE,
-    NO_SOURCE,
-    NO_SOURCE_PARTITION,
-    NOT_ALIGNED,
-    PARTITIONS_DIFFER,
-    WOULD_ADOPT,
     AdoptReport,
+    AdoptStatus,
     PartitionAdoption,
     any_shared,
     finding_text,
@@ -132,20 +126,20 @@ def test_copies_after_the_last_pair_are_the_altered_and_extra_ones_not_the_doubl
 
 
 @pytest.mark.parametrize(("partition", "source", "remote", "status"), [
-    (0, 2, 2, WOULD_ADOPT),
-    (1, 2, 2, WOULD_ADOPT),
-    (0, 2, 1, PARTITIONS_DIFFER),  # MM1's producer picked among fewer
-    (0, 2, 4, PARTITIONS_DIFFER),  # ... or among more: half of 0 is in 2
-    (0, 2, None, NO_REMOTE),
-    (0, None, 2, NO_SOURCE),  # deleted since the old mirror stored progress
-    (3, 2, 2, NO_SOURCE_PARTITION),  # recreated with fewer partitions
+    (0, 2, 2, AdoptStatus.WOULD_ADOPT),
+    (1, 2, 2, AdoptStatus.WOULD_ADOPT),
+    (0, 2, 1, AdoptStatus.PARTITIONS_DIFFER),  # MM1's producer picked among fewer
+    (0, 2, 4, AdoptStatus.PARTITIONS_DIFFER),  # ... or among more: half of 0 is in 2
+    (0, 2, None, AdoptStatus.NO_REMOTE),
+    (0, None, 2, AdoptStatus.NO_SOURCE),  # deleted since the old mirror stored progress
+    (3, 2, 2, AdoptStatus.NO_SOURCE_PARTITION),  # recreated with fewer partitions
 ])
 def test_only_partitions_mirrored_partition_to_partition_are_adopted(
         partition: int, source: int | None, remote: int | None, status: str) -> None:
     found, reason = partition_check(partition, source, remote, "t", "A.t")
 
     assert found == status
-    assert bool(reason) is (status == PARTITIONS_DIFFER)
+    assert bool(reason) is (status == AdoptStatus.PARTITIONS_DIFFER)
 
 
 def test_progress_that_moved_between_two_reads_is_named() -> None:
@@ -157,11 +151,12 @@ def test_progress_that_moved_between_two_reads_is_named() -> None:
 
 def test_a_report_names_what_it_found_and_what_was_not_adopted() -> None:
     part = PartitionAdoption("orders", 0, "A.orders", 1200, position=1260, matched=1260,
-                             doubled=20, after_progress=60, to_copy=15, status=ADOPTED,
+                             doubled=20, after_progress=60, to_copy=15, status=AdoptStatus.ADOPTED,
                              findings=[Finding(DOUBLED, 1180, 1200, 1200, 1220, 20)])
-    refused = PartitionAdoption("orders", 1, "A.orders", NO_PROGRESS, status=NOT_ALIGNED,
+    refused = PartitionAdoption("orders", 1, "A.orders", NO_PROGRESS,
+                                status=AdoptStatus.NOT_ALIGNED,
                                 reason="no source record has a copy")
-    other = PartitionAdoption("audit", 0, "A.audit", 5, status=PARTITIONS_DIFFER,
+    other = PartitionAdoption("audit", 0, "A.audit", 5, status=AdoptStatus.PARTITIONS_DIFFER,
                               reason="A.audit has 1 partitions, audit 2")
     report = AdoptReport("A->B", "mm2", True, "adopted-mm2-x", "mm2-offsets.A.internal on B",
                          [part, refused, other])

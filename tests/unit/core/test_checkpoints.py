@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ferry.core.checkpoints import (
-    BOUNDED,
-    EXACT,
     Checkpoint,
     TargetGroup,
+    Translated,
     decode,
     encode,
     latest,
@@ -18,6 +17,8 @@ from ferry.core.checkpoints import (
     translate,
 )
 from ferry.core.offsetmap import MapEntry, Segment
+
+EXACT, BOUNDED = Translated.EXACT, Translated.BOUNDED
 
 
 def test_encoding_matches_mm2_bytes_built_by_hand() -> None:

@@ -9,15 +9,15 @@ import pytest
 
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.failover import (
-    ACTIVE,
-    COMMITTED,
-    CURRENT,
     GroupLine,
+    GroupOutcome,
     at_risk,
     group_filter,
     latest_rows,
     plan_commits,
 )
+
+COMMITTED, CURRENT, ACTIVE = GroupOutcome.COMMITTED, GroupOutcome.CURRENT, GroupOutcome.ACTIVE
 
 T0 = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 

@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow, MirrorConfig
-from ferry.core.checkpoints import BOUNDED, EXACT, Checkpoint
+from ferry.core.checkpoints import Checkpoint, Translated
 from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError, UsageError
 from ferry.state.reader import rows
-from ferry.steps.checkpoints import NOT_MIRRORED, Translation, run, translate_groups
+from ferry.steps.checkpoints import Translation, run, translate_groups
 from tests.unit.conftest import Loader
 from tests.unit.steps.fakes import FakeCluster, FakeOffsetMaps, entry
+
+EXACT, BOUNDED, NOT_MIRRORED = Translated.EXACT, Translated.BOUNDED, Translated.NOT_MIRRORED
 
 TOPIC = "A.checkpoints.internal"
 
