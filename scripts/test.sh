@@ -21,5 +21,5 @@ mkdir -p test-artifacts
 # go out most tests first (xdist's default for whole modules: 39 min here, against 46 in
 # collection order, which left the Airflow stacks' modules to the end). Each test's time:
 # test-artifacts/junit*.xml.
-workers="${FERRY_TEST_WORKERS:-3}"
+workers="${FERRY_TEST_WORKERS:-2}"
 exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"

@@ -87,12 +87,17 @@ def test_retries_pool_and_queue_of_every_task_come_from_the_flows_settings(
     assert {(t.pool, t.queue) for t in tasks.values()} == {("mirrors", "dr_workers")}
     assert {k: t.retries for k, t in tasks.items()} == {"cycle": 5, "mirror": 0, "finish": 5}
     assert {t.retry_delay.total_seconds() for t in tasks.values()} == {90}
-    assert {t.execution_timeout.total_seconds() for t in tasks.values()} == {600}
+    # the copy may take 600 s; `cycle` (which copies itself on a Connect server) and
+    # `finish` one cycle's 900 s at least, however short the copy's limit
+    assert {k: t.execution_timeout.total_seconds() for k, t in tasks.items()} == {
+        "cycle": 900, "mirror": 600, "finish": 900}
     # the other flow: Airflow's default pool and queue, 2 retries (the mirror 1), 30 s apart
     defaults = {t.task_id: t for t in dags["ferry_C_to_B"].tasks}
     assert {t.pool for t in defaults.values()} == {"default_pool"}
     assert {k: t.retries for k, t in defaults.items()} == {"cycle": 2, "mirror": 1, "finish": 2}
     assert {t.retry_delay.total_seconds() for t in defaults.values()} == {30}
+    assert {k: t.execution_timeout.total_seconds() for k, t in defaults.items()} == {
+        "cycle": 21600, "mirror": 21600, "finish": 900}
 
 
 def notify_team(context: dict[str, Any]) -> None:

@@ -219,9 +219,13 @@ def build_dag(flow: Flow, path: str) -> Any:
         default_args=task_defaults(flow),
     ) as dag:
         timeout = timedelta(seconds=flow.ferry.mirror_timeout_seconds)
+        # `cycle` plans, and on a Spark Connect server also copies and records: one cycle's
+        # limit, or the copy's when that is longer. `finish` records: one cycle's limit.
+        one_cycle = timedelta(seconds=flow.ferry.cycle_timeout_seconds)
         # A run is one task process when it can be (see the module's docstring); each
         # costs seconds under a scheduler.
-        whole: Callable[..., Any] = task.branch(task_id="cycle", execution_timeout=timeout,
+        whole: Callable[..., Any] = task.branch(task_id="cycle",
+                                                execution_timeout=max(timeout, one_cycle),
                                                 outlets=outlets(flow))(cycle)
         mirror = SparkSubmitOperator(
             task_id="mirror",
@@ -234,7 +238,7 @@ def build_dag(flow: Flow, path: str) -> Any:
             execution_timeout=timeout,
             **copy_job_settings("cycle", key="plan"),
         )
-        finished = task(task_id="finish", execution_timeout=timeout, outlets=outlets(flow))(
+        finished = task(task_id="finish", execution_timeout=one_cycle, outlets=outlets(flow))(
             finish)(path, flow.name)
         whole(path, flow.name) >> mirror >> finished
     return dag

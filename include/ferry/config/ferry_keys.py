@@ -223,9 +223,10 @@ KEYS: tuple[FerryKey, ...] = (
              "at once.",
              _positive_seconds, "300"),
     FerryKey("ferry.mirror.timeout.seconds", "21600",
-             "The longest a flow's copy (the DAG's mirror task) may run before Airflow stops "
-             "it as hung (its execution_timeout): the flow's next run can start and resumes "
-             "from what was committed. Size it above your largest backlog's copy time.",
+             "The longest a flow's copy (the DAG's mirror task, or its cycle task on a Spark "
+             "Connect server) may run before Airflow stops it as hung (its execution_timeout): the "
+             "flow's next run can start and resumes from what was committed. Size it above your "
+             "largest backlog's copy time.",
              _positive_seconds, "3600"),
     FerryKey("ferry.task.retries", "2",
              "How often Airflow retries a failed task of the flow's DAG (cycle, finish, "
@@ -259,10 +260,12 @@ KEYS: tuple[FerryKey, ...] = (
              "Ferry DAGs take it when every flow has the same.", _callable_path,
              "my_team.alerts:page_on_call"),
     FerryKey("ferry.cycle.timeout.seconds", "900",
-             "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the "
-             "longest one cycle may take before it is abandoned as hung. The next cycle "
-             "starts at once; its writers hold the same writer ids, so they fence the hung "
-             "cycle's. Size it well above a cycle's copy of ferry.range.max.records.",
+             "The longest one cycle may take. In a continuous loop (ferry mirror --continuous, the "
+             "@continuous DAG) a longer cycle is abandoned as hung: the next cycle starts at once; "
+             "its writers hold the same writer ids, so they fence the hung cycle's. In a flow's "
+             "DAG it is the execution_timeout of finish, and of cycle unless "
+             "ferry.mirror.timeout.seconds is longer. Size it well above a cycle's copy of "
+             "ferry.range.max.records.",
              _positive_seconds, "1800"),
     FerryKey("ferry.continuous.run.seconds", "600",
              "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "

@@ -54,14 +54,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobResult:
-    run_id: str
-    records: int
-    ranges: int
-    failed: list[str]
-    offset_map_rows: int
-    gaps: tuple[Gap, ...]
     summary: dict[str, Any]
     """The run as recorded (`ferry.core.job.run_summary`): what its cycle reports."""
+    failed: list[str]
+    """`topic-partition: error` of each range that failed."""
+    offset_map_rows: int
+    gaps: tuple[Gap, ...]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.summary["run_id"])
+
+    @property
+    def records(self) -> int:
+        return int(self.summary["records"])
+
+    @property
+    def ranges(self) -> int:
+        return int(self.summary["ranges"])
 
 
 def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
@@ -242,8 +252,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     mapped = record_offset_map(spark, flow, paths, runs=appended)
     failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
                      if r["outcome"] == RangeOutcome.FAILED})
-    return JobResult(run_id, sum(r["records"] for r in runs), len(runs), failed, mapped,
-                     tuple(gaps), run_summary(run_id, runs, len(new_gaps)))
+    return JobResult(run_summary(run_id, runs, len(new_gaps)), failed, mapped, tuple(gaps))
 
 
 def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) -> Flow | None:

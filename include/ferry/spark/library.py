@@ -4,6 +4,8 @@ session's artifacts): executors on other machines import the same code as the dr
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
 import zipfile
 from pathlib import Path
 
@@ -23,9 +25,16 @@ def library_zip() -> str:
     target = cache_dir() / "py" / f"ferry-{digest.hexdigest()[:16]}.zip"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in files:
-                archive.write(path, str(Path("ferry") / path.relative_to(package)))
-        partial.replace(target)
+        # A file of this builder's own: another process (a second task on the worker after
+        # an upgrade) may build the same zip at once, and a shared partial file would be
+        # truncated under one builder and renamed away under the other. The rename is
+        # atomic; the last one wins with the same content.
+        partial = target.with_name(f"{target.stem}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in files:
+                    archive.write(path, str(Path("ferry") / path.relative_to(package)))
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
     return str(target)
