@@ -259,7 +259,7 @@ def partition_check(partition: int, source_partitions: int | None,
                     remote_partitions: int | None, topic: str, remote: str
                     ) -> tuple[AdoptStatus, str]:
     """(status, reason) of a partition from the two topics' partition counts (None: no such
-    topic); AdoptStatus.WOULD_ADOPT when both exist with the same count. Another count in either
+    topic); WOULD_ADOPT when both exist with the same count. Another count in either
     direction means records were not mirrored partition to partition (MM1's producer
     picked, or the source topic was recreated), so nothing there is adopted."""
     if source_partitions is None:
