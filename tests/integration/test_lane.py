@@ -20,6 +20,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer
 from ferry.core.offsetmap import decode, lookup
 from ferry.core.planner import TopicPartition as TopicPartition_
+from ferry.core.tables import runs_from_entries
 from ferry.errors import TerminalError, TransientError
 from ferry.kafka.lane import Lane
 from ferry.steps.clusters import Cluster
@@ -423,6 +424,11 @@ def test_at_least_once_copies_exactly_and_counts_a_crashed_batch_as_duplicates(
     # the offset map points every source offset at an identical copy on the target
     entries = [decode(r.value) for r in read_all(clusters["target"], offset_map_topic(flow), 0)
                if r.value is not None]
+    # and they travel in the run's offset-map entries: a runs row rebuilt from them (its
+    # job killed between the target's commit and the Delta write) counts them too
+    rebuilt = runs_from_entries([e for e in entries if e.run_id == "after-crash"], set(),
+                                flow.ferry.delivery)
+    assert sum(r["duplicates"] for r in rebuilt) == duplicates
     for p in range(2):
         source = read_all(clusters["source"], topic_name, p)
         target = {r.offset: r for r in read_all(clusters["target"], remote, p)}

@@ -4,6 +4,12 @@ many runs find it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,16 +98,11 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
         record_offset_map(spark, flow, paths, runs=failed)
 
 
-class Killed(BaseException):
-    """The job's process killed at this point (nothing after it runs)."""
-
-
-def test_a_job_killed_between_its_runs_and_offset_map_appends_loses_and_doubles_nothing(
-    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch
+def test_a_job_sigkilled_between_its_runs_and_offset_map_commits_loses_and_doubles_nothing(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    # given: a copy job that dies right after its first Delta commit of the run
-    from ferry.spark import copy_job
+    # given: a copy job in a process of its own, held right after its first Delta commit
+    # of the run (its runs rows), then SIGKILLed there
     from ferry.steps.cycle import write_plan
     from ferry.steps.plan import prepare
 
@@ -111,27 +112,30 @@ def test_a_job_killed_between_its_runs_and_offset_map_appends_loses_and_doubles_
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     plan = write_plan(flow, prepare(flow, run_id="killed", master="local[2]"))
     paths = StatePaths(flow.ferry.state_dir)
-    append, tables = copy_job._append, []
-
-    def append_then_die(*args: object, **kwargs: object) -> bool:
-        table = Path(str(args[3])).name
-        done = append(*args, **kwargs)  # type: ignore[arg-type]
-        if args[1]:  # rows of the run
-            tables.append(table)
-            raise Killed(table)
-        return done
-
-    monkeypatch.setattr(copy_job, "_append", append_then_die)
-    with pytest.raises(Killed):
-        run_copy_job(spark, str(tmp_path / "mm2.properties"), flow, plan)
-    monkeypatch.undo()
+    marker = tmp_path / "runs-committed"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.copy_job_main", str(tmp_path / "mm2.properties"),
+         flow.name, str(plan), str(marker)], start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "job.err").open("wb"))
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert child.poll() is None, (tmp_path / "job.err").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the job never committed its runs"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not rows(paths.offset_map, flow.name)  # killed before the offset map's commit
 
     # when: the next job records what the target committed
     mapped = record_offset_map(spark, flow, paths)
 
     # then: the runs were the first commit, so nothing of the run was lost, and no row of
     # it was written twice
-    assert tables == ["runs"] and mapped > 0
+    assert mapped > 0
     assert sorted((r["run_id"], r["partition"], r["records"], r["outcome"])
                   for r in rows(paths.runs, flow.name)) == [
         ("killed", 0, 20, "copied"), ("killed", 1, 20, "copied")]

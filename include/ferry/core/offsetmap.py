@@ -73,6 +73,9 @@ class MapEntry:
     """The source topic's ID (Kafka's topic ID); empty where unknown (older entries)."""
     target_id: str = ""
     """The target topic's ID: a topic deleted and created again has another (G10)."""
+    duplicates: int = 0
+    """at_least_once: records an unfinished earlier run wrote to the remote partition that
+    this entry's run copied again (kept so a `runs` row rebuilt from entries counts them)."""
 
     @property
     def records(self) -> int:
@@ -157,8 +160,8 @@ class SegmentBuilder:
 def split_entry(entry: MapEntry, max_segments: int = MAX_ENTRY_SEGMENTS) -> list[MapEntry]:
     """`entry` as consecutive entries of at most `max_segments` segments each. Together they
     cover exactly `[covered_start, covered_end)`, contiguously and in order: each piece ends
-    where the next piece's first segment starts. The bytes stay on the first piece (their
-    sum is unchanged)."""
+    where the next piece's first segment starts. The bytes and duplicates stay on the first
+    piece (their sums are unchanged)."""
     if max_segments <= 0:
         raise ValueError("max_segments must be above 0")
     if len(entry.segments) <= max_segments:
@@ -170,6 +173,7 @@ def split_entry(entry: MapEntry, max_segments: int = MAX_ENTRY_SEGMENTS) -> list
     last = len(chunks) - 1
     return [replace(entry, covered_start=start, covered_end=end, segments=chunk,
                     bytes=entry.bytes if i == 0 else 0,
+                    duplicates=entry.duplicates if i == 0 else 0,
                     target_end=entry.target_end if i == last else chunk[-1].target_end)
             for i, (start, end, chunk) in enumerate(zip(starts, ends, chunks, strict=True))]
 
@@ -198,6 +202,8 @@ def encode(entry: MapEntry) -> tuple[bytes, bytes]:
         value["si"] = entry.source_id
     if entry.target_id:
         value["ti"] = entry.target_id
+    if entry.duplicates:
+        value["d"] = entry.duplicates
     return key, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -216,13 +222,14 @@ def decode(value: bytes) -> MapEntry:
         bytes=int(data.get("b", 0)),
         target_end=int(data["te"]) if data.get("te") is not None else None,
         source_id=str(data.get("si", "")), target_id=str(data.get("ti", "")),
+        duplicates=int(data.get("d", 0)),
     )
 
 
 def restrict(entry: MapEntry, start: int, end: int) -> MapEntry | None:
     """The part of `entry` covering source offsets `[start, end)` (None when it covers none
-    of them): its segments cut to that range. The bytes stay with the piece that holds the
-    entry's start."""
+    of them): its segments cut to that range. The bytes and duplicates stay with the piece
+    that holds the entry's start."""
     low, high = max(start, entry.covered_start), min(end, entry.covered_end)
     if low >= high:
         return None
@@ -235,6 +242,7 @@ def restrict(entry: MapEntry, start: int, end: int) -> MapEntry | None:
         entry.target_end if high == entry.covered_end else None)
     return replace(entry, covered_start=low, covered_end=high, segments=tuple(segments),
                    bytes=entry.bytes if low == entry.covered_start else 0,
+                   duplicates=entry.duplicates if low == entry.covered_start else 0,
                    target_end=target_end)
 
 

@@ -208,7 +208,8 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
                       delivery: str) -> list[dict[str, Any]]:
     """`runs` rows for runs whose entries the target committed but whose rows are missing
     (the job died between the Kafka commit and the Delta write): one row per run, lane and
-    partition, from what the entries say (records, bytes, covered offsets, commit times).
+    partition, from what the entries say (records, bytes, duplicates, covered offsets,
+    commit times).
     Adopted history (ADOPTED_LANE) was another mirror's copy, and a reset (RESET_LANE)
     copied nothing: not runs of Ferry's, none."""
     groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
@@ -226,7 +227,7 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
             "records": sum(e.records for e in found), "bytes": sum(e.bytes for e in found),
             "seconds": (max(times) - min(times)) / 1000, "max_record_age_ms": 0,
             "outcome": RangeOutcome.COPIED.value, "error": REBUILT, "delivery": delivery,
-            "duplicates": 0,
+            "duplicates": sum(e.duplicates for e in found),
             "finished_at": datetime.fromtimestamp(max(times) / 1000, UTC),
             "schema_version": SCHEMA_VERSION,
         })

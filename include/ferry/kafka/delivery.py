@@ -285,6 +285,7 @@ class AtLeastOnce(Delivery):
             return
         end = lane.remote_end(reader, part)
         duplicates = max(0, end - part.target_end)
+        part.duplicates = duplicates
         if duplicates:
             part.ranges[0].duplicates = duplicates
             lane.log.warning("%d records of %s-%s were written by an unfinished run and will "

@@ -718,8 +718,10 @@ class Lane:
             part.target_end = self.remote_end(self.reader, part)
         entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
                          part.remote, part.partition, part.covered, covered_end,
-                         segments, now_ms, txn.bytes, part.target_end,
-                         part.source_id, part.target_id)
+                         segments, now_ms, bytes=txn.bytes, target_end=part.target_end,
+                         source_id=part.source_id, target_id=part.target_id,
+                         duplicates=part.duplicates)
+        part.duplicates = 0  # counted once, in the partition's first entry of this run
         for piece in split_entry(entry):  # an entry stays far below the record limit
             self._send_entry(producer, piece)
 

@@ -69,6 +69,9 @@ class Part:
     done: bool = False
     paused: bool = False
     target_end: int | None = None  # next remote offset after what this lane recorded
+    duplicates: int = 0
+    """at_least_once: records an unfinished run wrote that this lane copies again, not yet
+    in an offset-map entry (the next entry carries them)."""
     owner: str = ""  # the transactional id that committed the position this lane found
     progress_at: float = field(default_factory=time.monotonic)
     """When this partition last moved (a record, its end, its position): across

@@ -124,6 +124,17 @@ def test_runs_rows_are_rebuilt_only_for_runs_without_any() -> None:
     assert row["seconds"] == 4.0 and row["error"] == REBUILT
 
 
+def test_duplicates_travel_in_the_wire_format_only_when_there_are_some() -> None:
+    plain = entry(0, 5, [(0, 0, 5)])
+    counted = MapEntry(**{**plain.__dict__, "duplicates": 3})
+
+    assert b'"d"' not in encode(plain)[1]
+    assert decode(encode(counted)[1]).duplicates == 3
+    assert [p.duplicates for p in split_entry(
+        MapEntry(**{**entry(0, 12, [(0, 0, 5), (6, 5, 5)]).__dict__, "duplicates": 3}), 1)] == [
+        3, 0]
+
+
 def test_entries_without_bytes_still_decode() -> None:
     _, value = encode(entry(0, 1, [(0, 0, 1)]))
     assert b',"b":0' in value

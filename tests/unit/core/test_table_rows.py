@@ -150,3 +150,13 @@ def test_a_runs_row_holds_the_outcomes_plain_text_and_rows_read_back_compare_equ
     row = tables.run_row("a->b", "r1", 0, result, "exactly_once", datetime(2026, 1, 1, tzinfo=UTC))
     assert type(row["outcome"]) is str and row["outcome"] == outcome.value
     assert row["outcome"] == outcome  # as a row read back from Delta compares
+
+
+def test_a_rebuilt_run_row_counts_the_duplicates_its_entries_carry() -> None:
+    first = replace(ENTRY, duplicates=7)
+    later = replace(ENTRY, covered_start=ENTRY.covered_end, covered_end=ENTRY.covered_end + 1,
+                    segments=(), duplicates=0)
+
+    (row,) = tables.runs_from_entries([first, later], set(), "at_least_once")
+
+    assert row["duplicates"] == 7
