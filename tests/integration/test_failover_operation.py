@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from ferry.local import cluster
 from ferry.steps.cycle import plans_dir
 from tests.support.failover import assert_exact_failover, commit_source
-from tests.support.groups import target_offsets
+from tests.support.groups import positions, target_offsets
 from tests.support.kafka_data import create_topic, flow_config, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -71,6 +72,20 @@ def test_a_planned_failover_catches_up_then_moves_the_group_exactly(
     assert done["reverse"]["configured"] is False
     assert json.loads(Path(done["report"]).read_text())["groups"] == done["groups"]
     assert_exact_failover(flow, clusters, topic_name, 2, group, {0: 120, 1: 170})
+
+    # and once Kafka has expired the flow's positions (deleted here), a dry run restores
+    # none of them from the offset map and writes no plan: it changes nothing
+    from ferry.core.internal import positions_group
+
+    admin = AdminClient({"bootstrap.servers": clusters["target"]})
+    admin.delete_consumer_groups([positions_group(flow)])[positions_group(flow)].result(30)
+    plans = sorted(plans_dir(flow).glob("*.json"))
+
+    code, shown, err = ferry(*args)
+
+    assert code == 0 and shown["executed"] is False, err[-3000:]
+    assert positions(clusters, flow, [(remote, 0), (remote, 1)]) == [-1001, -1001]
+    assert sorted(plans_dir(flow).glob("*.json")) == plans
 
 
 def test_an_unplanned_failover_never_waits_on_the_dead_source_and_reports_what_is_at_risk(
