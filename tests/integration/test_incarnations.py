@@ -93,3 +93,46 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
                                                      offset_map_topic(flow))
     answer = find(flow, topic_name, 0, 45)
     assert (answer.status, answer.target_offset) == ("mirrored", 45 + 4)  # 4 commit markers
+
+
+@pytest.mark.parametrize(
+    ("reset", "restore_first"),
+    [("earliest", True), ("earliest", False), ("latest", False)],
+    ids=["position-restored-then-source-recreated", "position-expired-and-source-recreated",
+         "the-same-with-auto-offset-reset-latest"],
+)
+def test_a_recreated_source_topic_is_refused_whether_its_position_was_restored_or_expired(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, reset: str, restore_first: bool
+) -> None:
+    # given: 500 records of the source topic's first life mirrored, then Kafka expires the
+    # flow's position (deleted here); with `restore_first`, a cycle takes it back from the
+    # offset map before the topic is deleted and created again
+    from ferry.core.internal import positions_group
+    from ferry.steps.plan import SourceRecreatedError, prepare
+    from tests.support.groups import positions
+    from tests.support.kafka_data import recreate_topic
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"old{i}".encode(), 0) for i in range(500)])
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       f"source.consumer.auto.offset.reset = {reset}\n").enabled_flows[0]
+    assert run_cycle(flow, "first-life") == 500
+    remote = flow.remote_topic(topic_name)
+    admin = AdminClient({"bootstrap.servers": clusters["target"]})
+    admin.delete_consumer_groups([positions_group(flow)])[positions_group(flow)].result(30)
+    if restore_first:
+        assert run_cycle(flow, "restored") == 0
+        assert positions(clusters, flow, [(remote, 0)]) == [500]
+    recreate_topic(clusters["source"], topic_name)
+    produce(clusters["source"], topic_name, [(None, f"new{i}".encode(), 0) for i in range(900)])
+
+    # when / then: refused and recorded as an incident, neither planned as [500, 900) (0-499
+    # of the new topic skipped) nor from 0 (appended after the old life without a word)
+    with pytest.raises(SourceRecreatedError, match="deleted and created again"):
+        prepare(flow, run_id="second-life")
+    found = rows(StatePaths(flow.ferry.state_dir).incidents, flow.name)
+    assert [(r["kind"], r["topic"], r["partition"], r["run_id"]) for r in found
+            if r["kind"] == "source-recreated"] == [
+        ("source-recreated", topic_name, 0, "second-life")]
+    assert positions(clusters, flow, [(remote, 0)]) == [500 if restore_first else -1001]
+    assert len(read_all(clusters["target"], remote, 0)) == 500

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from ferry.config import Flow
 from ferry.core.internal import positions_group
@@ -26,6 +24,7 @@ from tests.support.kafka_data import (
     flow_config,
     produce,
     read_all,
+    recreate_topic,
     run_cycle,
 )
 
@@ -41,19 +40,6 @@ def _records(count: int, partition: int, tag: str) -> list[tuple[bytes | None, b
 def _position(flow: Flow, remote: str, partition: int) -> int | None:
     found = Admin(flow.target_admin).group_offsets(positions_group(flow), [(remote, partition)])
     return found.get((remote, partition))
-
-
-def _recreate(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while True:  # the deletion completes asynchronously
-        try:
-            create_topic(bootstrap, topic, 1)
-            return
-        except KafkaException:
-            assert time.monotonic() < deadline, f"{topic} could not be created again"
-            time.sleep(0.5)
 
 
 def test_a_deployment_stays_exact_across_expiry_recreation_restart_and_many_cycles(
@@ -78,7 +64,7 @@ def test_a_deployment_stays_exact_across_expiry_recreation_restart_and_many_cycl
 
     # A source topic deleted and created again with more records than were mirrored: an
     # incident, loud, nothing copied; the operator resets; the new topic comes in whole.
-    _recreate(clusters["source"], recreated)
+    recreate_topic(clusters["source"], recreated)
     produce(clusters["source"], recreated, _records(300, 0, "new"))
     with pytest.raises(SourceRecreatedError, match="deleted and created again"):
         cycle()

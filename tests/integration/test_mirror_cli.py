@@ -27,6 +27,7 @@ from tests.support.kafka_data import (
     flow_config,
     produce,
     read_all,
+    recreate_topic,
     run_cycle,
 )
 
@@ -242,16 +243,7 @@ def test_a_recreated_source_topic_is_an_error_not_a_guess(
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 20)
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow)
-    admin = AdminClient({"bootstrap.servers": clusters["source"]})
-    admin.delete_topics([topic_name])[topic_name].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            create_topic(clusters["source"], topic_name, 1)
-            break
-        except Exception:  # the deletion completes asynchronously
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+    recreate_topic(clusters["source"], topic_name)
     produce(clusters["source"], topic_name, [(b"k", b"v", 0)] * 3)
 
     with pytest.raises(TerminalError, match=f"source topic {topic_name} was deleted and "

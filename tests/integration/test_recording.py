@@ -142,3 +142,34 @@ def test_a_job_sigkilled_between_its_runs_and_offset_map_commits_loses_and_doubl
     entries = [r for r in read_all(clusters["target"], offset_map_topic(flow), 0)
                if r.value is not None]
     assert len(rows(paths.offset_map, flow.name)) == len(entries)
+
+
+def test_a_retried_job_of_the_same_plan_still_counts_what_its_first_attempt_copied(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a copy job that copied and recorded its plan, then ran again with the same
+    # plan (a retried `mirror` task): every range already committed, recorded "skipped"
+    from ferry.config import load_config
+    from ferry.steps.cycle import Cycle, write_plan
+    from ferry.steps.plan import prepare
+
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(60)])
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+    plan = write_plan(flow, prepare(flow, run_id="retried", master="local[2]"))
+    first = run_copy_job(spark, config.path, flow, plan)
+    again = run_copy_job(spark, config.path, flow, plan)
+    assert (first.records, again.records) == (60, 0)
+    outcomes = sorted(r["outcome"] for r in rows(StatePaths(flow.ferry.state_dir).runs,
+                                                 flow.name, run_id="retried"))
+    assert outcomes == ["copied", "copied", "skipped", "skipped"]
+
+    # when: the DAG's finish task records the run from Delta
+    summary = Cycle(load_config(config.path), flow, run_id="retried").record(idle=False)
+
+    # then: the run copied 60 records over both partitions (its Asset event says so)
+    assert summary["records"] == 60
+    assert summary["topics"] == {topic_name: {"records": 60,
+                                              "partitions": {"0": [0, 30], "1": [0, 30]}}}

@@ -54,6 +54,21 @@ def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
     admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(30)
 
 
+def recreate_topic(bootstrap: Conn, name: str, partitions: int = 1) -> None:
+    """Delete `name` and create it again (a new topic ID), waiting out the deletion, which
+    completes asynchronously."""
+    admin = AdminClient(conf(bootstrap))
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            create_topic(bootstrap, name, partitions)
+            return
+        except KafkaException:
+            assert time.monotonic() < deadline, f"{name} could not be created again"
+            time.sleep(0.5)
+
+
 def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
             headers: bool = True) -> None:
     """(key, value, partition) records with CreateTime now-ish and a header per record."""

@@ -167,9 +167,10 @@ def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The `runs` rows of the last attempt at each range: an Airflow retry of a run's copy
     writes the same ranges again, and a range that failed first and was copied on retry is
     copied, not failed. A retry that found a range already committed (`skipped`) does not
-    supersede the attempt that copied it: its records were copied by this run."""
+    supersede the attempt that copied it: its records were copied by this run. The rows
+    may come in any order (a Delta table gives them file by file, not in time order)."""
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r["finished_at"]):
         key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
         before = latest.get(key)
         if before is None or (row["finished_at"] >= before["finished_at"] and not (
