@@ -632,3 +632,38 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
     assert all(len(refused) <= 1 for refused in refused_per_round), refused_per_round
     for line in (text for refused in refused_per_round for text in refused):
         assert "\n" not in line and "was taken by a newer writer" in line, line
+
+
+def test_a_continuous_loop_abandons_a_hung_cycle_and_the_next_cycle_fences_its_writer(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a continuous loop whose cycles may take 5 s, and a first cycle whose writer
+    # hangs inside its first transaction (its records sent, not committed)
+    from ferry.steps.cycle import CycleResult, run_continuously
+    from tests.support.kafka_data import LanesHere
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(300))
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 5\n")
+    flow = config.enabled_flows[0]
+    runner = LanesHere(flow, hold_first=True)
+    reported: list[CycleResult] = []
+
+    # when: the loop runs until three cycles are reported; then the hung writer goes on
+    run_continuously(config.path, config, flow, lambda result, _s: reported.append(result),
+                     stop=lambda: len(reported) >= 3, runner=runner)
+    assert runner.held.is_set()
+    runner.release.set()
+    deadline = time.monotonic() + 60
+    while not runner.held_failures:
+        assert time.monotonic() < deadline, "the hung writer neither failed nor ended"
+        time.sleep(0.1)
+
+    # then: the hung cycle was abandoned, the next ones ran and copied; the hung writer,
+    # fenced by the next cycle's (the same writer id), stopped with one line and committed
+    # nothing, so every record is on the target once
+    assert [r.abandoned for r in reported] == [True, False, False]
+    assert all(r.ok for r in reported[1:]) and not reported[0].ok
+    (failure,) = runner.held_failures
+    assert "was taken by a newer writer" in str(failure) and "\n" not in str(failure)
+    assert_exact(flow, clusters, topic_name, 1)

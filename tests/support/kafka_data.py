@@ -215,14 +215,11 @@ def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
         time.sleep(1)
 
 
-def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
-                  ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
-    """A writer run in a thread that stops at `at` and waits there until released: at
-    "positions" (its id taken, its positions read, nothing sent), "commit" (its first
-    transaction's records sent, not committed) or "second-commit" (likewise, its first
-    batch committed). Returns the writer, the event it sets when it reached `at`, the event
-    that releases it, and its failure, if any, once joined."""
-    reached, release = threading.Event(), threading.Event()
+def pausing(at: str, reached: threading.Event, release: threading.Event) -> type[Lane]:
+    """A writer class that stops at `at` and waits there until `release` is set, after
+    setting `reached`: at "positions" (its id taken, its positions read, nothing sent),
+    "commit" (its first transaction's records sent, not committed) or "second-commit"
+    (likewise, its first batch committed)."""
     commits = {"commit": 1, "second-commit": 2}.get(at, 0)
 
     class Paused(Lane):
@@ -238,10 +235,50 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
                 release.wait(60)
             super().commit(producer, metadata, parts)
 
-    writer = Paused(flow, ranges, run_id)
+    return Paused
+
+
+def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
+                  ) -> tuple[Lane, threading.Event, threading.Event, list[BaseException]]:
+    """A writer (`pausing`) run in a thread that stops at `at` and waits there until
+    released. Returns the writer, the event it sets when it reached `at`, the event that
+    releases it, and its failure, if any, once joined."""
+    reached, release = threading.Event(), threading.Event()
+    writer = pausing(at, reached, release)(flow, ranges, run_id)
     writer.thread, found = in_thread(writer)  # type: ignore[attr-defined]
     assert reached.wait(60), f"the writer never reached {at}"
     return writer, reached, release, found
+
+
+class LanesHere:
+    """A copy runner (`ferry.steps.ports.CopyRunner`) that runs a plan's writers in this
+    process, one after the other, as a Spark lane would, and records nothing in Delta.
+    With `hold_first`, the first plan's writers stop inside their first transaction
+    (records sent, not committed; `held` set) until `release` is set: a cycle that hangs
+    with its transaction open. A held writer's failure goes to `held_failures`."""
+
+    def __init__(self, flow: Flow, hold_first: bool = False) -> None:
+        self.flow, self.hold_first = flow, hold_first
+        self.held, self.release = threading.Event(), threading.Event()
+        self.held_failures: list[FerryError] = []
+        self.runs = 0
+
+    def run(self, plan_path: str) -> Any:
+        from ferry.core import plan_file
+        from ferry.core.job import Copied
+
+        plan = plan_file.read(plan_path)
+        self.runs += 1
+        held = self.hold_first and self.runs == 1
+        writer = pausing("commit", self.held, self.release) if held else Lane
+        for ranges in by_writer(plan.ranges, self.flow.ferry.writers).values():
+            try:
+                writer(self.flow, ranges, plan.run_id).run()
+            except FerryError as exc:
+                if not held:
+                    raise
+                self.held_failures.append(exc)
+        return Copied(0)
 
 
 def in_thread(writer: Lane) -> tuple[threading.Thread, list[FerryError]]:

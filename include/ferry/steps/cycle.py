@@ -358,12 +358,13 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 def run(config_path: str, config: MirrorConfig, flow: Flow,
         master: str | None = None, keep_session: bool = False,
         pace: Pace | None = None, clusters: Clusters | None = None,
-        run_id: str | None = None) -> CycleResult:
+        run_id: str | None = None, runner: CopyRunner | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
-    through spark-submit (its output to stderr); when it fails, the run stops there, as the
-    DAG's record and checkpoints do not run after a failed copy. `pace` and `clusters`: see
-    `Cycle`."""
-    cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters)
+    through Spark on `master` (spark-submit's output to stderr); when it fails, the run
+    stops there, as the DAG's record and checkpoints do not run after a failed copy.
+    `pace`, `clusters` and `runner`: see `Cycle`."""
+    cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters,
+                  runner=runner)
     result = cycle.start()
     if not cycle.copy(result, config_path, keep_session):
         return result
@@ -373,8 +374,8 @@ def run(config_path: str, config: MirrorConfig, flow: Flow,
 def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
                      on_cycle: Callable[[CycleResult, float], None],
                      master: str | None = None, for_s: float | None = None,
-                     pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False
-                     ) -> CycleResult | None:
+                     pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
+                     runner: CopyRunner | None = None) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
     `stop()`), a started cycle always finished or abandoned. `on_cycle(result, seconds)`
@@ -385,12 +386,13 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
 
     A cycle still running after `ferry.cycle.timeout.seconds` is abandoned as hung (its
     result `abandoned`): the next starts at once with clients of its own, and its writers,
-    holding the same writer ids, fence whatever the hung one still writes (G11)."""
+    holding the same writer ids, fence whatever the hung one still writes (G11). `runner`
+    runs every cycle's copy (None: Spark on `master`)."""
     from ferry.spark.connect import close_sessions
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    loop = _Looped(flow)
+    loop = _Looped(flow, runner)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
             last = loop.cycle(config_path, config, master, on_cycle)
@@ -471,8 +473,9 @@ class _Looped:
     """One flow in a long-running loop: its paced steps and its clients, kept across its
     cycles."""
 
-    def __init__(self, flow: Flow) -> None:
+    def __init__(self, flow: Flow, runner: CopyRunner | None = None) -> None:
         self.flow, self.pace, self.clusters = flow, Pace(), Clusters.of(flow)
+        self.runner = runner
 
     def cycle(self, config_path: str, config: MirrorConfig, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True
@@ -484,13 +487,15 @@ class _Looped:
         flow = self.flow
         started, run_id = time.monotonic(), new_run_id()
         if not looping:
-            result = run(config_path, config, flow, master=master, run_id=run_id)
+            result = run(config_path, config, flow, master=master, run_id=run_id,
+                         runner=self.runner)
             on_cycle(result, time.monotonic() - started)
             return result
         limit = flow.ferry.cycle_timeout_seconds
         done = _within(limit, partial(run, config_path, config, flow, master=master,
                                       keep_session=True, pace=self.pace,
-                                      clusters=self.clusters, run_id=run_id))
+                                      clusters=self.clusters, run_id=run_id,
+                                      runner=self.runner))
         if done is None:
             log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
                       "abandoned as hung; the next cycle starts now, and its writers "
