@@ -47,20 +47,30 @@ def _mvn(args: list[str], what: str) -> None:
 
 
 def _copy_dependencies(pom_name: str, dir_name: str, what: str) -> Path:
-    """Copy a POM's runtime dependencies into `<cache>/jars/<dir_name>`, once."""
+    """Copy a POM's runtime dependencies into `<cache>/jars/<dir_name>`, once. Processes
+    that fetch at once (the setup and a test run, two workers' first task) take turns on a
+    lock file: the first fetches, the others find its directory complete; a directory in
+    use is never removed under a running JVM while it is still the right one."""
+    import fcntl
+
     pom = _pom(pom_name)
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()
     target = cache_dir() / "jars" / dir_name
     marker = target / ".complete"
     if marker.is_file() and marker.read_text() == digest:
         return target
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    _mvn(["-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={partial}",
-          "-DincludeScope=runtime"], what)
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    marker.write_text(digest)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{dir_name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if marker.is_file() and marker.read_text() == digest:
+            return target  # fetched by the process this one waited for
+        partial = target.with_name(f"{dir_name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)  # an interrupted fetch's
+        _mvn(["-f", str(pom), "dependency:copy-dependencies",
+              f"-DoutputDirectory={partial}", "-DincludeScope=runtime"], what)
+        (partial / ".complete").write_text(digest)
+        shutil.rmtree(target, ignore_errors=True)  # an older or interrupted copy
+        partial.rename(target)
     return target
 
 
