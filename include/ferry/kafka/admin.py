@@ -50,6 +50,10 @@ _DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED,)
 _REFRESHED = 20  # topics whose metadata one failed attempt refreshes, at most
 _REFRESH_S = 5.0
 _ONE_BY_ONE = 8  # new topics whose leaders are asked about by name; more: one listing first
+_UNLISTED_S = 2.0
+"""How long a new topic may be missing from the cluster's listing before it is asked about
+by name: a broker lists a topic only once the metadata of its creation reached it (a moment
+on a busy cluster), and a topic the principal may not describe is never listed."""
 
 
 def _topic(key: object) -> str | None:
@@ -324,8 +328,10 @@ class Admin:
         ListOffsets that first finds none kept failing (`_NOENT`) until the budget ran out.
         A topic whose metadata the principal may not read is not waited for. A topic found
         led is not asked about again; more than a few are asked about in one listing of the
-        cluster's topics, not one request each."""
+        cluster's topics, not one request each; one missing from the listings is asked
+        about by name only after `_UNLISTED_S` (not listed yet, or not describable)."""
         pending = set(topics)
+        unlisted: dict[str, float] = {}  # since when a topic is missing from the listings
 
         def led(name: str, topic: Any) -> bool:
             if topic is None:
@@ -337,10 +343,15 @@ class Admin:
 
         def attempt(timeout: float) -> None:
             found: dict[str, Any] = {}
+            ask = sorted(pending)
             if len(pending) > _ONE_BY_ONE:
                 found = dict(self.raw.list_topics(timeout=min(_REFRESH_S, timeout)).topics)
-            # a listing leaves out what the principal may not describe: ask those by name
-            for name in sorted(n for n in pending if n not in found):
+                now = time.monotonic()
+                # a listing leaves out what the broker does not know yet and what the
+                # principal may not describe: the latter are asked about by name, later
+                ask = [n for n in ask if n not in found
+                       and now - unlisted.setdefault(n, now) >= _UNLISTED_S]
+            for name in ask:
                 found[name] = self.raw.list_topics(
                     topic=name, timeout=min(1.0, timeout)).topics.get(name)
             pending.difference_update([n for n in pending if led(n, found.get(n))])
