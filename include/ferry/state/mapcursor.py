@@ -31,12 +31,13 @@ def map_cursor(flow: Flow, topic_id: str, topic_end: Callable[[], int]) -> MapCu
     legacy_current = legacy >= 0 and (current >= 0 or legacy < topic_end())
     after = max(current, legacy) if legacy_current else current
     if after < 0 and max_map_offset(path, flow.name) >= 0:
-        from ferry.state import incidents
+        from ferry.core import incidents
+        from ferry.state.store import DeltaStore
 
         log.error("incident: the offset-map topic %s on %s was deleted and created again "
                   "(now ID %s): the Delta offset map keeps every entry recorded before; the "
                   "new topic is read from its start", topic, flow.target, topic_id,
                   extra={"flow": flow.name})
-        incidents.record(flow, [incidents.Incident(incidents.OFFSET_MAP_RECREATED, topic, 0,
-                                                   f"now topic ID {topic_id}")])
+        incidents.record(DeltaStore.of(flow), flow.name, [incidents.Incident(
+            incidents.OFFSET_MAP_RECREATED, topic, 0, f"now topic ID {topic_id}")])
     return MapCursor(topic_id, after, legacy_current)

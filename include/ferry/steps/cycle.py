@@ -174,7 +174,8 @@ class Cycle:
         Delta does not hold yet."""
         prepared = prepare(self.flow, apply=False, run_id=self.run_id, master=self.master,
                            sync=False, source=self.clusters.source,
-                           target=self.clusters.target, synced=self._synced)
+                           target=self.clusters.target, synced=self._synced,
+                           state=self.store)
         lag = offset_map_lag(self.flow, self.clusters.target)
         work = needs_job(prepared, lag)
         if not work:

@@ -23,7 +23,7 @@ from ferry.core.sync.topics import TopicActions
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
-    from ferry.steps.ports import PlanSource, PlanTarget
+    from ferry.steps.ports import PlanSource, PlanTarget, StateStore
     from ferry.steps.sync import SyncReport
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def limits_for(flow: Flow) -> Limits:
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             master: str | None = None, sync: bool = True, restore: bool = True, *,
             source: PlanSource | None = None, target: PlanTarget | None = None,
-            synced: SyncReport | None = None) -> Prepared:
+            synced: SyncReport | None = None, state: StateStore | None = None) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
@@ -95,12 +95,17 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     `restore`, committed back into the positions group for the lanes. `source` and
     `target` default to the flow's clusters. `synced`: the report of the sync this cycle
     just ran against the same clusters; the plan takes its topics instead of listing both
-    clusters' topics again (then `sync` and `apply` are not used for the sync)."""
+    clusters' topics again (then `sync` and `apply` are not used for the sync). `state`:
+    where incidents are recorded (default: the flow's Delta tables)."""
     from ferry.core.lanes import cores_of, lane_count
     from ferry.steps.clusters import Cluster
     from ferry.steps.sync import sync_flow
 
     run_id = run_id or new_run_id()
+    if state is None:
+        from ferry.state.store import DeltaStore
+
+        state = DeltaStore.of(flow)
     source = source or Cluster(flow.source_admin)
     target = target or Cluster(flow.target_admin)
     report = synced or sync_flow(flow, apply=apply, run_id=run_id, source=source,
@@ -114,8 +119,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     marks = source.watermarks(tps)
     ids = source.topic_ids(topics)
-    positions = _positions(flow, target, tps, ids, run_id)
-    positions.update(_recover(flow, source, target,
+    positions = _positions(flow, target, state, tps, ids, run_id)
+    positions.update(_recover(flow, source, target, state,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":
         held = unmapped(flow, target, [tp for tp in tps if positions[tp] is None
@@ -126,7 +131,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             # records, map entries and positions commit in one transaction, and the stable
             # read below, made after the records were seen, sees its positions: then the
             # records are the flow's own and the plan continues after them.
-            late = _positions(flow, target, sorted(held), ids, run_id)
+            late = _positions(flow, target, state, sorted(held), ids, run_id)
             positions.update({tp: p for tp, p in late.items() if p is not None})
             refuse_unmapped(flow, {tp: m for tp, m in held.items() if late[tp] is None})
     result = plan(positions, marks, limits_for(flow))
@@ -223,13 +228,13 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         "--execute`; then run again.")
 
 
-def _positions(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
+def _positions(flow: Flow, target: PlanTarget, state: StateStore, tps: list[TopicPartition],
                ids: Mapping[str, str], run_id: str) -> dict[TopicPartition, int | None]:
     """The committed (stable) positions of `tps` in the flow's positions group, None where
     there is none. A position committed for another incarnation of its source topic is
     recorded as an incident and refused (G10)."""
+    from ferry.core import incidents
     from ferry.core.positions import decode_position
-    from ferry.state import incidents
 
     committed = target.committed(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
@@ -238,7 +243,7 @@ def _positions(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
     try:
         check_identity(flow, ids, recorded)
     except SourceRecreatedError:
-        incidents.record(flow, [
+        incidents.record(state, flow.name, [
             incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
                                f"topic ID {recorded[tp]} became {ids[tp.topic]}")
             for tp in sorted(recorded)
@@ -247,11 +252,11 @@ def _positions(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
     return {tp: c[0] if c else None for tp, c in found.items()}
 
 
-def _recover(flow: Flow, source: PlanSource, target: PlanTarget,
+def _recover(flow: Flow, source: PlanSource, target: PlanTarget, state: StateStore,
              missing: list[TopicPartition], restore: bool, run_id: str
              ) -> dict[TopicPartition, int | None]:
     """Positions of `missing` partitions that the offset map knows (G9)."""
-    from ferry.state import incidents
+    from ferry.core import incidents
     from ferry.steps import recovery
 
     if not missing:
@@ -259,14 +264,14 @@ def _recover(flow: Flow, source: PlanSource, target: PlanTarget,
     found, older = recovery.recorded_positions(flow, missing, source=source, target=target)
     if older:  # mirrored once, but only from a topic deleted since: never start it over
         ids = source.topic_ids({tp.topic for tp in older})
-        incidents.record(flow, [
+        incidents.record(state, flow.name, [
             incidents.Incident(incidents.SOURCE_RECREATED, tp.topic, tp.partition,
                                f"topic ID {old} became {ids.get(tp.topic, '?')}")
             for tp, old in sorted(older.items())], run_id)
         check_identity(flow, ids, older)
     if restore and found:
         recovery.restore(flow, found, target=target)
-        incidents.record(flow, [
+        incidents.record(state, flow.name, [
             incidents.Incident(incidents.POSITION_RESTORED, tp.topic, tp.partition,
                                f"restored {r.position} (run {r.run_id})")
             for tp, r in sorted(found.items())], run_id)

@@ -106,6 +106,25 @@ def test_positions_of_a_recreated_source_topic_refuse_the_plan_and_record_an_inc
     assert target.altered == []
 
 
+def test_incidents_go_to_the_state_the_plan_is_given_and_each_is_recorded_once(
+    flow: Flow, state_dir: Path
+) -> None:
+    from tests.unit.steps.fakes import MemoryStore
+
+    target = mirrored_target()
+    committed(target, 0, 3, source_id="s0")  # counted offsets of the topic's earlier life
+    state = MemoryStore()
+
+    for run_id in ("r1", "r2"):  # met again by the next run: one incident
+        with pytest.raises(SourceRecreatedError):
+            prepare(flow, run_id=run_id, source=source(), target=target, state=state)
+
+    assert [(r["kind"], r["topic"], r["partition"], r["run_id"], r["detail"])
+            for r in state.rows("incidents", "A->B")] == [
+        ("source-recreated", "orders", 0, "r1", "topic ID s0 became s1")]
+    assert rows(StatePaths(str(state_dir)).incidents, "A->B") == []  # not the Delta tables
+
+
 @pytest.mark.parametrize("restore", [True, False], ids=["committed-back", "only-planned"])
 def test_an_expired_position_is_taken_from_the_offset_map(flow: Flow, restore: bool) -> None:
     # Kafka expired the group's offset of partition 0; the offset-map topic says 0-3 went
