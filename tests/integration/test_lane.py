@@ -217,6 +217,46 @@ class CommitsBeforeRemoteRead:
         return getattr(self.target, name)
 
 
+def test_a_run_killed_inside_its_commit_leaves_the_next_plan_nothing_to_wait_for(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a run SIGKILLed inside its first commit, its records and positions sent to its
+    # transaction and not committed (pending in the positions group until the transaction
+    # times out: a minute at least), and a flow whose Kafka calls may wait 5 s
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(400)])
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.kafka.retry.seconds = 5\n")
+    flow = config.enabled_flows[0]
+    marker = tmp_path / "held-in-commit"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.cycle_main", config.path, flow.name,
+         "--hold-in-commit", str(marker)], start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+    # when: the next cycle plans (a stable read of the positions waited for the dead
+    # transaction, past the 5 s, and failed) and copies
+    prepared = prepare(flow, run_id="after-kill")
+    copied = sum(Lane(flow, ranges, "after-kill").run().records
+                 for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values())
+
+    # then: the plan started where the last commit left the flow (nothing committed), the
+    # lanes fenced the dead writer (its transaction aborted), and every record is there once
+    assert sorted((r.partition, r.start) for r in prepared.plan.copies) == [(0, 0), (1, 0)]
+    assert copied == 400
+    assert_exact(flow, clusters, topic_name, 2)
+
+
 def test_a_run_planned_while_a_zombie_commits_its_first_batch_is_not_refused_and_stays_exact(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

@@ -438,13 +438,14 @@ class Admin:
             invalid=None if by_time else _not_an_offset)
         return {tp: int(info.offset) for tp, info in found.items()}
 
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None,
+                  stable: bool = True) -> dict[tuple[str, int], tuple[int, str]]:
         """(offset, commit metadata) of `group` on (topic, partition)s; those without a
         committed offset are left out. Default: every partition of every topic the cluster
         lists (offsets on topics deleted since are not returned; topics this principal may
-        not see are skipped, as Kafka skips them). Stable offsets only (waits out pending
-        transactional commits).
+        not see are skipped, as Kafka skips them). `stable`: waits out pending
+        transactional commits of the group's offsets (a transaction a killed writer left
+        open holds them until the transaction times out); else the offsets last committed.
 
         A partition the broker answers with an error is never taken for "no offset":
         a transient error is retried with the rest, any other raises naming the group, the
@@ -466,7 +467,10 @@ class Admin:
         refusals = _Refusals()
         conf: dict[str, Any] = self.client.confluent({
             "group.id": group, "enable.auto.commit": False,
-            "isolation.level": "read_committed", "log_level": 3})
+            # librdkafka asks for stable offsets (OffsetFetch RequireStable) when reading
+            # committed records only
+            "isolation.level": "read_committed" if stable else "read_uncommitted",
+            "log_level": 3})
         conf["error_cb"] = refusals
         consumer = Consumer(conf)
 

@@ -59,9 +59,9 @@ class KafkaCluster:
                    ) -> dict[TopicPartition, int]:
         return self.admin.offsets_at(tps, time_ms)
 
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
-        return self.admin.committed(group, tps)
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None,
+                  stable: bool = True) -> dict[tuple[str, int], tuple[int, str]]:
+        return self.admin.committed(group, tps, stable=stable)
 
     def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> Offsets:
         return self.admin.group_offsets(group, tps)

@@ -131,7 +131,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             # records, map entries and positions commit in one transaction, and the stable
             # read below, made after the records were seen, sees its positions: then the
             # records are the flow's own and the plan continues after them.
-            late = _positions(flow, target, state, sorted(held), ids, run_id)
+            late = _positions(flow, target, state, sorted(held), ids, run_id, stable=True)
             positions.update({tp: p for tp, p in late.items() if p is not None})
             refuse_unmapped(flow, {tp: m for tp, m in held.items() if late[tp] is None})
     result = plan(positions, marks, limits_for(flow))
@@ -229,15 +229,25 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
 
 
 def _positions(flow: Flow, target: PlanTarget, state: StateStore, tps: list[TopicPartition],
-               ids: Mapping[str, str], run_id: str) -> dict[TopicPartition, int | None]:
-    """The committed (stable) positions of `tps` in the flow's positions group, None where
-    there is none. A position committed for another incarnation of its source topic is
-    recorded as an incident and refused (G10)."""
+               ids: Mapping[str, str], run_id: str, stable: bool = False
+               ) -> dict[TopicPartition, int | None]:
+    """The committed positions of `tps` in the flow's positions group, None where there is
+    none. A position committed for another incarnation of its source topic is recorded as
+    an incident and refused (G10).
+
+    Not `stable` (the plan's first read): the positions last committed, whatever a writer's
+    transaction holds pending. A run killed between sending its positions to its
+    transaction and committing it leaves them pending until the transaction times out (a
+    minute at least), and a stable read waited that long; a plan from the last committed
+    positions is safe, because each lane takes its partitions' writer id (aborting such a
+    transaction, or letting a live writer's commit finish) and then resumes from the
+    position it reads, stable, skipping what a newer commit covers."""
     from ferry.core import incidents
     from ferry.core.positions import decode_position
 
     committed = target.committed(
-        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps])
+        positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps],
+        stable=stable)
     found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
     recorded = {tp: decode_position(c[1]).source_id for tp, c in found.items() if c}
     try:

@@ -112,9 +112,11 @@ class PositionsTarget(ReadsGroupOffsets, ReadsWatermarks, Protocol):
 
 
 class ReadsCommitted(Protocol):
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
-        """(offset, metadata) of `group` on `tps` (default: every partition)."""
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None,
+                  stable: bool = True) -> dict[tuple[str, int], tuple[int, str]]:
+        """(offset, metadata) of `group` on `tps` (default: every partition). `stable`:
+        after the transactions that commit offsets of the group are done (else the last
+        offsets committed, whatever is pending)."""
         ...
 
 

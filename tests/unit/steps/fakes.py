@@ -146,8 +146,8 @@ class FakeCluster:
             raise NoAuthorizer(self.cluster)
         self.acl_list.extend(acls)
 
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None,
+                  stable: bool = True) -> dict[tuple[str, int], tuple[int, str]]:
         found = self.groups.get(group, {})
         wanted = set(found) if tps is None else set(tps)
         return {k: v for k, v in found.items() if k in wanted}

@@ -226,9 +226,12 @@ class CommittedMeanwhile(FakeCluster):
     after the plan read the positions and found none."""
 
     meanwhile: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    stable_reads: list[bool] = field(default_factory=list)
 
-    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None
-                  ) -> dict[tuple[str, int], tuple[int, str]]:
+    def committed(self, group: str, tps: Iterable[tuple[str, int]] | None = None,
+                  stable: bool = True) -> dict[tuple[str, int], tuple[int, str]]:
+        if group == GROUP:
+            self.stable_reads.append(stable)
         found = super().committed(group, tps)
         if group == GROUP and self.meanwhile:
             self.groups.setdefault(GROUP, {}).update(self.meanwhile)
@@ -262,6 +265,9 @@ def test_records_the_flows_own_writer_committed_since_the_positions_were_read_ar
     # the plan goes on from the zombie's position
     assert ("orders", 0, 4, 5) in spans(prepared.plan.copies)
     assert prepared.positions[TopicPartition("orders", 0)] == 4
+    # the first read takes what is committed (not waiting on a pending transaction, which
+    # a killed writer holds open for a minute); the second waits for the pending one
+    assert target.stable_reads == [False, True]
 
 
 def test_a_position_committed_meanwhile_for_another_source_incarnation_is_still_refused(
