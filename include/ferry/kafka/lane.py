@@ -371,13 +371,37 @@ class Lane:
         no broker up and tries again half a second later, and its first records to a topic
         it has no metadata for wait for that. Asked first, `init_transactions` takes tens of
         milliseconds, not about half a second in every other lane. On an error nothing is
-        lost but that time."""
+        lost but that time. An offset-map topic that is not there fails the writer at once
+        (`_require_map_topic`)."""
         for topic in sorted({p.remote for p in self.parts.values()} | {self.map_topic}):
             try:
-                producer.list_topics(topic, timeout=CALL_TIMEOUT_S)
+                found = producer.list_topics(topic, timeout=CALL_TIMEOUT_S).topics.get(topic)
             except KafkaException as exc:
                 log.debug("metadata of %s not read ahead: %s", topic, exc,
                           extra={"flow": self.flow.name, "lane": self.lane})
+                continue
+            if topic == self.map_topic and _unknown(found):
+                self._require_map_topic(producer)
+
+    def _require_map_topic(self, producer: Producer) -> None:
+        """Fail at once, copying nothing, when the offset-map topic is not on the target:
+        its entries would have nowhere to go, and each batch would wait for the topic until
+        its delivery timed out (30 s, then again on retry). A topic the plan created moments
+        ago may be unknown to this broker for a moment: asked again for a few seconds."""
+        deadline = time.monotonic() + MAP_TOPIC_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                found = producer.list_topics(self.map_topic, timeout=CALL_TIMEOUT_S)
+            except KafkaException:
+                return  # no answer: the writes report what is wrong
+            if not _unknown(found.topics.get(self.map_topic)):
+                return
+        raise TerminalError(
+            f"flow {self.flow.name} writer {self.lane}: the offset-map topic {self.map_topic} "
+            f"is not on cluster {self.flow.target} (deleted since the cycle planned?); nothing "
+            "was copied, as the offset map would have nowhere to go. The next cycle of the "
+            "flow creates it again, kept forever (retention.ms=-1)")
 
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
         if self.progress is not None:
@@ -757,3 +781,13 @@ class Lane:
                 if result.outcome == RangeOutcome.PENDING and part.covered >= result.end:
                     result.outcome = RangeOutcome.COPIED
                     result.seconds = round(time.monotonic() - self.started, 3)
+
+
+MAP_TOPIC_WAIT_S = 3.0
+"""How long a writer asks again about an offset-map topic a broker does not know."""
+
+
+def _unknown(topic: Any) -> bool:
+    """Whether topic metadata says the topic does not exist."""
+    return topic is None or (topic.error is not None
+                             and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)

@@ -63,6 +63,18 @@ class FakeKafka:
         for p in range(partitions):
             self.logs.setdefault((topic, p), [])
 
+    def metadata(self, topic: str | None) -> Any:
+        """`list_topics`' answer: every topic, or the one asked about."""
+        from types import SimpleNamespace
+
+        names = {t for t, _ in self.logs} if topic is None else {topic}
+        found = {}
+        for name in names:
+            partitions = {p: SimpleNamespace(leader=1) for t, p in self.logs if t == name}
+            error = None if partitions else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            found[name] = SimpleNamespace(error=error, partitions=partitions)
+        return SimpleNamespace(topics=found)
+
     def append(self, topic: str, partition: int, records: list[tuple[bytes, bytes]],
                timestamp: int = 1_700_000_000_000) -> None:
         """Plain (non-transactional) records, as a source's producers write them."""
@@ -149,8 +161,10 @@ class FakeProducer:
         if self.epoch is not None and self.kafka.epochs.get(self.txn_id) != self.epoch:
             raise _fenced()
 
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> None:
-        return None
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The topic's metadata: its partitions, or UNKNOWN_TOPIC_OR_PART (as a broker
+        answers for a topic it does not have and may not create)."""
+        return self.kafka.metadata(topic)
 
     def init_transactions(self, timeout: float = -1) -> None:
         self.epoch = self.kafka._init(self.txn_id)

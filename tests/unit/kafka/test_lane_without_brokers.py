@@ -264,3 +264,41 @@ def test_an_at_least_once_writer_whose_slot_a_newer_writer_took_commits_no_more_
 
     offset, _ = target.groups[positions_group(plain_flow)][(plain_flow.remote_topic(TOPIC), 0)]
     assert offset == 100  # the first batch's position, not the second's
+
+
+def test_a_lane_whose_offset_map_topic_is_gone_fails_at_once_and_writes_nothing(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: the flow's offset-map topic deleted since the cycle planned
+    from ferry.kafka import lane as lane_module
+
+    monkeypatch.setattr(lane_module, "MAP_TOPIC_WAIT_S", 0.6)
+    source, target = clusters(flow, 50)
+    del target.logs[(offset_map_topic(flow), 0)]
+
+    # when / then: refused before any record, naming the topic and the way on
+    with pytest.raises(TerminalError, match=r"offset-map topic \S+ is not on cluster B.*"
+                                            r"nothing was copied.*creates it again"):
+        LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 50)]).run()
+    assert target.committed_records(flow.remote_topic(TOPIC), 0) == []
+
+
+def test_an_offset_map_topic_a_broker_learns_of_a_moment_later_is_waited_for(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a map topic the plan just created, unknown to the lane's broker at first
+    source, target = clusters(flow, 50)
+    key = (offset_map_topic(flow), 0)
+    log = target.logs.pop(key)
+    metadata, asked = target.metadata, []
+
+    def learning(topic: str | None) -> object:
+        asked.append(topic)
+        if len(asked) > 2:
+            target.logs.setdefault(key, log)
+        return metadata(topic)
+
+    monkeypatch.setattr(target, "metadata", learning)
+
+    # when / then: the lane copies once the topic is known
+    assert LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 50)]).run().records == 50
