@@ -23,6 +23,12 @@ class TransientError(FerryError):
     """The same work may succeed later (a broker restarting, a timeout)."""
 
 
+class WriterTaken(TransientError):
+    """A newer writer took this writer's slot (another run of the flow, a backfill into its
+    topic, an adoption): this one stopped, and the newer one resumes from what was
+    committed."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the configuration.

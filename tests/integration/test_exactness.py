@@ -589,15 +589,20 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: one flow as a scheduled run sees it (tasks.max=2) and as an operator's
-    # `ferry mirror` on local[8] sees it (tasks.max=8), over 8 partitions
-    from tests.support.kafka_data import run_cycle
+    # `ferry mirror` on local[8] sees it (tasks.max=8), over 8 partitions; each round runs
+    # whole cycles (heartbeat, sync, plan, copy through the copy job's per-slot code,
+    # record, checkpoints), the two started at the same moment
+    from ferry.config import MirrorConfig
+    from ferry.steps.cycle import run
+    from tests.support.kafka_data import LanesHere
 
     create_topic(clusters["source"], topic_name, 8)
-    two = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
-    eight = tmp_path / "eight.properties"
-    eight.write_text((tmp_path / "mm2.properties").read_text().replace("tasks.max = 2",
-                                                                       "tasks.max = 8"))
-    flows = (two, load_config(eight).flow(two.name))
+    two = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n")
+    eight_path = tmp_path / "eight.properties"
+    eight_path.write_text((tmp_path / "mm2.properties").read_text().replace("tasks.max = 2",
+                                                                            "tasks.max = 8"))
+    eight = load_config(eight_path)
+    flow = two.enabled_flows[0]
     refused_per_round: list[list[str]] = []
 
     # when: each round, new records, then both cycles started at the same moment
@@ -606,30 +611,36 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
                 [(None, f"r{n}-{i}".encode(), i % 8) for i in range(2_000)])
         start, refused, broke = threading.Barrier(2), [], []
 
-        def cycle(flow: Flow, run_id: str, start: threading.Barrier = start,
+        def cycle(config: MirrorConfig, run_id: str, start: threading.Barrier = start,
                   refused: list[str] = refused, broke: list[BaseException] = broke) -> None:
+            runner = LanesHere(config.flow(flow.name))
             try:
                 start.wait(30)
-                run_cycle(flow, run_id)
+                result = run(config.path, config, config.flow(flow.name), run_id=run_id,
+                             runner=runner)
+                if not result.ok:  # one line per run: the first range's reason
+                    refused.append(runner.failures[0] if runner.failures else
+                                   f"exit {result.copy_exit_code}")
             except FerryError as exc:
                 refused.append(str(exc))
             except BaseException as exc:  # anything else fails the test, not just the thread
                 broke.append(exc)
 
-        threads = [threading.Thread(target=cycle, args=(flow, f"round-{n}-{lanes}"))
-                   for flow, lanes in zip(flows, (2, 8), strict=True)]
+        threads = [threading.Thread(target=cycle, args=(config, f"round-{n}-{lanes}"))
+                   for config, lanes in zip((two, eight), (2, 8), strict=True)]
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(120)
+            thread.join(180)
         assert not any(thread.is_alive() for thread in threads), f"round {n}: a cycle hung"
         assert broke == [], f"round {n}: {broke!r}"
         refused_per_round.append(refused)
-    run_cycle(flows[0], "last")  # whatever a refused run left, the next cycle copies
+    last = run(two.path, two, flow, run_id="last", runner=LanesHere(flow))  # what is left
+    assert last.ok
 
     # then: every record once, in order; at most one of the two refused in a round, with
     # one line saying why
-    assert_exact(flows[0], clusters, topic_name, 8)
+    assert_exact(flow, clusters, topic_name, 8)
     assert all(len(refused) <= 1 for refused in refused_per_round), refused_per_round
     for line in (text for refused in refused_per_round for text in refused):
         assert "\n" not in line and "was taken by a newer writer" in line, line

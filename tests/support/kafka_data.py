@@ -251,34 +251,42 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
 
 
 class LanesHere:
-    """A copy runner (`ferry.steps.ports.CopyRunner`) that runs a plan's writers in this
-    process, one after the other, as a Spark lane would, and records nothing in Delta.
-    With `hold_first`, the first plan's writers stop inside their first transaction
-    (records sent, not committed; `held` set) until `release` is set: a cycle that hangs
-    with its transaction open. A held writer's failure goes to `held_failures`."""
+    """A copy runner (`ferry.steps.ports.CopyRunner`) that runs a plan's writer slots in
+    this process as one lane of the copy job runs them (`write_slots`), and hands back the
+    run as the job would have recorded it (nothing is appended to Delta). With
+    `hold_first`, the first plan's writers stop inside their first transaction (records
+    sent, not committed; `held` set) until `release` is set: a cycle that hangs with its
+    transaction open. A held writer's failure goes to `held_failures`."""
 
     def __init__(self, flow: Flow, hold_first: bool = False) -> None:
         self.flow, self.hold_first = flow, hold_first
         self.held, self.release = threading.Event(), threading.Event()
         self.held_failures: list[FerryError] = []
+        self.failures: list[str] = []
+        """Why each range that failed did (its `runs` row's error)."""
         self.runs = 0
 
     def run(self, plan_path: str) -> Any:
         from ferry.core import plan_file
-        from ferry.core.job import Copied
+        from ferry.core.job import Copied, run_summary
+        from ferry.core.tables import RangeOutcome
+        from ferry.spark.copy_job import write_slots
 
         plan = plan_file.read(plan_path)
         self.runs += 1
-        held = self.hold_first and self.runs == 1
-        writer = pausing("commit", self.held, self.release) if held else Lane
-        for ranges in by_writer(plan.ranges, self.flow.ferry.writers).values():
-            try:
-                writer(self.flow, ranges, plan.run_id).run()
-            except FerryError as exc:
-                if not held:
-                    raise
-                self.held_failures.append(exc)
-        return Copied(0)
+        slots = by_writer(plan.ranges, self.flow.ferry.writers)
+        if self.hold_first and self.runs == 1:
+            writer = pausing("commit", self.held, self.release)
+            for ranges in slots.values():
+                try:
+                    writer(self.flow, ranges, plan.run_id).run()
+                except FerryError as exc:
+                    self.held_failures.append(exc)
+            return Copied(0)
+        rows = write_slots(self.flow, plan.run_id, sorted(slots.items()), plan.role)
+        failed = [r["error"] for r in rows if r["outcome"] == RangeOutcome.FAILED]
+        self.failures.extend(failed)
+        return Copied(1 if failed else 0, run_summary(plan.run_id, rows, len(plan.gaps)))
 
 
 def in_thread(writer: Lane) -> tuple[threading.Thread, list[FerryError]]:

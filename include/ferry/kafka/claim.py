@@ -39,7 +39,7 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.core.internal import claim_group, offset_map_topic
-from ferry.errors import FerryError, TransientError
+from ferry.errors import FerryError, TransientError, WriterTaken
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying
 
@@ -60,7 +60,7 @@ _JOINING = frozenset({KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBE
                       KafkaError.ILLEGAL_GENERATION, KafkaError._NO_OFFSET})
 
 
-class ClaimLost(TransientError):
+class ClaimLost(WriterTaken):
     """A newer writer took the slot: this one stops and commits nothing more."""
 
 

@@ -48,7 +48,7 @@ from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
 from ferry.core.positions import decode_position, encode_position
 from ferry.core.tables import RangeOutcome, RangeResult
-from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
@@ -277,7 +277,7 @@ class Lane:
         writer is `fenced` (never a refusal to re-run); else `LaneErrors.kafka`."""
         if cluster == self.flow.target and self.producer is not None \
                 and self.lost_id(self.producer, exc.args[0]):
-            return TransientError(self.explain.fenced(exc.args[0].str()))
+            return WriterTaken(self.explain.fenced(exc.args[0].str()))
         return self.explain.kafka(exc, cluster, action)
 
     def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
@@ -311,7 +311,7 @@ class Lane:
         try:
             return int(producer.flush(0.5))
         except (SystemError, KafkaException) as exc:
-            raise TransientError(self.explain.fenced(exc)) from None
+            raise WriterTaken(self.explain.fenced(exc)) from None
 
     # -- positions ----------------------------------------------------------------------
 
@@ -633,7 +633,7 @@ class Lane:
                 producer.poll(0.05)
             except KafkaException as exc:
                 if self.lost_id(producer, exc.args[0]):
-                    raise TransientError(self.explain.fenced(exc.args[0].str())) from None
+                    raise WriterTaken(self.explain.fenced(exc.args[0].str())) from None
                 offset = _offset(message)
                 self.delivery.refused_on_send(
                     self, part, offset, self.explain.refusal(part, offset, exc.args[0]))
@@ -690,7 +690,7 @@ class Lane:
             self.serve_errors(producer)  # the error callback names a fatal error's cause
             cause = self.fatal.error
             if cause is None or is_fenced(cause):
-                raise TransientError(self.explain.fenced(cause.str() if cause else self.fenced))
+                raise WriterTaken(self.explain.fenced(cause.str() if cause else self.fenced))
             raise TerminalError(f"flow {self.flow.name} writer {self.lane}: its producer "
                                 f"stopped with a fatal error: {cause.str()}; nothing past its "
                                 "last commit was kept")

@@ -91,30 +91,58 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
     flow = load_config(config_path, flow=flow_name).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            rows = [row for slot in lanes[index]
-                    for row in _write_slot(flow, run_id, slot, writers[slot], role)]
+            rows = write_slots(flow, run_id, [(slot, writers[slot]) for slot in lanes[index]],
+                               role)
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
 
 
-def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
+def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
                 role: str) -> list[dict[str, Any]]:
-    """Copy one writer slot's ranges; its `runs` rows (a failure is in them, not raised, so
-    the other writers finish their transactions)."""
+    """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
+    rows (a failure is in them, not raised, so the other writers finish their
+    transactions). Once a slot was taken by a newer writer (another run of the flow at
+    the same time), the lane starts none of its other slots: that run writes them too, and
+    a lane going on would fence its writers slot after slot, each run taking slots from the
+    other so that both fail. Their ranges are failed rows saying so."""
+    from ferry.core.tables import RangeResult
+
+    rows: list[dict[str, Any]] = []
+    taken: str | None = None
+    for slot, ranges in slots:
+        if taken is None:
+            done, taken = _write_slot(flow, run_id, slot, ranges, role)
+            rows.extend(done)
+            continue
+        finished = datetime.now(UTC)
+        rows.extend(run_row(flow.name, run_id, slot, RangeResult(
+            r.topic, r.partition, r.start, r.end, outcome=RangeOutcome.FAILED,
+            error=f"not started: another writer of this run stopped ({taken})"),
+            flow.ferry.delivery, finished) for r in ranges)
+    return rows
+
+
+def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
+                role: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Copy one writer slot's ranges: its `runs` rows, and why a newer writer took the slot
+    (None when none did)."""
     from ferry import logs
-    from ferry.errors import FerryError
+    from ferry.errors import FerryError, WriterTaken
     from ferry.kafka.lane import Lane
     from ferry.progress import Progress
 
     context = logs.context_logger("ferry.lane", flow=flow.name, lane=slot, run_id=run_id)
     worker = Lane(flow, ranges, run_id, progress=Progress(context, f"writer {slot}"),
                   role=role)
+    taken = None
     try:
         worker.run()
     except FerryError as exc:
         context.error("writer %s failed: %s", slot, exc)
+        if isinstance(exc, WriterTaken):
+            taken = str(exc)
     finished = datetime.now(UTC)
     return [run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
-            for r in worker.results]
+            for r in worker.results], taken
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
