@@ -36,7 +36,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.common import mm2_dedicated, write_config
+from bench.common import mm2_dedicated, work_dir, write_config
 from ferry.local import cluster, spark_server
 
 TOPIC = "stream"
@@ -471,12 +470,8 @@ def main() -> int:
                         help="work directory, kept with the mirrors' logs (cycles.jsonl, "
                              "ferry.err, mm2-mm2src.log); default: a temporary one")
     args = parser.parse_args()
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        run(args.dir.resolve(), args.rate, args.warmup)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="ferry-bounce-") as name:
-        run(Path(name), args.rate, args.warmup)
+    with work_dir(args.dir, "ferry-bounce-") as work:
+        run(work, args.rate, args.warmup)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,18 @@ def local_clusters(root: Path) -> Iterator[dict[str, str]]:
         yield {s.alias: s.bootstrap for s in states}
     finally:
         cluster.down(root, wipe=True)
+
+
+@contextmanager
+def work_dir(given: Path | None, prefix: str) -> Iterator[Path]:
+    """The benchmark's work directory: `given` (`--dir`, kept afterwards), else a
+    temporary one, removed afterwards."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        yield Path(name)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int,

@@ -23,7 +23,6 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer
 
 from bench.bounce import compare, read_partition
-from bench.common import create_topic, local_clusters, write_config
+from bench.common import create_topic, local_clusters, work_dir, write_config
 
 TOPIC = "stream"
 PARTITIONS = 8
@@ -127,12 +126,8 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=None,
                         help="work directory (default: a temporary one)")
     args = parser.parse_args()
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        run(args.dir.resolve(), args.rounds, args.records)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="ferry-two-runs-") as name:
-        run(Path(name), args.rounds, args.records)
+    with work_dir(args.dir, "ferry-two-runs-") as work:
+        run(work, args.rounds, args.records)
     return 0
 
 

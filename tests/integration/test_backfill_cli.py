@@ -10,12 +10,20 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from ferry.config import MirrorConfig
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
 from tests.support.cli import ferry
 from tests.support.kafka_data import conf, create_topic, flow_config, produce, read_all
 
 pytestmark = pytest.mark.integration
+
+
+def thirty_records(clusters: dict[str, str], topic: str, tmp_path: Path) -> MirrorConfig:
+    """A one-partition source topic of 30 records, and the config of the flow mirroring it."""
+    create_topic(clusters["source"], topic, 1)
+    produce(clusters["source"], topic, [(None, f"v{i}".encode(), 0) for i in range(30)])
+    return flow_config(tmp_path, clusters, topic)
 
 
 def test_without_execute_a_backfill_shows_the_chunks_and_writes_nothing(
@@ -60,9 +68,7 @@ def test_a_backfill_into_the_flows_topic_on_a_partition_never_mirrored_starts_at
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a partition the flow never mirrored (no position, no remote records)
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(30)])
-    config = flow_config(tmp_path, clusters, topic_name)
+    config = thirty_records(clusters, topic_name, tmp_path)
     flow = config.enabled_flows[0]
 
     # when: a backfill into the flow's own topic asks to start past its first offset
@@ -83,9 +89,7 @@ def test_a_backfill_into_the_flows_topic_on_a_partition_never_mirrored_starts_at
 def test_a_backfill_copies_its_window_chunk_after_chunk(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(30)])
-    config = flow_config(tmp_path, clusters, topic_name)
+    config = thirty_records(clusters, topic_name, tmp_path)
     flow = config.enabled_flows[0]
 
     result = ferry("backfill", config.path, "--flow", flow.name, "--from", "5", "--to", "25",
