@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from ferry.spark import jars
+from tests.support.threads import at_once
 
 
 def test_two_processes_fetching_the_same_jars_at_once_fetch_them_once_and_both_get_them(
@@ -26,21 +26,9 @@ def test_two_processes_fetching_the_same_jars_at_once_fetch_them_once_and_both_g
         (out / "kafka-clients.jar").write_bytes(b"jar")
 
     monkeypatch.setattr(jars, "_mvn", mvn)
-    got: list[Path] = []
-    failed: list[BaseException] = []
-
-    def fetch() -> None:
-        try:
-            got.append(jars.kafka_jars())
-        except BaseException as exc:
-            failed.append(exc)
 
     # when: two callers ask for them at once
-    callers = [threading.Thread(target=fetch) for _ in range(2)]
-    for caller in callers:
-        caller.start()
-    for caller in callers:
-        caller.join(30)
+    got, failed = at_once(jars.kafka_jars)
 
     # then: fetched once; both got the complete directory; nothing partial is left
     assert failed == [] and fetches == ["Kafka"], failed

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ferry.spark.library import library_zip
+from tests.support.threads import at_once
 
 
 def test_two_processes_building_the_same_zip_at_once_both_get_it_whole(
@@ -29,21 +30,9 @@ def test_two_processes_building_the_same_zip_at_once_both_get_it_whole(
         write(archive, *args, **kwargs)
 
     monkeypatch.setattr(zipfile.ZipFile, "write", write_together)
-    built: list[str] = []
-    failed: list[BaseException] = []
-
-    def build() -> None:
-        try:
-            built.append(library_zip())
-        except BaseException as exc:
-            failed.append(exc)
 
     # when: both build it
-    builders = [threading.Thread(target=build) for _ in range(2)]
-    for builder in builders:
-        builder.start()
-    for builder in builders:
-        builder.join(60)
+    built, failed = at_once(library_zip)
 
     # then: both got the same zip, whole, and no partial file is left behind
     assert failed == [] and len(built) == 2 and built[0] == built[1], failed
