@@ -25,6 +25,7 @@ from tests.support.kafka_data import assert_exact, create_topic, flow_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3
+SIGTERM_WAIT_S = 360
 
 
 def stream(bootstrap: str, topic: str, per_second: int, stop: threading.Event,
@@ -90,7 +91,10 @@ def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_ex
         stop.set()
         ferry.send_signal(signal.SIGTERM)  # stops after the running cycle
         try:
-            code = ferry.wait(180)
+            # The running cycle's commit may wait out a coordinator for its whole retry
+            # budget twice (sending its positions, then committing): 2 x (120 s + the
+            # call's 60 s timeout). A run still going after that is hung.
+            code = ferry.wait(SIGTERM_WAIT_S)
         except subprocess.TimeoutExpired:
             message = hung(tmp_path, ferry, "the continuous run did not stop on SIGTERM")
             ferry.kill()
