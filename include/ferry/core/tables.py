@@ -173,9 +173,8 @@ def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in sorted(rows, key=lambda r: r["finished_at"]):
         key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
         before = latest.get(key)
-        if before is None or (row["finished_at"] >= before["finished_at"] and not (
-                row["outcome"] == RangeOutcome.SKIPPED
-                and before["outcome"] == RangeOutcome.COPIED)):
+        if before is None or not (row["outcome"] == RangeOutcome.SKIPPED
+                                  and before["outcome"] == RangeOutcome.COPIED):
             latest[key] = row
     return list(latest.values())
 
