@@ -374,3 +374,37 @@ def test_legacy_alter_configs_replaces_whole_configs_but_keeps_excluded_override
 
     assert report.config_api == "legacy"
     assert own(target, remote) == {"retention.ms": "7200000", "min.insync.replicas": "1"}
+
+
+def test_a_principal_that_may_not_name_the_newest_run_is_told_the_grant_and_its_run_goes_on(
+    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given: the mirror principal with the rights granted before runs named themselves
+    # the flow's newest (no READ on the newest-run group)
+    from ferry.core.internal import run_group
+    from ferry.kafka.runs import NewestRun
+    from ferry.steps.plan import prepare
+
+    sc = secure_clusters
+    create_topic(sc.client(SOURCE), topic_name, 1)
+    flow = secure_config(tmp_path, sc, topic_name).enabled_flows[0]
+    grant_mirror_rights(sc, flow, topic_name, newest_run=False)
+    prepare(flow, run_id="first")  # the remote and offset-map topics
+
+    # when: a run names itself newest
+    with NewestRun(flow) as newest:
+        named = newest.name("first")
+        found = newest.read()
+
+    # then: a warning names the right and how to grant it; the run is not refused
+    assert named is False and found is None
+    warning = next(r.getMessage() for r in caplog.records if r.levelname == "WARNING"
+                   and "newest" in r.getMessage())
+    assert f"READ on GROUP {run_group(flow)}" in warning and "kafka-acls" in warning
+
+    # and once granted as docs/sync.md says, the name is taken
+    grant_mirror_rights(sc, flow, topic_name)
+    with NewestRun(flow) as newest:
+        assert newest.name("second") is True
+        assert newest.read() == "second"

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.config import Flow, MirrorConfig, load_config
 from ferry.core.internal import offset_map_topic
-from ferry.core.lanes import by_writer
+from ferry.core.lanes import by_writer, lanes_of
 from ferry.core.offsetmap import decode, lookup
 from ferry.core.planner import Range
 from ferry.errors import FerryError
@@ -252,14 +252,16 @@ def paused_writer(flow: Flow, ranges: list[Range], run_id: str, at: str
 
 class LanesHere:
     """A copy runner (`ferry.steps.ports.CopyRunner`) that runs a plan's writer slots in
-    this process as one lane of the copy job runs them (`write_slots`), and hands back the
+    this process as the copy job runs them: named the flow's newest run, then the plan's
+    lanes side by side (threads), each running its slots (`write_slots`); it hands back the
     run as the job would have recorded it (nothing is appended to Delta). With
     `hold_first`, the first plan's writers stop inside their first transaction (records
     sent, not committed; `held` set) until `release` is set: a cycle that hangs with its
     transaction open. A held writer's failure goes to `held_failures`."""
 
-    def __init__(self, flow: Flow, hold_first: bool = False) -> None:
-        self.flow, self.hold_first = flow, hold_first
+    def __init__(self, flow: Flow, hold_first: bool = False,
+                 writer: type[Lane] | None = None) -> None:
+        self.flow, self.hold_first, self.writer = flow, hold_first, writer
         self.held, self.release = threading.Event(), threading.Event()
         self.held_failures: list[FerryError] = []
         self.failures: list[str] = []
@@ -270,7 +272,7 @@ class LanesHere:
         from ferry.core import plan_file
         from ferry.core.job import Copied, run_summary
         from ferry.core.tables import RangeOutcome
-        from ferry.spark.copy_job import write_slots
+        from ferry.spark.copy_job import name_newest, write_slots
 
         plan = plan_file.read(plan_path)
         self.runs += 1
@@ -283,7 +285,25 @@ class LanesHere:
                 except FerryError as exc:
                     self.held_failures.append(exc)
             return Copied(0)
-        rows = write_slots(self.flow, plan.run_id, sorted(slots.items()), plan.role)
+        name_newest(self.flow, plan.run_id, plan.role)
+        rows: list[dict[str, Any]] = []
+        broke: list[BaseException] = []
+
+        def lane(mine: list[int]) -> None:
+            try:
+                rows.extend(write_slots(self.flow, plan.run_id, [(s, slots[s]) for s in mine],
+                                        plan.role, self.writer))
+            except BaseException as exc:  # raised in the caller's thread below
+                broke.append(exc)
+
+        threads = [threading.Thread(target=lane, args=(mine,))
+                   for mine in lanes_of(slots, plan.lanes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if broke:
+            raise broke[0]
         failed = [r["error"] for r in rows if r["outcome"] == RangeOutcome.FAILED]
         self.failures.extend(failed)
         return Copied(1 if failed else 0, run_summary(plan.run_id, rows, len(plan.gaps)))

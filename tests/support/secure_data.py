@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
 )
 
 from ferry.config import Flow, MirrorConfig, load_config
-from ferry.core.internal import offset_map_topic, positions_group
+from ferry.core.internal import offset_map_topic, positions_group, run_group
 from ferry.local.cluster import SecureClusters
 
 SOURCE, TARGET = "ssource", "starget"
@@ -90,8 +90,9 @@ ferry.state.dir = {tmp / 'state'}
 
 
 def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
-                        target: bool = True) -> None:
-    """What an operator grants the mirror principal (docs/sync.md: "Rights Ferry needs").
+                        target: bool = True, newest_run: bool = True) -> None:
+    """What an operator grants the mirror principal (docs/sync.md: "Rights Ferry needs");
+    without `newest_run`, as granted before runs named themselves the flow's newest.
 
     Source: read and describe (configs too) the mirrored topics; describe the cluster's
     ACLs and Ferry's reader groups. Target: everything on the remote topics but no more,
@@ -122,6 +123,9 @@ def grant_mirror_rights(sc: SecureClusters, flow: Flow, topic_prefix: str,
           for op in (AclOperation.READ, AclOperation.DESCRIBE)),
         acl(ResourceType.GROUP, f"{positions_group(flow)}.", AclOperation.DESCRIBE,
             pattern=prefixed),
+        # naming the flow's newest run (two runs at once: ferry.core.takeover)
+        *(acl(ResourceType.GROUP, run_group(flow, role), AclOperation.READ)
+          for role in ("", "backfill") if newest_run),
         # ferry.delivery=at_least_once: the writer slots' claims
         acl(ResourceType.GROUP, f"{positions_group(flow)}.claim.", AclOperation.READ,
             pattern=prefixed),

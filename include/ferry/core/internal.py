@@ -29,6 +29,14 @@ def reader_group(flow: Flow, role: str) -> str:
     return f"{positions_group(flow)}.{role}"
 
 
+def run_group(flow: Flow, role: str = "") -> str:
+    """The group whose one committed offset names the flow's newest run of `role` (its
+    metadata; `ferry.core.takeover`): a group nobody joins, under the positions group's
+    prefix."""
+    kind = f"{role}." if role else ""
+    return f"{positions_group(flow)}.{kind}newest-run"
+
+
 def claim_group(flow: Flow, txn_id: str) -> str:
     """The group whose one static member is the writer holding slot `txn_id` of a target
     without transactions (`ferry.kafka.claim`); under the positions group's prefix."""

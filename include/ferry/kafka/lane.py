@@ -311,7 +311,11 @@ class Lane:
         try:
             return int(producer.flush(0.5))
         except (SystemError, KafkaException) as exc:
-            raise WriterTaken(self.explain.fenced(exc)) from None
+            self.serve_errors(producer)  # the error callback keeps the cause
+            cause = self.fatal.error
+            text = cause.str() if cause is not None else (
+                exc.args[0].str() if isinstance(exc, KafkaException) else "producer fenced")
+            raise WriterTaken(self.explain.fenced(text)) from None
 
     # -- positions ----------------------------------------------------------------------
 

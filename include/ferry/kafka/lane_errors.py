@@ -65,6 +65,8 @@ class LaneErrors:
         """The writer lost its slot to a newer one (another run of the flow, a backfill into
         its topic, an adoption): it stops, and the newer one resumes from what was
         committed."""
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            exc = exc.args[0].str()  # librdkafka's text, not the error object's repr
         return (f"flow {self.flow.name} writer {self.lane}: {self.txn_id} was taken by a "
                 f"newer writer of the same partitions (another run of the flow, a backfill "
                 f"into its topic or an adoption), so this run stopped writing them; nothing "

@@ -35,6 +35,7 @@ from ferry.core.tables import (
     OFFSET_MAP_DDL,
     RUNS_DDL,
     RangeOutcome,
+    RangeResult,
     StatePaths,
     gap_row,
     offset_map_row,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from ferry.kafka.lane import Lane
+
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +60,7 @@ class JobResult:
     summary: dict[str, Any]
     """The run as recorded (`ferry.core.job.run_summary`): what its cycle reports."""
     failed: list[str]
-    """`topic-partition: error` of each range that failed."""
+    """`topic-partition, ...: error`, one per distinct reason ranges failed."""
     offset_map_rows: int
     gaps: tuple[Gap, ...]
 
@@ -97,33 +100,70 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
 
 
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
-                role: str) -> list[dict[str, Any]]:
+                role: str, writer: type[Lane] | None = None) -> list[dict[str, Any]]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
-    transactions). Once a slot was taken by a newer writer (another run of the flow at
-    the same time), the lane starts none of its other slots: that run writes them too, and
-    a lane going on would fence its writers slot after slot, each run taking slots from the
-    other so that both fail. Their ranges are failed rows saying so."""
-    from ferry.core.tables import RangeResult
+    transactions). `writer`: the writer class (default `Lane`).
+
+    Another run of the flow at the same time (`ferry.core.takeover`): before each slot the
+    lane reads which run is the flow's newest, and starts no slot while it is another
+    run; a slot taken while this run is the newest is taken back once. Once a slot was
+    taken for good, the lane starts none of its other slots either (the newer writer's run
+    writes them). The ranges left are failed rows saying why, in one line."""
+    from ferry.core import takeover
+    from ferry.kafka.runs import NewestRun
 
     rows: list[dict[str, Any]] = []
-    taken: str | None = None
-    for slot, ranges in slots:
-        if taken is None:
-            done, taken = _write_slot(flow, run_id, slot, ranges, role)
-            rows.extend(done)
-            continue
-        finished = datetime.now(UTC)
-        rows.extend(run_row(flow.name, run_id, slot, RangeResult(
-            r.topic, r.partition, r.start, r.end, outcome=RangeOutcome.FAILED,
-            error=f"not started: another writer of this run stopped ({taken})"),
-            flow.ferry.delivery, finished) for r in ranges)
+    stopped: str | None = None
+    with NewestRun(flow, role) as newest:
+        for slot, ranges in slots:
+            if stopped is None:
+                newer = takeover.newer_run(newest.read(), run_id)
+                stopped = takeover.yielded(flow.name, newer) if newer else None
+            if stopped is not None:
+                finished = datetime.now(UTC)
+                rows.extend(run_row(flow.name, run_id, slot, RangeResult(
+                    r.topic, r.partition, r.start, r.end, outcome=RangeOutcome.FAILED,
+                    error=stopped), flow.ferry.delivery, finished)
+                    for r in ranges)
+                continue
+            results, taken = _write_slot(flow, run_id, slot, ranges, role, writer)
+            if taken is not None:
+                named = newest.read()
+                if takeover.take_back(named, run_id):
+                    log.info("flow %s writer %s: taken by an older run of the flow just as "
+                             "this, the newest, started; taking it back", flow.name, slot,
+                             extra={"flow": flow.name, "lane": slot, "run_id": run_id})
+                    again, taken = _write_slot(flow, run_id, slot,
+                                               takeover.left_over(ranges, results), role,
+                                               writer)
+                    results = takeover.merged(results, again)
+                    named = newest.read() if taken is not None else named
+                newer = takeover.newer_run(named, run_id)
+                if taken is not None and newer is not None:
+                    stopped = takeover.yielded(flow.name, newer)
+                    for r in results:
+                        if r.outcome == RangeOutcome.FAILED:
+                            r.error = stopped
+                elif taken is not None:
+                    stopped = f"not started: another writer of this run stopped ({taken})"
+            finished = datetime.now(UTC)
+            rows.extend(run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
+                        for r in results)
     return rows
 
 
-def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
-                role: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Copy one writer slot's ranges: its `runs` rows, and why a newer writer took the slot
+def name_newest(flow: Flow, run_id: str, role: str) -> None:
+    """Name `run_id` the flow's newest run (`ferry.core.takeover`), before its lanes start."""
+    from ferry.kafka.runs import NewestRun
+
+    with NewestRun(flow, role) as newest:
+        newest.name(run_id)
+
+
+def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
+                writer: type[Lane] | None) -> tuple[list[RangeResult], str | None]:
+    """Copy one writer slot's ranges: their results, and why a newer writer took the slot
     (None when none did)."""
     from ferry import logs
     from ferry.errors import FerryError, WriterTaken
@@ -131,8 +171,8 @@ def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
     from ferry.progress import Progress
 
     context = logs.context_logger("ferry.lane", flow=flow.name, lane=slot, run_id=run_id)
-    worker = Lane(flow, ranges, run_id, progress=Progress(context, f"writer {slot}"),
-                  role=role)
+    worker = (writer or Lane)(flow, ranges, run_id, progress=Progress(context, f"writer {slot}"),
+                              role=role)
     taken = None
     try:
         worker.run()
@@ -140,9 +180,7 @@ def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range],
         context.error("writer %s failed: %s", slot, exc)
         if isinstance(exc, WriterTaken):
             taken = str(exc)
-    finished = datetime.now(UTC)
-    return [run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
-            for r in worker.results], taken
+    return worker.results, taken
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
@@ -262,6 +300,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     append(paths.gaps, GAPS_DDL, new_gaps)
     runs: list[dict[str, Any]] = []
     if writers:
+        name_newest(flow, run_id, plan.role)
         lanes = lanes_of(writers, plan.lanes)
         frame = spark.range(0, len(lanes), 1, len(lanes))
         task = partial(lane_task, config_path, plan_path, flow.name, run_id, writers,
@@ -278,9 +317,18 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
     mapped = record_offset_map(spark, flow, paths, runs=appended)
-    failed = sorted({f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
-                     if r["outcome"] == RangeOutcome.FAILED})
+    failed = failures(runs)
     return JobResult(run_summary(run_id, runs, len(new_gaps)), failed, mapped, tuple(gaps))
+
+
+def failures(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct reason ranges failed, naming their partitions: a run that
+    yielded to a newer one says so once, not once per range."""
+    by_error: dict[str, set[str]] = {}
+    for r in runs:
+        if r["outcome"] == RangeOutcome.FAILED:
+            by_error.setdefault(r["error"], set()).add(f"{r['topic']}-{r['partition']}")
+    return sorted(f"{', '.join(sorted(tps))}: {error}" for error, tps in by_error.items())
 
 
 def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) -> Flow | None:

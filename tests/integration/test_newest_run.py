@@ -1,0 +1,221 @@
+"""Two runs of one flow at once, on real brokers: Kafka's fencing keeps them exact, and the
+newest run goes on while the older one yields (`ferry.core.takeover`), so they never both
+fail. The interleavings are forced with writers held on events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from ferry.config import Flow
+from ferry.core.lanes import by_writer, writer_of
+from ferry.core.planner import Range
+from ferry.core.tables import RangeOutcome
+from ferry.kafka.lane import Lane
+from ferry.kafka.lane_state import Part
+from ferry.spark.copy_job import failures, name_newest, write_slots
+from ferry.steps.plan import prepare
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 8
+
+
+def two_slots(flow: Flow, topic: str) -> tuple[int, int]:
+    """Two partitions of `topic` in different writer slots."""
+    first = 0
+    slot = writer_of(topic, first, flow.ferry.writers)
+    other = next(p for p in range(1, PARTITIONS)
+                 if writer_of(topic, p, flow.ferry.writers) != slot)
+    return first, other
+
+
+def planned(flow: Flow, topic: str, run_id: str) -> dict[int, list[Range]]:
+    return by_writer(prepare(flow, run_id=run_id).plan.ranges, flow.ferry.writers)
+
+
+class Lanes:
+    """Lanes of runs started in threads: each `write_slots` call's rows, by run."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.threads: list[threading.Thread] = []
+        self.broke: list[BaseException] = []
+
+    def start(self, run_id: str, slot: int, ranges: list[Range],
+              writer: type[Lane] | None = None) -> threading.Thread:
+        def lane() -> None:
+            try:
+                rows = write_slots(self.flow, run_id, [(slot, ranges)], "", writer)
+                self.rows.setdefault(run_id, []).extend(rows)
+            except BaseException as exc:  # reported by join_all
+                self.broke.append(exc)
+
+        thread = threading.Thread(target=lane, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return thread
+
+    def join_all(self) -> None:
+        for thread in self.threads:
+            thread.join(90)
+        assert not any(t.is_alive() for t in self.threads), "a lane hung"
+        assert self.broke == []
+
+    def failed(self, run_id: str) -> list[str]:
+        return failures(self.rows.get(run_id, []))
+
+    def copied(self, run_id: str) -> int:
+        return sum(r["records"] for r in self.rows.get(run_id, []))
+
+
+@pytest.mark.parametrize(("delivery", "at"), [("exactly_once", "commit"),
+                                              ("at_least_once", "positions")])
+def test_an_older_runs_lane_starts_no_slot_the_newest_run_is_writing(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, delivery: str, at: str
+) -> None:
+    # given: an older run (2 lanes) whose lane X holds slot S1 at `at`, and the newest run
+    # (8 lanes), which took S1 from X and holds slot S2 at `at` in another lane
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       f"tasks.max = 2\nferry.delivery = {delivery}\n").enabled_flows[0]
+    p1, p2 = two_slots(flow, topic_name)
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), p1 if i % 2 else p2) for i in range(600)])
+    slots = planned(flow, topic_name, "older")
+    s1, s2 = writer_of(topic_name, p1, flow.ferry.writers), writer_of(topic_name, p2,
+                                                                      flow.ferry.writers)
+    lanes = Lanes(flow)
+    name_newest(flow, "older", "")
+    x_reached, x_release = threading.Event(), threading.Event()
+    lanes.start("older", s1, slots[s1], pausing(at, x_reached, x_release))
+    assert x_reached.wait(60)
+    name_newest(flow, "newest", "")
+    s2_reached, s2_release = threading.Event(), threading.Event()
+    lanes.start("newest", s2, slots[s2], pausing(at, s2_reached, s2_release))
+    assert s2_reached.wait(60)
+    lanes.start("newest", s1, slots[s1]).join(60)
+
+    # when: the older run's other lane comes to S2, then everything goes on
+    lanes.start("older", s2, slots[s2]).join(60)
+    s2_release.set()
+    x_release.set()
+    lanes.join_all()
+
+    # then: the newest run copied everything and failed nowhere; the older one left both
+    # slots to it, saying so in one line; every record is on the target once
+    assert lanes.failed("newest") == []
+    assert lanes.copied("newest") == 600
+    older = lanes.failed("older")
+    assert len(older) == 1 and "run newest of the flow started after this one" in older[0]
+    assert "\n" not in older[0]
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an older run's lane Y has read that its run is the newest and is about to
+    # take slot S (held just before init_transactions); then the newest run is named, and
+    # its lane takes S and holds its first transaction open
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
+    slot = writer_of(topic_name, 0, flow.ferry.writers)
+    ranges = planned(flow, topic_name, "older")[slot]
+    lanes = Lanes(flow)
+    name_newest(flow, "older", "")
+    y = Stepped()
+    lanes.start("older", slot, ranges, y.writer())
+    assert y.before_init.wait(60)
+    name_newest(flow, "newest", "")
+    held, release = threading.Event(), threading.Event()
+    lanes.start("newest", slot, ranges, pausing("commit", held, release))
+    assert held.wait(60)
+
+    # when: Y takes the slot (fencing the newest run's writer) and opens a transaction;
+    # then the newest run's writer goes on, and finally Y does
+    y.go_init.set()
+    assert y.in_commit.wait(60)
+    release.set()
+    wait_for(lambda: "newest" in lanes.rows)
+    y.go_commit.set()
+    lanes.join_all()
+
+    # then: the newest run took the slot back and copied every record; the older run
+    # yielded, saying why in one line; every record is on the target once
+    assert lanes.failed("newest") == []
+    assert lanes.copied("newest") == 500
+    older = lanes.failed("older")
+    assert len(older) == 1 and "run newest of the flow started after this one" in older[0]
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+def test_a_run_whose_slot_was_taken_by_the_newest_run_does_not_take_it_back(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an older run's writer holds its first transaction open on slot S
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
+    slot = writer_of(topic_name, 0, flow.ferry.writers)
+    ranges = planned(flow, topic_name, "older")[slot]
+    lanes = Lanes(flow)
+    name_newest(flow, "older", "")
+    held, release = threading.Event(), threading.Event()
+    lanes.start("older", slot, ranges, pausing("commit", held, release))
+    assert held.wait(60)
+
+    # when: the newest run copies the slot, then the older writer goes on
+    name_newest(flow, "newest", "")
+    lanes.start("newest", slot, ranges).join(60)
+    release.set()
+    lanes.join_all()
+
+    # then: the older run stopped (one start of its writer only) and the newest copied all
+    assert lanes.failed("newest") == [] and lanes.copied("newest") == 500
+    assert [r["outcome"] for r in lanes.rows["older"]] == [RangeOutcome.FAILED.value]
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+class Stepped:
+    """A writer class held twice: just before it initialises its transactional id
+    (`before_init` set, until `go_init`) and inside its first transaction (`in_commit`
+    set, until `go_commit`)."""
+
+    def __init__(self) -> None:
+        self.before_init, self.go_init = threading.Event(), threading.Event()
+        self.in_commit, self.go_commit = threading.Event(), threading.Event()
+
+    def writer(self) -> type[Lane]:
+        steps = self
+
+        class Held(Lane):
+            def _start_producer(self, diagnose: bool = False) -> Producer:
+                if not steps.before_init.is_set():
+                    steps.before_init.set()
+                    steps.go_init.wait(60)
+                return super()._start_producer(diagnose)
+
+            def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
+                if not steps.in_commit.is_set():
+                    steps.in_commit.set()
+                    steps.go_commit.wait(60)
+                super().commit(producer, metadata, parts)
+
+        return Held
+
+
+def wait_for(condition: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
