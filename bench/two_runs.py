@@ -56,7 +56,8 @@ def produce_numbered(bootstrap: str, first: int, count: int) -> None:
 
 
 def mirror(config: str, master: str, into: dict[str, object]) -> None:
-    """One `ferry mirror --json` run; its exit code, records and last stderr line."""
+    """One `ferry mirror --json` run; its exit code, records and why it stopped (the copy
+    job's failure line, else the last error line)."""
     started = time.monotonic()
     done = subprocess.run([str(Path(sys.executable).parent / "ferry"), "mirror", config,
                            "--flow", FLOW, "--master", master, "--json"],
@@ -67,9 +68,11 @@ def mirror(config: str, master: str, into: dict[str, object]) -> None:
     except json.JSONDecodeError:
         report = {}
     into["records"] = ((report.get("steps") or {}).get("record") or {}).get("records", 0)
-    lines = [line for line in done.stderr.splitlines()
-             if ("ERROR" in line or line.startswith("ferry:")) and "rdkafka" not in line]
-    into["why"] = lines[-1][-400:] if lines else done.stderr[-400:]
+    lines = done.stderr.splitlines()
+    said = ([line for line in lines if line.startswith("ferry copy job: failed:")]
+            or [line for line in lines
+                if ("ERROR" in line or line.startswith("ferry:")) and "rdkafka" not in line])
+    into["why"] = said[-1][-400:] if said else done.stderr[-400:]
 
 
 def run(work: Path, rounds: int, records: int) -> None:

@@ -15,9 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from ferry.local import cluster
 from tests.support import stacks
@@ -104,6 +107,68 @@ def test_continuous_mirroring_rides_through_rolling_restarts_of_both_clusters_ex
     # and every record is on the target once, in order, with the offset map pointing at it
     assert_exact(flow, clusters, topic_name, PARTITIONS)
     assert all(r.get("job_exit_code", 0) == 0 for r in read_reports(reports))
+
+
+def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stuck_producer(
+    replicated_clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given: a writer that committed its first transaction (its producer now knows the
+    # positions group's coordinator) and holds its second one open
+    from ferry.core.internal import positions_group
+    from ferry.core.lanes import by_writer
+    from ferry.kafka import stuck
+    from ferry.steps.plan import prepare
+    from tests.support.kafka_data import paused_writer, produce
+
+    monkeypatch.setattr(stuck, "SEND_OFFSETS_S", 10.0)  # the bound, shortened; same path
+    clusters = replicated_clusters
+    create_topic(clusters["source"], topic_name, PARTITIONS)  # leaders on every node
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % PARTITIONS) for i in range(1_500)])
+    flow = flow_config(tmp_path, clusters, topic_name,  # one writer for all partitions
+                       "ferry.transaction.max.records = 600\nferry.writers = 1\n",
+                       replicas=3).enabled_flows[0]
+    (ranges,) = by_writer(prepare(flow, run_id="stuck").plan.ranges,
+                          flow.ferry.writers).values()
+    writer, _, release, failures = paused_writer(flow, ranges, "stuck", "second-commit")
+
+    # when: the node that is the positions group's coordinator stops cleanly and leaves
+    # the cluster's metadata (librdkafka retires the broker it cached as coordinator), the
+    # writer commits, and the node comes back as a rolling restart brings it back
+    from ferry.local.layout import states_in
+    from ferry.local.probe import registered, under_replicated
+    from ferry.local.process import start_node, stop_node
+
+    group = positions_group(flow)
+    admin = AdminClient({"bootstrap.servers": clusters["target"]})
+    coordinator = admin.describe_consumer_groups([group])[group].result(30).coordinator.id
+    (state,) = [s for s in states_in(Path(clusters["root"])) if s.alias == "target"]
+    state = stop_node(state, coordinator)
+    wait_until(lambda: registered(clusters["target"]) < 3, "the node left the metadata")
+    assert writer.producer is not None  # it learns the node is gone, as on its next refresh
+    assert len(writer.producer.list_topics(timeout=10).brokers) == 2
+    release.set()
+    time.sleep(2)  # the commit is under way while the node is away
+    state = start_node(state, coordinator)
+    wait_until(lambda: registered(clusters["target"]) == 3
+               and under_replicated(clusters["target"]) == 0, "the cluster is whole again")
+    writer.thread.join(90)  # type: ignore[attr-defined]
+
+    # then: the commit that never returned is abandoned, a new producer of the same id
+    # copies the batch again, and every record is on the target once
+    assert not writer.thread.is_alive(), (  # type: ignore[attr-defined]
+        "the writer is still inside send_offsets_to_transaction")
+    assert failures == [] and writer.replaced >= 1
+    assert sum(r.records for r in writer.results) == 1_500
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.2)
 
 
 def read_reports(path: Path) -> list[dict[str, object]]:

@@ -31,6 +31,7 @@ from ferry.config.clients import RdValue
 from ferry.core.positions import encode_position
 from ferry.core.tables import RangeOutcome
 from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
 from ferry.kafka.lane_state import Part
@@ -215,9 +216,10 @@ class ExactlyOnce(Delivery):
     def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
                refusal: str | None) -> None:
         target = lane.flow.target
-        if offsets:
-            lane.call(lambda: producer.send_offsets_to_transaction(
-                offsets, metadata, CALL_TIMEOUT_S), target, "committing positions")
+        if offsets:  # bounded: librdkafka may never return from it (kafka/stuck.py)
+            what = "committing positions"
+            lane.call(lambda: stuck.send_offsets(producer, offsets, metadata, what), target,
+                      what)
         try:  # a retriable failure: the same call again (librdkafka's contract)
             lane.retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), target,
                           "committing a transaction")

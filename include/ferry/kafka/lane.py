@@ -55,6 +55,7 @@ from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import Part
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import retrying, transient
+from ferry.kafka.stuck import ProducerStuck
 
 __all__ = ["Lane", "LaneResult"]
 
@@ -65,6 +66,7 @@ POLL_S = 0.05
 """consume() waits out its whole timeout unless the batch fills: short, so the last batch of
 a range (and a small range) does not wait for records that will not come."""
 STALL_S = 120.0
+MAX_REPLACED = 3
 PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_000,
                                            "compression.type": "none"}
 
@@ -135,6 +137,8 @@ class Lane:
         that the producer hit a fatal error: `fatal` says which)."""
         self.fatal = FatalError()
         self.reader: Consumer | None = None
+        self.replaced = 0
+        """Producers replaced because a call never returned (`_replace_stuck`)."""
         self.claim: WriterClaim | None = None
         """at_least_once: the slot's claim in Kafka (`ferry.kafka.claim`), once taken."""
 
@@ -417,11 +421,14 @@ class Lane:
         if active:
             self._learn_topics(consumer, {p.topic for p in active})
             consumer.assign([KTP(p.topic, p.partition, p.read_from) for p in active])
-        if markers:  # new (or empty) partitions: record where copying starts
+        while markers:  # new (or empty) partitions: record where copying starts
             for part in markers:
                 part.txn.touched, part.done = True, True
             try:
                 self._batch(producer, consumer, metadata, [])
+                markers = []
+            except ProducerStuck as exc:
+                producer = self._replace_stuck(consumer, markers, exc)
             except Refused as exc:
                 self._abort(producer, consumer, [])
                 names = ", ".join(f"{p.topic}-{p.partition}" for p in markers)
@@ -434,6 +441,9 @@ class Lane:
                     self._batch(producer, consumer, metadata, active)
                 except Refused as exc:
                     self.delivery.after_refused_batch(self, producer, metadata, exc)
+            except ProducerStuck as exc:
+                producer = self._replace_stuck(consumer, active, exc)
+                continue
             except RefusedKept as exc:
                 if self.diagnose:
                     raise TerminalError(str(exc)) from None
@@ -456,6 +466,25 @@ class Lane:
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
                 producer = self._restart(consumer, active)
+
+    def _replace_stuck(self, consumer: Consumer, parts: list[Part],
+                       exc: ProducerStuck) -> Producer:
+        """The producer is stuck inside a call (`kafka/stuck.py`): a new one of the same id
+        (whose `init_transactions` fences it and aborts its transaction), and the batch
+        read again from the committed positions. At most `MAX_REPLACED` times per writer."""
+        self.replaced += 1
+        if self.replaced > MAX_REPLACED:
+            raise TransientError(
+                f"flow {self.flow.name} writer {self.lane}: {exc}, {self.replaced} times; "
+                f"is the positions group's coordinator reachable on {self.flow.target}? "
+                "Nothing past the last commit was kept; the next run resumes there") from None
+        self.log.warning("flow %s writer %s: %s (a client that lost the group coordinator in "
+                         "a broker restart); replacing its producer and copying the batch "
+                         "again from the committed positions", self.flow.name, self.lane, exc,
+                         extra={"flow": self.flow.name, "lane": self.lane})
+        for part in parts:
+            part.aborted()
+        return self._restart(consumer, [p for p in parts if p.start < p.end])
 
     def _restart(self, consumer: Consumer, active: list[Part], diagnose: bool = False
                  ) -> Producer:

@@ -34,6 +34,7 @@ from ferry.core.positions import (
     encode_position,
 )
 from ferry.errors import TransientError
+from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
@@ -84,15 +85,23 @@ class PositionWriter:
             offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
                 write.target_end, self.owner, write.source_id, adopted=write.adopted))]
             metadata = self.reader.consumer_group_metadata()
-            self._call(lambda: producer.send_offsets_to_transaction(
-                offsets, metadata, CALL_TIMEOUT_S),
-                f"committing the position of {remote}-{write.partition}")
+            what = f"committing the position of {remote}-{write.partition}"
+            try:  # bounded: librdkafka may never return from it (kafka/stuck.py)
+                self._call(lambda: stuck.send_offsets(producer, offsets, metadata, what), what)
+            except stuck.ProducerStuck as exc:
+                self.producers = {k: v for k, v in self.producers.items() if v is not producer}
+                raise TransientError(
+                    f"cluster {self.flow.target}: {exc} (its client lost the group "
+                    "coordinator in a broker restart); nothing was committed: run it "
+                    "again") from None
             self._call(lambda: producer.commit_transaction(CALL_TIMEOUT_S),
                        f"committing the position of {remote}-{write.partition}")
         except BaseException:
-            # If this fails too, the broker aborts it at its timeout: nothing of it shows.
-            with suppress(KafkaException):
-                producer.abort_transaction(CALL_TIMEOUT_S)
+            # If this fails too, the broker aborts it at its timeout: nothing of it shows
+            # (a stuck producer's transaction, the next init_transactions of its id).
+            if producer in self.producers.values():
+                with suppress(KafkaException):
+                    producer.abort_transaction(CALL_TIMEOUT_S)
             raise
         return None
 
