@@ -219,3 +219,35 @@ def wait_for(condition: Any, timeout: float = 60) -> None:
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
+
+
+def test_a_run_yields_to_positions_written_meanwhile_and_leaves_them_as_written(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: the flow's newest run holds its first transaction open on partition 0
+    from ferry.core.positions import PositionWrite
+    from ferry.kafka.cluster import KafkaCluster
+    from tests.support.groups import positions
+
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
+    slot = writer_of(topic_name, 0, flow.ferry.writers)
+    ranges = planned(flow, topic_name, "run")[slot]
+    lanes = Lanes(flow)
+    name_newest(flow, "run", "")
+    held, release = threading.Event(), threading.Event()
+    lanes.start("run", slot, ranges, pausing("commit", held, release))
+    assert held.wait(60)
+
+    # when: an operator's positions write (a reset) moves partition 0 to 300, then the
+    # run goes on
+    KafkaCluster(flow.target_admin).write_positions(flow, [PositionWrite(topic_name, 0, 300, None,
+                                                                   expect=None)])
+    release.set()
+    lanes.join_all()
+
+    # then: the run yielded to the write, saying so, and the position is the one written
+    (line,) = lanes.failed("run")
+    assert "run positions-" in line and "started after this one" in line
+    assert positions(clusters, flow, [(flow.remote_topic(topic_name), 0)]) == [300]

@@ -85,7 +85,7 @@ class AdoptionWriter(PositionWriter):
     the adoption's run id), so a second adoption sees them as its own."""
 
     def __init__(self, flow: Flow, adopted: str) -> None:
-        super().__init__(flow)
+        super().__init__(flow, name="adopt")
         self.adopted = adopted
         self.ids: tuple[dict[str, str], dict[str, str]] = ({}, {})
         """(source, target) topic name -> topic ID, recorded with the entries and position."""

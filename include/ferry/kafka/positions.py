@@ -5,7 +5,9 @@ Each partition's position goes in one target transaction with its offset-map ent
 under the partition's writer id (`core/lanes.py`), the id every run of the flow writes it
 under. The id is taken (`init_transactions`) before the position is read again, so a run
 writing the partition meanwhile, even inside its first transaction, is fenced, and a
-position that moved since the caller read it is left as it is (G11).
+position that moved since the caller read it is left as it is (G11). Before the first
+write, the writes are named the flow's newest run, so a run writing the flow meanwhile
+yields to them (`ferry.core.takeover`) rather than taking a slot back.
 
 A flow with `ferry.delivery=at_least_once` (a target without transactions) claims each
 slot in Kafka instead (`ferry.kafka.claim`), before the position is read again: a run
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import suppress
+from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTP
@@ -39,13 +42,20 @@ from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying
+from ferry.kafka.runs import NewestRun
 
 
 class PositionWriter:
     """Writes positions of `flow` (see the module); `close()` when done."""
 
-    def __init__(self, flow: Flow) -> None:
+    def __init__(self, flow: Flow, name: str = "positions") -> None:
+        """`name`: what the writes are (`positions`, `adopt`): before anything is written,
+        `<name>-<time>` is named the flow's newest run (`ferry.core.takeover`), so a run
+        writing the flow meanwhile yields to these writes instead of taking its slots
+        back."""
         self.flow, self.owner = flow, ""
+        self.named = False
+        self.name = f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"
         self.transactional = flow.ferry.delivery == "exactly_once"
         self.producers: dict[str, Producer] = {}
         """Writer id -> its producer, its transactions initialised."""
@@ -142,6 +152,10 @@ class PositionWriter:
         """The producer of the partition's writer id. Initialising it fences every other
         writer of the id (a lane of a run: its open transaction is aborted, its next commit
         fails)."""
+        if not self.named:
+            with NewestRun(self.flow) as newest:
+                newest.name(self.name)
+            self.named = True
         slot = transactional_id(self.flow, writer_of(topic, partition, self.flow.ferry.writers))
         self.owner = slot if self.transactional else ""
         if not self.transactional:
