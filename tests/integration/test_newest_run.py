@@ -40,6 +40,37 @@ def planned(flow: Flow, topic: str, run_id: str) -> dict[int, list[Range]]:
     return by_writer(prepare(flow, run_id=run_id).plan.ranges, flow.ferry.writers)
 
 
+def partition_zero(clusters: dict[str, str], topic: str, tmp_path: Path, run_id: str
+                   ) -> tuple[Flow, int, list[Range], Lanes]:
+    """A flow (tasks.max=2) of `topic` with 500 records in partition 0, and `run_id` named
+    its newest run: the flow, the partition's writer slot, its ranges as `run_id` plans
+    them, and lanes to run them."""
+    create_topic(clusters["source"], topic, PARTITIONS)
+    flow = flow_config(tmp_path, clusters, topic, "tasks.max = 2\n").enabled_flows[0]
+    produce(clusters["source"], topic, [(None, f"v{i}".encode(), 0) for i in range(500)])
+    slot = writer_of(topic, 0, flow.ferry.writers)
+    ranges = planned(flow, topic, run_id)[slot]
+    name_newest(flow, run_id, "")
+    return flow, slot, ranges, Lanes(flow)
+
+
+def newest_copied_all(lanes: Lanes, records: int, flow: Flow, clusters: dict[str, str],
+                      topic: str, older_yielded: bool = False) -> None:
+    """Run `newest` failed nowhere and copied `records`; every record is on the target
+    once; with `older_yielded`, run `older` left its partitions to it (`assert_yielded`)."""
+    assert lanes.failed("newest") == []
+    assert lanes.copied("newest") == records
+    assert_exact(flow, clusters, topic, PARTITIONS)
+    if older_yielded:
+        assert_yielded(lanes, "older", "newest")
+
+
+def assert_yielded(lanes: Lanes, run_id: str, to: str) -> None:
+    """`run_id` failed for one reason, in one line: it left its partitions to run `to`."""
+    (line,) = lanes.failed(run_id)
+    assert f"run {to} of the flow started after this one" in line and "\n" not in line
+
+
 class Lanes:
     """Lanes of runs started in threads: each `write_slots` call's rows, by run."""
 
@@ -62,6 +93,15 @@ class Lanes:
         thread.start()
         self.threads.append(thread)
         return thread
+
+    def held(self, run_id: str, slot: int, ranges: list[Range], at: str = "commit"
+             ) -> threading.Event:
+        """Start a lane of `run_id` whose writer stops at `at` (`pausing`); once it is
+        there, the event that releases it."""
+        reached, release = threading.Event(), threading.Event()
+        self.start(run_id, slot, ranges, pausing(at, reached, release))
+        assert reached.wait(60), f"the writer of {run_id} never reached {at}"
+        return release
 
     def join_all(self) -> None:
         for thread in self.threads:
@@ -94,13 +134,9 @@ def test_an_older_runs_lane_starts_no_slot_the_newest_run_is_writing(
                                                                       flow.ferry.writers)
     lanes = Lanes(flow)
     name_newest(flow, "older", "")
-    x_reached, x_release = threading.Event(), threading.Event()
-    lanes.start("older", s1, slots[s1], pausing(at, x_reached, x_release))
-    assert x_reached.wait(60)
+    x_release = lanes.held("older", s1, slots[s1], at)
     name_newest(flow, "newest", "")
-    s2_reached, s2_release = threading.Event(), threading.Event()
-    lanes.start("newest", s2, slots[s2], pausing(at, s2_reached, s2_release))
-    assert s2_reached.wait(60)
+    s2_release = lanes.held("newest", s2, slots[s2], at)
     lanes.start("newest", s1, slots[s1]).join(60)
 
     # when: the older run's other lane comes to S2, then everything goes on
@@ -111,12 +147,7 @@ def test_an_older_runs_lane_starts_no_slot_the_newest_run_is_writing(
 
     # then: the newest run copied everything and failed nowhere; the older one left both
     # slots to it, saying so in one line; every record is on the target once
-    assert lanes.failed("newest") == []
-    assert lanes.copied("newest") == 600
-    older = lanes.failed("older")
-    assert len(older) == 1 and "run newest of the flow started after this one" in older[0]
-    assert "\n" not in older[0]
-    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    newest_copied_all(lanes, 600, flow, clusters, topic_name, older_yielded=True)
 
 
 def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
@@ -125,20 +156,12 @@ def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
     # given: an older run's lane Y has read that its run is the newest and is about to
     # take slot S (held just before init_transactions); then the newest run is named, and
     # its lane takes S and holds its first transaction open
-    create_topic(clusters["source"], topic_name, PARTITIONS)
-    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
-    slot = writer_of(topic_name, 0, flow.ferry.writers)
-    ranges = planned(flow, topic_name, "older")[slot]
-    lanes = Lanes(flow)
-    name_newest(flow, "older", "")
+    flow, slot, ranges, lanes = partition_zero(clusters, topic_name, tmp_path, "older")
     y = Stepped()
     lanes.start("older", slot, ranges, y.writer())
     assert y.before_init.wait(60)
     name_newest(flow, "newest", "")
-    held, release = threading.Event(), threading.Event()
-    lanes.start("newest", slot, ranges, pausing("commit", held, release))
-    assert held.wait(60)
+    release = lanes.held("newest", slot, ranges)
 
     # when: Y takes the slot (fencing the newest run's writer) and opens a transaction;
     # then the newest run's writer goes on, and finally Y does
@@ -151,27 +174,15 @@ def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
 
     # then: the newest run took the slot back and copied every record; the older run
     # yielded, saying why in one line; every record is on the target once
-    assert lanes.failed("newest") == []
-    assert lanes.copied("newest") == 500
-    older = lanes.failed("older")
-    assert len(older) == 1 and "run newest of the flow started after this one" in older[0]
-    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    newest_copied_all(lanes, 500, flow, clusters, topic_name, older_yielded=True)
 
 
 def test_a_run_whose_slot_was_taken_by_the_newest_run_does_not_take_it_back(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: an older run's writer holds its first transaction open on slot S
-    create_topic(clusters["source"], topic_name, PARTITIONS)
-    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
-    slot = writer_of(topic_name, 0, flow.ferry.writers)
-    ranges = planned(flow, topic_name, "older")[slot]
-    lanes = Lanes(flow)
-    name_newest(flow, "older", "")
-    held, release = threading.Event(), threading.Event()
-    lanes.start("older", slot, ranges, pausing("commit", held, release))
-    assert held.wait(60)
+    flow, slot, ranges, lanes = partition_zero(clusters, topic_name, tmp_path, "older")
+    release = lanes.held("older", slot, ranges)
 
     # when: the newest run copies the slot, then the older writer goes on
     name_newest(flow, "newest", "")
@@ -180,9 +191,8 @@ def test_a_run_whose_slot_was_taken_by_the_newest_run_does_not_take_it_back(
     lanes.join_all()
 
     # then: the older run stopped (one start of its writer only) and the newest copied all
-    assert lanes.failed("newest") == [] and lanes.copied("newest") == 500
+    newest_copied_all(lanes, 500, flow, clusters, topic_name)
     assert [r["outcome"] for r in lanes.rows["older"]] == [RangeOutcome.FAILED.value]
-    assert_exact(flow, clusters, topic_name, PARTITIONS)
 
 
 class Stepped:
@@ -229,16 +239,8 @@ def test_a_run_yields_to_positions_written_meanwhile_and_leaves_them_as_written(
     from ferry.kafka.cluster import KafkaCluster
     from tests.support.groups import positions
 
-    create_topic(clusters["source"], topic_name, PARTITIONS)
-    flow = flow_config(tmp_path, clusters, topic_name, "tasks.max = 2\n").enabled_flows[0]
-    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(500)])
-    slot = writer_of(topic_name, 0, flow.ferry.writers)
-    ranges = planned(flow, topic_name, "run")[slot]
-    lanes = Lanes(flow)
-    name_newest(flow, "run", "")
-    held, release = threading.Event(), threading.Event()
-    lanes.start("run", slot, ranges, pausing("commit", held, release))
-    assert held.wait(60)
+    flow, slot, ranges, lanes = partition_zero(clusters, topic_name, tmp_path, "run")
+    release = lanes.held("run", slot, ranges)
 
     # when: an operator's positions write (a reset) moves partition 0 to 300, then the
     # run goes on
