@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ferry.config import Flow, load_config
 from ferry.config.connections import use_snapshot
@@ -100,7 +100,8 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
 
 
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
-                role: str, writer: type[Lane] | None = None) -> list[dict[str, Any]]:
+                role: str, writer: type[Lane] | None = None,
+                newest: NewestReader | None = None) -> list[dict[str, Any]]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
     transactions). `writer`: the writer class (default `Lane`).
@@ -109,48 +110,73 @@ def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
     lane reads which run is the flow's newest, and starts no slot while it is another
     run; a slot taken while this run is the newest is taken back once. Once a slot was
     taken for good, the lane starts none of its other slots either (the newer writer's run
-    writes them). The ranges left are failed rows saying why, in one line."""
-    from ferry.core import takeover
+    writes them). The ranges left are failed rows saying why, in one line. `newest`: where
+    the flow's newest run is read (default: Kafka, `ferry.kafka.runs`)."""
     from ferry.kafka.runs import NewestRun
+
+    if newest is not None:
+        return _write_slots(flow, run_id, slots, role, writer, newest)
+    with NewestRun(flow, role) as named:
+        return _write_slots(flow, run_id, slots, role, writer, named)
+
+
+class NewestReader(Protocol):
+    """Reads which run is the flow's newest (`ferry.kafka.runs.NewestRun`)."""
+
+    def read(self) -> str | None: ...
+
+
+def _write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]], role: str,
+                 writer: type[Lane] | None, newest: NewestReader) -> list[dict[str, Any]]:
+    from ferry.core import takeover
 
     rows: list[dict[str, Any]] = []
     stopped: str | None = None
-    with NewestRun(flow, role) as newest:
-        for slot, ranges in slots:
-            if stopped is None:
-                newer = takeover.newer_run(newest.read(), run_id)
-                stopped = takeover.yielded(flow.name, newer) if newer else None
-            if stopped is not None:
-                finished = datetime.now(UTC)
-                rows.extend(run_row(flow.name, run_id, slot, RangeResult(
-                    r.topic, r.partition, r.start, r.end, outcome=RangeOutcome.FAILED,
-                    error=stopped), flow.ferry.delivery, finished)
-                    for r in ranges)
-                continue
-            results, taken = _write_slot(flow, run_id, slot, ranges, role, writer)
-            if taken is not None:
-                named = newest.read()
-                if takeover.take_back(named, run_id):
-                    log.info("flow %s writer %s: taken by an older run of the flow just as "
-                             "this, the newest, started; taking it back", flow.name, slot,
-                             extra={"flow": flow.name, "lane": slot, "run_id": run_id})
-                    again, taken = _write_slot(flow, run_id, slot,
-                                               takeover.left_over(ranges, results), role,
-                                               writer)
-                    results = takeover.merged(results, again)
-                    named = newest.read() if taken is not None else named
-                newer = takeover.newer_run(named, run_id)
-                if taken is not None and newer is not None:
-                    stopped = takeover.yielded(flow.name, newer)
-                    for r in results:
-                        if r.outcome == RangeOutcome.FAILED:
-                            r.error = stopped
-                elif taken is not None:
-                    stopped = f"not started: another writer of this run stopped ({taken})"
-            finished = datetime.now(UTC)
-            rows.extend(run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
-                        for r in results)
+    for slot, ranges in slots:
+        if stopped is None:
+            newer = takeover.newer_run(newest.read(), run_id)
+            stopped = takeover.yielded(flow.name, newer) if newer else None
+        if stopped is not None:
+            results = [RangeResult(r.topic, r.partition, r.start, r.end,
+                                   outcome=RangeOutcome.FAILED, error=stopped) for r in ranges]
+        else:
+            results, stopped = _write_taken_back(flow, run_id, slot, ranges, role, writer,
+                                                 newest)
+        finished = datetime.now(UTC)
+        rows.extend(run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
+                    for r in results)
     return rows
+
+
+def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
+                      writer: type[Lane] | None, newest: NewestReader
+                      ) -> tuple[list[RangeResult], str | None]:
+    """Copy one slot, taking it back once when it was taken while this run is the newest:
+    its results, and why the lane is to start no further slot (None: go on)."""
+    from ferry.core import takeover
+
+    results, taken = _write_slot(flow, run_id, slot, ranges, role, writer)
+    if taken is None:
+        return results, None
+    named = newest.read()
+    if takeover.take_back(named, run_id):
+        log.info("flow %s writer %s: taken by an older run of the flow just as this, the "
+                 "newest, started; taking it back", flow.name, slot,
+                 extra={"flow": flow.name, "lane": slot, "run_id": run_id})
+        again, taken = _write_slot(flow, run_id, slot, takeover.left_over(ranges, results),
+                                   role, writer)
+        results = takeover.merged(results, again)
+        if taken is None:
+            return results, None
+        named = newest.read()
+    newer = takeover.newer_run(named, run_id)
+    if newer is None:
+        return results, f"not started: another writer of this run stopped ({taken})"
+    stopped = takeover.yielded(flow.name, newer)
+    for r in results:
+        if r.outcome == RangeOutcome.FAILED:
+            r.error = stopped
+    return results, stopped
 
 
 def name_newest(flow: Flow, run_id: str, role: str) -> None:
