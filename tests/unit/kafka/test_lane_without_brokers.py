@@ -5,6 +5,8 @@ in tests/integration (test_lane, test_exactness, test_rolling_bounce)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ferry.config import Flow
@@ -302,3 +304,50 @@ def test_an_offset_map_topic_a_broker_learns_of_a_moment_later_is_waited_for(
 
     # when / then: the lane copies once the topic is known
     assert LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 50)]).run().records == 50
+
+
+def test_a_producer_stuck_committing_positions_is_replaced_and_its_batch_copied_again(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a lane whose first producer, at its second commit, never returns from
+    # send_offsets_to_transaction (librdkafka after its coordinator's node left the
+    # metadata: kafka/stuck.py), with the bound shortened
+    import threading
+
+    from ferry.kafka import stuck
+
+    monkeypatch.setattr(stuck, "SEND_OFFSETS_S", 0.2)
+    monkeypatch.setattr(stuck, "GRACE_S", 0.1)
+    source, target = clusters(flow, 250)
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 250)])
+    never = threading.Event()
+    make = lane._producer
+
+    def first_one_sticks(diagnose: bool = False) -> FakeProducer:
+        producer = make(diagnose)
+        if len(lane.producers) == 1:
+            send, calls = producer.send_offsets_to_transaction, []
+
+            def stuck_on_the_second(*args: Any, **kwargs: Any) -> None:
+                calls.append(1)
+                if len(calls) == 2:
+                    never.wait(10)
+                send(*args, **kwargs)
+
+            producer.send_offsets_to_transaction = stuck_on_the_second  # type: ignore[method-assign]
+        return producer
+
+    lane._producer = first_one_sticks  # type: ignore[method-assign]
+
+    # when: it runs
+    try:
+        result = lane.run()
+    finally:
+        never.set()  # the abandoned call returns (fenced) and its thread ends
+
+    # then: a second producer of the same id took over, the stuck batch was copied again,
+    # and every record is on the target once, in order
+    assert lane.replaced == 1 and len(lane.producers) == 2
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(250)]
+    assert [(r.outcome, r.records) for r in result.ranges] == [("copied", 250)]
