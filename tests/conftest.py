@@ -36,65 +36,12 @@ TIERS = {
 broker-free tier, `-m integration` everything on real services)."""
 
 
-SECONDS_PER_TEST = {"unit": 0.05, "integration": 5.0, "dags": 10.0, "scheduler": 25.0,
-                    "webui": 2.0}
-"""A test's usual time by tier, for ordering modules (`pytest_collection_modifyitems`)."""
-MODULE_SECONDS = {
-    "integration/test_rolling_bounce.py": 290,
-    "integration/test_dependency_ranges.py": 250,
-    "integration/test_mirror_cli.py": 220,
-    "integration/test_lane.py": 195,
-    "integration/test_exactness.py": 190,
-    "integration/test_spark_standalone.py": 185,
-    "integration/test_adopt.py": 185,
-    "dags/test_flow_dags.py": 160,
-    "scheduler/test_assets_and_connections_under_scheduler.py": 160,
-    "integration/test_failover_operation.py": 125,
-    "dags/test_secure_flow_dag.py": 115,
-    "dags/test_backfill_dag.py": 105,
-    "scheduler/test_flow_under_scheduler.py": 105,
-    "integration/test_lifetime.py": 100,
-    "dags/test_concurrent_flows.py": 95,
-    "integration/test_failover.py": 80,
-    "integration/test_wheel_install.py": 75,
-    "integration/test_first_cycles.py": 70,
-    "integration/test_spark_connect.py": 65,
-    "integration/test_transient_states.py": 65,
-    "integration/test_backfill_cli.py": 55,
-    "integration/test_maintenance.py": 55,
-    "integration/test_mm1_setup.py": 50,
-    "integration/test_topologies.py": 50,
-    "dags/test_maintenance_dag.py": 45,
-    "dags/test_assets.py": 40,
-    "integration/test_metrics.py": 40,
-    "integration/test_recording.py": 35,
-    "dags/test_failover_dag.py": 30,
-    "integration/test_secure_clusters.py": 30,
-    "integration/test_newest_run.py": 25,
-    "webui/test_ferry_page.py": 25,
-    "dags/test_adopt_dag.py": 20,
-    "integration/test_local_clusters.py": 20,
-}
-"""Measured seconds of the modules that take 20 s or more (test-artifacts/junit.xml of a
-whole run on a 2-core machine, rounded): the longest start first, so the run does not end
-with one of them alone. A module not listed is estimated from its tests."""
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test gets the markers of its folder's tier. Modules are ordered longest first
-    (measured, else their tests times their tier's usual time): the test command hands
-    whole modules to the workers in this order (`--no-loadscope-reorder`), so the long ones
-    run side by side with many short ones instead of last."""
-    weight: dict[Path, float] = {}
+    """Each test gets the markers of its folder's tier."""
     for item in items:
-        relative = item.path.resolve().relative_to(TESTS)
-        for name in TIERS[relative.parts[0]]:
+        folder = item.path.resolve().relative_to(TESTS).parts[0]
+        for name in TIERS[folder]:
             item.add_marker(name)
-        weight[item.path] = weight.get(item.path, 0.0) + SECONDS_PER_TEST[relative.parts[0]]
-    for path in weight:
-        measured = MODULE_SECONDS.get(path.resolve().relative_to(TESTS).as_posix())
-        weight[path] = measured if measured is not None else weight[path]
-    items.sort(key=lambda item: -weight[item.path])  # stable: a module's order kept
 
 
 @pytest.fixture(scope="session")
