@@ -5,7 +5,6 @@ fail. The interleavings are forced with writers held on events."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ferry.kafka.lane_state import Part
 from ferry.spark.copy_job import failures, name_newest, write_slots
 from ferry.steps.plan import prepare
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
+from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -168,7 +168,7 @@ def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
     y.go_init.set()
     assert y.in_commit.wait(60)
     release.set()
-    wait_for(lambda: "newest" in lanes.rows)
+    wait_until(lambda: "newest" in lanes.rows, "the newest run's lane finished")
     y.go_commit.set()
     lanes.join_all()
 
@@ -223,11 +223,6 @@ class Stepped:
         return Held
 
 
-def wait_for(condition: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from ferry.local import cluster
 from tests.support import stacks
 from tests.support.kafka_data import assert_exact, create_topic, flow_config
+from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 3
@@ -145,14 +145,14 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     coordinator = admin.describe_consumer_groups([group])[group].result(30).coordinator.id
     (state,) = [s for s in states_in(Path(clusters["root"])) if s.alias == "target"]
     state = stop_node(state, coordinator)
-    wait_until(lambda: registered(clusters["target"]) < 3, "the node left the metadata")
+    wait_until(lambda: registered(clusters["target"]) < 3, "the node left the metadata", 120)
     assert writer.producer is not None  # it learns the node is gone, as on its next refresh
     assert len(writer.producer.list_topics(timeout=10).brokers) == 2
     release.set()
     time.sleep(2)  # the commit is under way while the node is away
     state = start_node(state, coordinator)
     wait_until(lambda: registered(clusters["target"]) == 3
-               and under_replicated(clusters["target"]) == 0, "the cluster is whole again")
+               and under_replicated(clusters["target"]) == 0, "the cluster is whole again", 120)
     writer.thread.join(90)  # type: ignore[attr-defined]
 
     # then: the commit that never returned is abandoned, a new producer of the same id
@@ -162,13 +162,6 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     assert failures == [] and writer.replaced >= 1
     assert sum(r.records for r in writer.results) == 1_500
     assert_exact(flow, clusters, topic_name, PARTITIONS)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.2)
 
 
 def read_reports(path: Path) -> list[dict[str, object]]:
