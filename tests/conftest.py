@@ -44,6 +44,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(name)
 
 
+@pytest.fixture(autouse=True)
+def copy_runner(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The Spark this test's copies run on (`tests.support.runner`): the session's warm
+    Spark Connect server, started on first use; spark-submit for tests marked
+    `spark_submit` and in the broker-free tier."""
+    from tests.support import runner
+
+    if request.node.get_closest_marker("spark_submit") or request.node.get_closest_marker("unit"):
+        runner.use(None)
+    else:
+        runner.use(lambda: str(request.getfixturevalue("connect_url")))
+    try:
+        yield
+    finally:
+        runner.use(None)
+
+
 @pytest.fixture(scope="session")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """alias -> bootstrap servers of two running local clusters, `source` and `target`."""

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
+from tests.support import runner
 from tests.support.kafka_data import create_topic, produce
 
 
@@ -16,10 +17,13 @@ def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
             dags_folder: str | None = None) -> dict[str, Any]:
     """Run the DAG once with dag.test() (and the run conf: trigger-form params) in a fresh
     process; its run state, task states and mapped task instances. `spark_conn`: the
-    `spark_default` connection (default: spark, local[*]; {}: none). `airflow_home` and
-    `dags_folder`: other than the session's and the repo's."""
+    `spark_default` connection (default: the test's Spark, `tests.support.runner`: the warm
+    server's Spark Connect connection, or spark local[*] for tests marked spark_submit; {}:
+    none). `airflow_home` and `dags_folder`: other than the session's and the repo's."""
     from ferry.airflow.testing import airflow_env
 
+    if spark_conn is None:
+        spark_conn = spark_connection()
     env = airflow_env(airflow_home or os.environ["AIRFLOW_HOME"], config)
     if dags_folder:
         env["AIRFLOW__CORE__DAGS_FOLDER"] = dags_folder
@@ -36,6 +40,16 @@ def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
     run: dict[str, Any] = json.loads(lines[-1].removeprefix("FERRY_DAG_RUN "))
     run["log"] = result.stdout + result.stderr
     return run
+
+
+def spark_connection() -> dict[str, Any]:
+    """The test's `spark_default` connection: the session's warm Spark Connect server, or
+    spark-submit on local[*] for a test marked spark_submit."""
+    master = runner.warm_master()
+    if master is None:
+        return {"conn_type": "spark", "host": "local[*]"}
+    host, port = master.removeprefix("sc://").split(":")
+    return {"conn_type": "spark_connect", "host": host, "port": int(port)}
 
 
 def two_partitions_of(clusters: dict[str, str], topic: str, records: int) -> None:

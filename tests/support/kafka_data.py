@@ -24,6 +24,7 @@ from ferry.errors import FerryError
 from ferry.kafka.lane import Lane
 from ferry.kafka.lane_state import Part
 from ferry.steps.plan import prepare
+from tests.support import runner
 
 Conn = str | Mapping[str, str]
 """A cluster to talk to: bootstrap servers, or librdkafka settings (secure clusters)."""
@@ -169,7 +170,8 @@ def wait_lso(bootstrap: Conn, topic: str, partition: int, end: int, timeout: flo
 def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "",
                 replicas: int = 1) -> MirrorConfig:
     """A config mirroring `topics` from the session's source cluster to its target, its
-    topics (remote, offset map, checkpoints) created with `replicas` replicas.
+    topics (remote, offset map, checkpoints) created with `replicas` replicas, its copies on
+    the test's Spark (`tests.support.runner`: the warm server unless marked spark_submit).
 
     The aliases are unique to the test directory (`src_<id>`, `tgt_<id>`): tests share the
     brokers, and what a flow keeps on the target (offset-map topic, positions group) is
@@ -180,6 +182,9 @@ def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "
     else:
         source = f"src_{uuid.uuid4().hex[:6]}"
     target = "tgt_" + source[4:]
+    master = runner.warm_master() if "ferry.spark.master" not in extra else None
+    if master is not None:  # copies through the session's warm Spark (tests/support/runner.py)
+        extra = f"ferry.spark.master = {master}\n" + extra
     path.write_text(
         f"clusters = {source}, {target}\n{source}.bootstrap.servers = {clusters['source']}\n"
         f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"
