@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -42,6 +42,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.resolve().relative_to(TESTS).parts[0]
         for name in TIERS[folder]:
             item.add_marker(name)
+
+
+SHARED_SCOPES = ("tests/scheduler/",)
+"""Folders whose modules run on one worker, one after the other: they share a service
+started once per worker (the scheduler tier's Airflow stack)."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope`: whole modules per worker as xdist does, except that the
+    modules of a `SHARED_SCOPES` folder go to one worker together."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            shared = next((f for f in SHARED_SCOPES if nodeid.startswith(f)), None)
+            return shared or super()._split_scope(nodeid)
+
+    return SharedScopes(config, log)
 
 
 @pytest.fixture(autouse=True)
