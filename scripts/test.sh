@@ -14,6 +14,13 @@ echo "== mypy"
 mypy
 echo "== import layers"
 lint-imports
+if [ $# -eq 0 ]; then
+  # An install, timed apart from the suite: the package at both ends of its dependency
+  # ranges, two clean virtualenvs for tests/integration/test_dependency_ranges.py (kept in
+  # .cache/ while the requirements stay the same; run alone, that test installs them).
+  echo "== dependency ranges: installing both ends"
+  python -m tests.support.ranges
+fi
 echo "== pytest"
 mkdir -p test-artifacts
 # Parallel workers (pytest-xdist), each module whole on one worker so its module-scoped

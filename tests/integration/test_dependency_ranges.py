@@ -12,100 +12,34 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import zipfile
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.support.wheel import build_wheel, clean_env, install_fast, last_json
+from tests.support.ranges import ENDS, Ends, canonical, prepared
+from tests.support.wheel import clean_env, last_json
 
 pytestmark = pytest.mark.integration
 
-EXTRAS = ("spark", "airflow")
 PARTITIONS = 2
 
 
-def direct(requires: list[str], extras: tuple[str, ...]) -> list[Requirement]:
-    """The package's direct requirements and those of `extras`; one without a lower bound
-    fails the test, as a range whose low end cannot be tested."""
-    found = []
-    for line in requires:
-        requirement = Requirement(line)
-        if requirement.marker is not None and not any(
-                requirement.marker.evaluate({"extra": e}) for e in extras):
-            continue
-        assert any(s.operator in (">=", "==") for s in requirement.specifier), \
-            f"{requirement.name} has no lower bound in the package's metadata"
-        requirement.marker = None
-        found.append(requirement)
-    return found
-
-
-def lowest(requirements: list[Requirement], folder: Path) -> tuple[Path, dict[str, str]]:
-    """The lowest version of each direct requirement that the whole set admits (uv's
-    `lowest-direct` resolution: a floor another requirement raises is raised, as PyYAML's
-    by Airflow's), the rest resolved as pip would: a constraints file, and the direct
-    requirements' versions in it."""
-    given, pins = folder / "direct.in", folder / "lowest.txt"
-    given.write_text("".join(f"{r}\n" for r in requirements))
-    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "compile", "--quiet",
-                    "--no-header", "--resolution", "lowest-direct", "--python-version",
-                    f"{sys.version_info.major}.{sys.version_info.minor}", str(given),
-                    "-o", str(pins)], check=True, timeout=600)
-    chosen = dict(line.split("==", 1) for line in pins.read_text().splitlines()
-                  if "==" in line and not line.startswith((" ", "#")))
-    names = {canonical(r.name) for r in requirements}
-    return pins, {name: version.strip() for name, version in chosen.items()
-                  if canonical(name) in names}
-
-
-def canonical(name: str) -> str:
-    return name.lower().replace("_", "-")
-
-
-ENDS = ("lowest", "newest")
-Installed = tuple[Path, dict[str, str]]
-"""A virtualenv, and the lowest version of each direct requirement."""
-
-
 @pytest.fixture(scope="module")
-def venvs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Installed]]:
-    """Per end: a virtualenv with the package installed there, and the direct requirements'
-    lowest versions. Both are installed at once (mostly downloads and unpacking)."""
-    root = tmp_path_factory.mktemp("ranges")
-    wheel = build_wheel(root)
-    constraints, pins = lowest(direct(metadata_requires(wheel), EXTRAS), root)
-    requirement = f"ferry-mirror[{','.join(EXTRAS)}] @ {wheel.as_uri()}"
-    with ThreadPoolExecutor(len(ENDS)) as pool:
-        done = {end: pool.submit(install_fast, root / end, requirement,
-                                 *(["-c", str(constraints)] if end == "lowest" else []))
-                for end in ENDS}
-    for future in done.values():
-        future.result()
-    yield {end: (root / end, pins) for end in ENDS}
-
-
-def metadata_requires(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        text = archive.read(name).decode()
-    return [line.split(":", 1)[1].strip() for line in text.splitlines()
-            if line.startswith("Requires-Dist:")]
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> Ends:
+    """Both ends with the checkout's wheel in them (`tests.support.ranges`: those the test
+    command installed before the suite, else installed now)."""
+    return prepared(tmp_path_factory.mktemp("ranges"))
 
 
 @pytest.mark.spark
+@pytest.mark.spark_submit
 @pytest.mark.parametrize("end", ENDS)
 def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
-    end: str, venvs: dict[str, Installed], clusters: dict[str, str],
-    topic_name: str, tmp_path: Path
+    end: str, venvs: Ends, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    venv, pins = venvs[end]
+    venv, pins = venvs.venv(end), venvs.pins
     found = json.loads(subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import importlib.metadata as m, json; print("
          "json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
