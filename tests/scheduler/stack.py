@@ -15,9 +15,8 @@ No triggerer: the flow DAGs have no deferrable task. Its DAG folder links the re
 Assets); FERRY_CONFIG names the config. Callers drive it through the REST API
 (`Airflow`), as a user the stack creates (SimpleAuthManager). Each component runs in a
 process group of its own; `stop` ends them all and every process they started (task runners
-and spark-submit have process groups of their own). The scheduler tests (`conftest.py`, and
-`test_assets_and_connections_under_scheduler.py` with its own flows) and `bench/latency.py`
-use it.
+and spark-submit have process groups of their own). The scheduler tests (one stack for the
+tier, `conftest.py`) and `bench/latency.py` use it.
 """
 
 from __future__ import annotations
@@ -125,8 +124,10 @@ class Airflow:
 
     def finished(self, dag_id: str, run_id: str, timeout: float) -> str:
         """Wait until the run has finished; its state."""
+        # asked twice a second: the tests wait on runs one after the other, a GET is cheap
         return wait_for(f"run {run_id} of {dag_id} to finish", timeout, lambda: (
-            state if (state := self.run_state(dag_id, run_id)) in FINISHED else None))
+            state if (state := self.run_state(dag_id, run_id)) in FINISHED else None),
+            every=0.5)
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
         """The task's XCom `key` (default: its return value)."""
@@ -237,9 +238,9 @@ def _environment(home: Path, config_path: Path,
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(48),
         # the scheduler's health server would listen on 0.0.0.0 (off by default: kept off)
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
-        # A run is one chain of tasks and a module runs two at most: the LocalExecutor's
-        # default 32 worker processes only load a small machine; the DAG file does not
-        # change, so it is parsed once, not every 30 s.
+        # A run is one chain of tasks and a test runs three at most (a flow's, a failover's
+        # and an adoption's): the LocalExecutor's default 32 worker processes only load a
+        # small machine; the DAG file does not change, so it is parsed once, not every 30 s.
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark_conn),

@@ -1,11 +1,12 @@
 """Assets, connections and the operations DAGs under a real Airflow scheduler
 (`tests.scheduler.stack`: the scheduler, dag-processor and api-server, not dag.test()),
-against real brokers, Spark and Delta. One Airflow for the module, with four manual-only
-flows (`ferry.schedule = none`):
+against real brokers, Spark and Delta, on the tier's Airflow (`conftest.py`), through four
+manual-only flows of its config (`ferry.schedule = none`) that only this module uses:
 
-- `assets`: plain clusters. Two DAGs wait downstream of it, written as docs/airflow.md
-  shows: one on its topic's Asset (`remote_topic_asset`), one on its AssetAlias
-  (`flow_alias`). The scheduler itself must start them after a run that copied records.
+- `assets`: plain clusters. Two DAGs wait downstream of it (`conftest.DOWNSTREAM_DAGS`),
+  written as docs/airflow.md shows: one on its topic's Asset (`remote_topic_asset`), one on
+  its AssetAlias (`flow_alias`). The scheduler itself must start them after a run that
+  copied records.
 - `connected`: from the secure source to the secure target (SASL_SSL), with no client
   setting in the config, only `<alias>.ferry.connection`: the source's connection is an
   `AIRFLOW_CONN_<ID>` variable in every component's environment (the Kafka provider's JSON
@@ -26,8 +27,6 @@ only a scheduler running the DAGs side by side can show.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,12 +37,11 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.airflow.adopt_dag import ADOPT_DAG
 from ferry.airflow.failover_dag import FAILOVER_DAG
-from ferry.config import MirrorConfig, load_config
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
-from tests.scheduler.conftest import FlowUnderTest
-from tests.scheduler.stack import Airflow, TaskTry, keep_logs, running, wait_for
+from tests.scheduler.conftest import ON_FLOW, ON_TOPIC, Stack
+from tests.scheduler.stack import Airflow, TaskTry, wait_for
 from tests.support.failover import commit_source
 from tests.support.groups import commit_group, positions, target_offsets
 from tests.support.kafka_data import assert_exact, create_topic, produce, read_all, stable_and_end
@@ -58,56 +56,20 @@ shared with other test runs."""
 DOWNSTREAM_S = 180
 """The longest the scheduler may take to start a downstream run and finish it."""
 
-ON_TOPIC, ON_FLOW = "report_on_mirrored_topic", "report_on_mirrored_flow"
-
-DOWNSTREAM_DAGS = {
-    "on_topic.py": '''"""Runs when Ferry mirrored new records of one topic, and reports them."""
-from airflow.sdk import DAG, get_current_context, task
-
-from ferry.airflow.assets import remote_topic_asset
-
-ORDERS = remote_topic_asset({flow!r}, {topic!r})
-
-with DAG({dag_id!r}, schedule=[ORDERS], catchup=False):
-
-    @task(inlets=[ORDERS])
-    def report() -> dict:
-        return dict(get_current_context()["inlet_events"][ORDERS][-1].extra)
-
-    report()
-''',
-    "on_flow.py": '''"""Runs when Ferry mirrored new records of one flow, and reports them."""
-from airflow.sdk import DAG, get_current_context, task
-
-from ferry.airflow.assets import flow_alias
-
-MIRRORED = flow_alias({flow!r})
-
-with DAG({dag_id!r}, schedule=[MIRRORED], catchup=False):
-
-    @task
-    def report() -> list:
-        events = get_current_context()["triggering_asset_events"][MIRRORED]
-        return [[event.asset.uri, dict(event.extra)] for event in events]
-
-    report()
-''',
-}
-
 
 class Scheduler(Airflow):
-    """The module's Airflow, and its four flows."""
+    """This module's view of the tier's Airflow: its four flows, and the REST calls its
+    tests make."""
 
-    def __init__(self, airflow: Airflow, config: MirrorConfig,
-                 flows: dict[str, FlowUnderTest], tag: str) -> None:
-        super().__init__(airflow.url)
-        self.config = config
+    def __init__(self, stack: Stack) -> None:
+        super().__init__(stack.url)
+        self.config = stack.config
         """FERRY_CONFIG as the DAG file reads it (no connection looked up)."""
-        self.assets = flows["assets"]
-        self.connected = flows["connected"]
-        self.adopted = flows["adopted"]
-        self.differ = flows["differ"]
-        self.target_connection = f"kafka_target_{tag}"
+        self.assets = stack.flows["assets"]
+        self.connected = stack.flows["connected"]
+        self.adopted = stack.flows["adopted"]
+        self.differ = stack.flows["differ"]
+        self.target_connection = stack.target_connection
         """The id of the `connected` flow's target connection (created by its test)."""
 
     def trigger_with(self, dag_id: str, conf: dict[str, Any]) -> str:
@@ -134,37 +96,6 @@ class Scheduler(Airflow):
                 for e in found}
 
 
-def _config(base: Path, clusters: dict[str, str],
-            tag: str) -> tuple[MirrorConfig, dict[str, FlowUnderTest]]:
-    """The four flows' config (aliases and topics unique to this module: the brokers are
-    shared), and each flow by name. `connected`'s clusters name connections only."""
-    pairs = {name: (f"src_{letter}{tag}", f"tgt_{letter}{tag}")
-             for name, letter in (("assets", "a"), ("connected", "c"), ("adopted", "m"),
-                                  ("differ", "d"))}
-    topics = {"assets": f"sched-assets-{tag}", "connected": f"sched-connections-{tag}",
-              "adopted": f"sched-adopted-{tag}", "differ": f"sched-differ-{tag}"}
-    lines = [f"clusters = {', '.join(a for pair in pairs.values() for a in pair)}"]
-    for name, (source, target) in pairs.items():
-        if name == "connected":
-            lines += [f"{source}.ferry.connection = kafka_source_{tag}",
-                      f"{target}.ferry.connection = kafka_target_{tag}"]
-        else:
-            lines += [f"{source}.bootstrap.servers = {clusters['source']}",
-                      f"{target}.bootstrap.servers = {clusters['target']}"]
-        lines += [f"{source}->{target}.enabled = true",
-                  f"{source}->{target}.topics = {topics[name]}"]
-    lines += ["ferry.schedule = none", "replication.factor = 1",
-              "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
-              "heartbeats.replication.enabled = false", f"ferry.state.dir = {base / 'state'}"]
-    path = base / "mm2.properties"
-    path.write_text("\n".join(lines) + "\n")
-    # as the DAG file reads it: the connections are not looked up here (the test process
-    # has neither of them)
-    config = load_config(path, connections=False)
-    return config, {name: FlowUnderTest(config.flow("->".join(pair)), topics[name])
-                    for name, pair in pairs.items()}
-
-
 def _target_connection(sc: SecureClusters, conn_id: str) -> dict[str, Any]:
     """The secure target as a connection of Ferry's `ferry_kafka` type, a body for the REST
     API's POST /connections: bootstrap servers as its host, `ferry`'s SASL username and
@@ -175,40 +106,9 @@ def _target_connection(sc: SecureClusters, conn_id: str) -> dict[str, Any]:
                                  "ssl.ca.location": str(sc.ca)})}
 
 
-def _source_connection(sc: SecureClusters) -> str:
-    """The secure source as the Kafka provider's connection, in Airflow's JSON form: a
-    librdkafka client config in its extra (SCRAM-SHA-512 over SASL_SSL, as `ferry`)."""
-    return json.dumps({"conn_type": "kafka", "extra": {
-        "bootstrap.servers": sc.bootstrap[SOURCE], "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry",
-        "sasl.password": sc.passwords["ferry"], "ssl.ca.location": str(sc.ca)}})
-
-
 @pytest.fixture(scope="module")
-def scheduler(clusters: dict[str, str], secure_clusters: SecureClusters,
-              tmp_path_factory: pytest.TempPathFactory,
-              request: pytest.FixtureRequest) -> Iterator[Scheduler]:
-    base = tmp_path_factory.mktemp("scheduler-assets")
-    tag = uuid.uuid4().hex[:6]
-    config, flows = _config(base, clusters, tag)
-    assets = flows["assets"]
-    downstream = {name: source.format(flow=assets.flow.name, topic=assets.topic, dag_id=dag_id)
-                  for (name, source), dag_id in zip(DOWNSTREAM_DAGS.items(),
-                                                    (ON_TOPIC, ON_FLOW), strict=True)}
-    environment = {f"AIRFLOW_CONN_KAFKA_SOURCE_{tag.upper()}": _source_connection(
-        secure_clusters)}
-    failures = request.session.testsfailed
-    passed = False
-    try:
-        with running(base, base / "mm2.properties",
-                     (*(f.dag_id for f in flows.values()), FAILOVER_DAG, ADOPT_DAG,
-                      ON_TOPIC, ON_FLOW),
-                     extra_env=environment, dag_files=downstream) as (airflow, _):
-            yield Scheduler(airflow, config, flows, tag)
-            passed = request.session.testsfailed == failures
-    finally:
-        if not passed:
-            keep_logs(base / "airflow", request.module.__name__.rsplit(".", 1)[-1])
+def scheduler(airflow_stack: Stack) -> Scheduler:
+    return Scheduler(airflow_stack)
 
 
 def test_a_run_that_copied_records_makes_the_scheduler_run_the_dags_downstream_of_its_topic(

@@ -1,11 +1,12 @@
-"""A flow's DAG under a real Airflow scheduler (the scheduler, dag-processor and api-server
-the `standalone` fixture starts, not dag.test()): what only the scheduler and the task
-supervisor do, the mirror task's execution_timeout and its retries, against real brokers,
-Spark and Delta.
+"""A flow's DAG under a real Airflow scheduler (the tier's scheduler, dag-processor and
+api-server, `conftest.py`, not dag.test()): what only the scheduler and the task supervisor
+do, the mirror task's execution_timeout and its retries, against real brokers, Spark and
+Delta, through two flows of the tier's config that only this module uses (`standalone`).
 
-The timeout test's run is triggered as soon as Airflow is up (`short_timeout_run`)
-and spends most of its time in the scheduler's 30 s wait before its retry, so it runs beside
-the retry test's Spark jobs, and the timeout test, last, finds it finished."""
+The timeout test's run is triggered as soon as the module starts (`short_timeout_run`) and
+spends much of its time in the scheduler's wait before its retry (`conftest.RETRY_DELAY_S`),
+so it runs beside the retry test's Spark jobs, and the timeout test, last, finds it
+finished."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from tests.support.kafka_data import assert_exact, create_topic, produce, read_a
 pytestmark = pytest.mark.integration
 
 RUN_S = 360
-"""The longest a run may take here: two mirror attempts 30 s apart (the DAG's retry_delay),
-each a spark-submit, on a small machine shared with other test runs."""
+"""The longest a run may take here: two mirror attempts `conftest.RETRY_DELAY_S` apart (the
+DAG's retry_delay), each a spark-submit, on a small machine shared with other test runs."""
 
 ENDED = ("success", "failed", "upstream_failed", "skipped")
 """Task states after which no retry comes."""
@@ -79,7 +80,8 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
         assert mirror.state not in ENDED, f"mirror ended {mirror.state} without a retry"
         return True if mirror.state == "up_for_retry" else None
 
-    wait_for("mirror to wait for its retry", RUN_S, mirror_waits_for_its_retry)
+    # (asked often: the retry comes `conftest.RETRY_DELAY_S` after the failed attempt)
+    wait_for("mirror to wait for its retry", RUN_S, mirror_waits_for_its_retry, every=0.5)
     # and while the scheduler waits to retry it, the target takes records that large again
     set_record_limit(clusters["target"], remote, 1_048_588)
     state = standalone.finished(flow.dag_id, run_id, RUN_S)
