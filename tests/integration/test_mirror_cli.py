@@ -65,6 +65,7 @@ def test_mirror_cli_copies_records_and_offsets_finds_them(
 
 
 @pytest.mark.spark
+@pytest.mark.spark_submit
 def test_later_spark_submit_jobs_start_from_the_class_data_archive_the_first_one_left(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
