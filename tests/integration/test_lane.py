@@ -122,13 +122,13 @@ def test_compacted_topic_maps_exactly_across_compaction_holes(
     assert_exact(flow, clusters, topic_name, 1)
 
 
-
-
 @pytest.mark.parametrize(
     ("kill_at", "how"),
-    [([0.3], "cycle"), ([0.15, 0.6], "cycle"), ([0.4], "spark-job"),
-     ([0.3], "continuous"), ([0.15, 0.6], "continuous")],
-    ids=["once", "twice", "spark-job", "continuous-once", "continuous-twice"],
+    [pytest.param([0.3], "cycle", id="once"),
+     pytest.param([0.15, 0.6], "cycle", id="twice"),
+     pytest.param([0.4], "spark-job", id="spark-job", marks=pytest.mark.spark_submit),
+     pytest.param([0.3], "continuous", id="continuous-once"),
+     pytest.param([0.15, 0.6], "continuous", id="continuous-twice")],
 )
 def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float], how: str,

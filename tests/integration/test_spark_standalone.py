@@ -67,15 +67,19 @@ def stop_standalone(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.wait(30)
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    master_url, procs = start_standalone(tmp_path, workers=1, cores=2, memory="2g")
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One standalone cluster for the module (a master, two workers of one core each): its
+    master's URL and the workers' folder, where each executor runs and logs."""
+    root = tmp_path_factory.mktemp("standalone")
+    master_url, procs = start_standalone(root, workers=2, cores=1, memory="1g")
     try:
-        yield master_url, tmp_path / "work"
+        yield master_url, root / "work"
     finally:
         stop_standalone(procs)
 
 
+@pytest.mark.spark_submit
 def test_the_copy_job_runs_on_a_standalone_cluster(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, standalone: tuple[str, Path]
 ) -> None:
@@ -95,41 +99,41 @@ def test_the_copy_job_runs_on_a_standalone_cluster(
     assert ".zip/ferry/__init__.py" in executor_logs  # shipped with --py-files
 
 
+@pytest.mark.spark_submit
 def test_an_executor_lost_mid_copy_is_replaced_and_the_copy_stays_exact(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, standalone: tuple[str, Path]
 ) -> None:
     import psutil
 
-    master, procs = start_standalone(tmp_path, workers=2, cores=1, memory="1g")
-    try:
-        create_topic(clusters["source"], topic_name, 4)
-        total = 80_000
-        produce(clusters["source"], topic_name,
-                [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
-        config = flow_config(tmp_path, clusters, topic_name,
-                             "ferry.transaction.max.records = 2000\n")
-        flow = config.enabled_flows[0]
-        remote = flow.remote_topic(topic_name)
-        job = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
-             flow.name, "--master", master], cwd=Path(__file__).resolve().parents[2],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        # given the copy running on two executors, when one executor's JVM is SIGKILLed
-        # once a tenth of the records is written (its Python workers are left to run on)
-        deadline = time.monotonic() + 240
-        while written(clusters["target"], remote, 4) < 0.1 * total:
-            assert job.poll() is None and time.monotonic() < deadline, job.stderr
-            time.sleep(0.05)
-        executors = [p for p in psutil.process_iter(["cmdline", "cwd"])
-                     if "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-                     in " ".join(p.info["cmdline"] or [])
-                     and str(tmp_path) in (p.info["cwd"] or "")]  # this test's workers
-        assert len(executors) == 2, "the copy should run on both workers' executors"
-        executors[0].kill()
-        assert written(clusters["target"], remote, 4) < total, "the kill must land mid-copy"
-        _, err = job.communicate(timeout=300)
-    finally:
-        stop_standalone(procs)
+    master, work = standalone
+    earlier = set(work.iterdir())  # the applications that ran before this one
+    create_topic(clusters["source"], topic_name, 4)
+    total = 80_000
+    produce(clusters["source"], topic_name,
+            [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
+    config = flow_config(tmp_path, clusters, topic_name,
+                         "ferry.transaction.max.records = 2000\n")
+    flow = config.enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    job = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
+         flow.name, "--master", master], cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # given the copy running on two executors, when one executor's JVM is SIGKILLed
+    # once a tenth of the records is written (its Python workers are left to run on)
+    deadline = time.monotonic() + 240
+    while written(clusters["target"], remote, 4) < 0.1 * total:
+        assert job.poll() is None and time.monotonic() < deadline, job.stderr
+        time.sleep(0.05)
+    ours = [str(app) for app in set(work.iterdir()) - earlier]  # this job's executors' folders
+    executors = [p for p in psutil.process_iter(["cmdline", "cwd"])
+                 if "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+                 in " ".join(p.info["cmdline"] or [])
+                 and (p.info["cwd"] or "").startswith(tuple(ours))]
+    assert len(executors) == 2, "the copy should run on both workers' executors"
+    executors[0].kill()
+    assert written(clusters["target"], remote, 4) < total, "the kill must land mid-copy"
+    _, err = job.communicate(timeout=300)
 
     # then the job succeeds, Spark having run the lost lanes again, and nothing is lost or
     # doubled

@@ -1,7 +1,9 @@
 """The embedded warm Spark: one local Spark Connect server, started and stopped by Ferry.
 
 `up` starts `spark/connect.server_command` detached (its own session, output appended to
-`server.log`), waits until it accepts connections and records pid, port and URL in
+`server.log`), waits until that very process listens on its port (another process's
+listener is not it: a port taken before the server binds it moves to a free one, or fails
+naming the port when it was given) and records pid, port and URL in
 `server.json` under `<dir>` (default `$FERRY_HOME/local/spark`). A server already running
 is kept as it is; a restarted one keeps its port while it is free. It listens on loopback
 only. Point a flow at it with `ferry.spark.master=sc://127.0.0.1:<port>` (what `up`
@@ -32,6 +34,8 @@ from ferry.spark.submit import submit_env
 STATE_FILE = "server.json"
 LOG_FILE = "server.log"
 READY_TIMEOUT_S = 120.0
+PORT_ATTEMPTS = 3
+"""Ports tried when the chosen one is taken before the server binds it."""
 HOST = "127.0.0.1"
 
 
@@ -76,12 +80,37 @@ def is_ours(state: ServerState) -> bool:
     return runs_with(state.pid, SERVER_CLASS, f"spark.ferry.home={state.dir}")
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=1):
-            return True
-    except OSError:
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on `port` (any local address), from /proc/net."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local_address is ADDRESS:PORT in hex; 0A is TCP_LISTEN
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    found.add(fields[9])
+    return found
+
+
+def _listens(pid: int, port: int) -> bool:
+    """True when a process of `pid`'s session (the server and what it started) listens on
+    `port`: another process's listener does not count."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not inodes:
         return False
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            # the session id is the 6th field, after the parenthesised command name
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3]) != pid:
+                continue
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                return True
+        except (OSError, IndexError, ValueError):
+            continue
+    return False
 
 
 def _port_free(port: int) -> bool:
@@ -109,9 +138,25 @@ def up(base: Path | None = None, port: int | None = None, master: str = "local[*
     previous = load(directory)
     if previous is not None and is_ours(previous):
         return previous
+    chosen = port is None
     if port is None:
         wanted = previous.port if previous is not None else DEFAULT_PORT
         port = wanted if _port_free(wanted) else _free_port()
+    for _ in range(PORT_ATTEMPTS):
+        state, bound = _start(directory, port, master, heap, timeout_s)
+        if bound:
+            return state
+        if not chosen:
+            break
+        port = _free_port()  # another process took the port between the check and the bind
+    raise TransientError(f"port {port} on {HOST} is in use by another process: give "
+                         f"another with --port, or stop what listens there")
+
+
+def _start(directory: Path, port: int, master: str, heap: str, timeout_s: float
+           ) -> tuple[ServerState, bool]:
+    """Start the server on `port` and wait until it listens there itself; with False when
+    it could not bind the port because another process holds it."""
     command = server_command(port, master=master, heap=heap)
     command += ["--conf", f"spark.ferry.home={directory}"]
     with open(directory / LOG_FILE, "ab") as log:
@@ -121,8 +166,13 @@ def up(base: Path | None = None, port: int | None = None, master: str = "local[*
     state = ServerState(str(directory), port, process.pid)
     _save(state)
     deadline = time.monotonic() + timeout_s
-    while not _accepts(port):
+    # Accepting connections is not enough: another process's listener on the port accepts
+    # them too, while this server fails to bind it and exits.
+    while not _listens(process.pid, port):
         if process.poll() is not None:
+            if _listening_inodes(port):  # another process's, this one has exited
+                _save(ServerState(str(directory), port, None))
+                return state, False
             raise TransientError(f"the Spark Connect server exited with {process.returncode} "
                                  f"before accepting sessions; see {state.log}")
         if time.monotonic() > deadline:
@@ -130,7 +180,7 @@ def up(base: Path | None = None, port: int | None = None, master: str = "local[*
             raise TransientError(f"the Spark Connect server did not accept sessions on "
                                  f"{HOST}:{port} within {timeout_s:.0f}s; see {state.log}")
         time.sleep(0.5)
-    return state
+    return state, True
 
 
 def status(base: Path | None = None) -> tuple[ServerState | None, bool]:
