@@ -15,11 +15,11 @@ mypy
 echo "== import layers"
 lint-imports
 if [ $# -eq 0 ]; then
-  # An install, timed apart from the suite: the package at both ends of its dependency
-  # ranges, two clean virtualenvs for tests/integration/test_dependency_ranges.py (kept in
-  # .cache/ while the requirements stay the same; run alone, that test installs them).
-  echo "== dependency ranges: installing both ends"
-  python -m tests.support.ranges
+  # Installs, timed apart from the suite: clean virtualenvs of the package (both ends of
+  # its dependency ranges; the provider in a clean Airflow) for the tests that install it,
+  # kept in .cache/ while what they come from stays the same (tests/support/installs.py).
+  echo "== installs for the suite"
+  python -m tests.support.installs
 fi
 echo "== pytest"
 mkdir -p test-artifacts

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from tests.support.installs import ENDS, Ends, canonical, prepared
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.support.ranges import ENDS, Ends, canonical, prepared
 from tests.support.wheel import clean_env, last_json
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ PARTITIONS = 2
 
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> Ends:
-    """Both ends with the checkout's wheel in them (`tests.support.ranges`: those the test
+    """Both ends with the checkout's wheel in them (`tests.support.installs`: those the test
     command installed before the suite, else installed now)."""
     return prepared(tmp_path_factory.mktemp("ranges"))
 

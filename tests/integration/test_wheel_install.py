@@ -1,6 +1,7 @@
 """Ferry installs into an Airflow like any provider: the wheel, built from this repo, goes
 into a clean virtualenv with Airflow (`ferry-mirror[airflow]`, the lock as constraints), and
-from a folder outside the checkout, with nothing of it on the path:
+from a folder outside the checkout, with nothing of it on the path (the virtualenv is made
+before the suite, `tests.support.installs`, and gets the checkout's wheel):
 
 - `ferry` runs, and finds the copy job inside the installed package;
 - `ferry dag-file` gives the DAG folder its file, and `airflow dags list` shows the flow's
@@ -22,8 +23,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.installs import prepared_provider
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
-from tests.support.wheel import REPO, build_wheel, clean_env, install, last_json
+from tests.support.wheel import clean_env, last_json
 
 CONFIG = """
 clusters = A, B
@@ -60,9 +62,7 @@ def json_out(done: subprocess.CompletedProcess[str]) -> Any:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("wheel")
-    venv = root / "venv"
-    install(venv, f"ferry-mirror[airflow] @ {build_wheel(root).as_uri()}",
-            "-c", str(REPO / "requirements.txt"))
+    venv = prepared_provider(root)  # installed by the test command before the suite
     home, work = root / "airflow", root / "work"
     (home / "dags").mkdir(parents=True)
     work.mkdir()

@@ -1,12 +1,13 @@
-"""The package installed at both ends of its declared dependency ranges, each end in a
-clean virtualenv: once at the lowest version each direct requirement of
-`ferry-mirror[spark,airflow]` admits, once at the newest the index has.
+"""Installs the suite's tests need, made before the suite: they are installs, not tests,
+so the test command makes them first (`python -m tests.support.installs`, timed apart) into
+`.cache/`, and keeps them while what they were made from stays the same. The tests then only
+put the checkout's wheel into them; a test run alone makes them itself.
 
-Installing both ends is most of the cost (two Spark-and-Airflow environments, about 1.3 GB
-each), and it is an install, not a test: the test command prepares them before the suite
-(`python -m tests.support.ranges`, into `.cache/dependency-ranges`, kept while the
-package's requirements stay the same), and the test only puts the checkout's wheel into
-them. Run alone, the test prepares them itself.
+- The package at both ends of its declared dependency ranges, each end a clean virtualenv:
+  `ferry-mirror[spark,airflow]` at the lowest version each direct requirement admits, and
+  at the newest the index has (about 1.3 GB each; tests/integration/test_dependency_ranges.py).
+- The package as a provider in a clean Airflow: `ferry-mirror[airflow]` installed with pip,
+  the repo's lock as constraints (tests/integration/test_wheel_install.py).
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from tests.support.wheel import REPO, build_wheel, install_fast
+from tests.support.wheel import REPO, build_wheel, install, install_fast
 
 EXTRAS = ("spark", "airflow")
 ENDS = ("lowest", "newest")
 PREPARED = REPO / ".cache" / "dependency-ranges"
 """Where the test command leaves both ends for the suite (ignored by git)."""
+PROVIDER = REPO / ".cache" / "airflow-provider"
+"""Where it leaves the provider's virtualenv (`venv/` inside)."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,54 @@ def prepared(scratch: Path) -> Ends:
     return install_ends(scratch, wheel)
 
 
+def _provider_key(wheel: Path) -> str:
+    """What the provider's install depends on: the package's requirements, the lock, this
+    Python."""
+    text = json.dumps([sorted(metadata_requires(wheel)),
+                       (REPO / "requirements.txt").read_text(), sys.version])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _install_provider(venv: Path, wheel: Path) -> None:
+    install(venv, f"ferry-mirror[airflow] @ {wheel.as_uri()}", "-c",
+            str(REPO / "requirements.txt"))
+
+
+def prepare_provider(into: Path = PROVIDER) -> None:
+    """The provider's virtualenv at `into/venv`, unless it is there for the package's
+    current requirements and lock."""
+    with tempfile.TemporaryDirectory() as scratch:
+        wheel = build_wheel(Path(scratch))
+        key, stamp = _provider_key(wheel), into / "key"
+        if stamp.is_file() and stamp.read_text() == key:
+            return
+        shutil.rmtree(into, ignore_errors=True)
+        into.mkdir(parents=True)
+        _install_provider(into / "venv", wheel)
+        stamp.write_text(key)
+
+
+def prepared_provider(scratch: Path) -> Path:
+    """A virtualenv of the provider holding the checkout's wheel: the test command's, or
+    when it did not make one for these requirements, installed now under `scratch`."""
+    wheel = build_wheel(scratch)
+    stamp = PROVIDER / "key"
+    if not (stamp.is_file() and stamp.read_text() == _provider_key(wheel)):
+        _install_provider(scratch / "venv", wheel)
+        return scratch / "venv"
+    venv = PROVIDER / "venv"
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+                   check=True, timeout=600)
+    checked = subprocess.run([*pip, "check"], capture_output=True, text=True, check=False,
+                             timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return venv
+
+
 if __name__ == "__main__":
-    started = time.monotonic()
-    prepare()
-    print(f"dependency ranges: both ends installed in {PREPARED} "
-          f"({time.monotonic() - started:.0f} s)")
+    for what, make in (("dependency ranges: both ends", prepare),
+                       ("the provider in a clean Airflow", prepare_provider)):
+        started = time.monotonic()
+        make()
+        print(f"{what}: installed ({time.monotonic() - started:.0f} s)", flush=True)
