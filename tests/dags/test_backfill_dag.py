@@ -30,6 +30,9 @@ def contents(bootstrap: str, topic: str, partition: int) -> list[tuple[object, .
     return [r.content() for r in read_all(bootstrap, topic, partition)]
 
 
+# ferry_backfill copies only through spark-submit: `copy_chunk` is a SparkSubmitOperator
+# mapped over the chunks (it has no Spark Connect path)
+@pytest.mark.spark_submit
 def test_a_time_window_goes_into_a_new_topic_chunk_by_chunk(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -97,6 +100,7 @@ def test_a_range_the_remote_topic_already_holds_is_refused(
     assert len(read_all(clusters["target"], flow.remote_topic(topic_name), 0)) == 25
 
 
+@pytest.mark.spark_submit  # the refill is a mapped `copy_chunk` too
 def test_a_lost_remote_topic_is_recreated_and_refilled_with_the_retention_gap_reported(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:

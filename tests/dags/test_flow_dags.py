@@ -180,6 +180,7 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
 
 @pytest.mark.integration
 @pytest.mark.spark
+@pytest.mark.spark_submit  # the tier's one flow DAG whose copies hand off to `mirror`
 def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
