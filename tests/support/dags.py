@@ -20,6 +20,15 @@ def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
     `spark_default` connection (default: the test's Spark, `tests.support.runner`: the warm
     server's Spark Connect connection, or spark local[*] for tests marked spark_submit; {}:
     none). `airflow_home` and `dags_folder`: other than the session's and the repo's."""
+    return dag_result(start_dag(config, dag_id, conf, spark_conn, airflow_home, dags_folder))
+
+
+def start_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
+              spark_conn: dict[str, Any] | None = None, airflow_home: str | None = None,
+              dags_folder: str | None = None) -> subprocess.Popen[str]:
+    """`run_dag` without waiting: the process running the DAG (`dag_result` waits for it).
+    Runs started together run at once; each needs its own `airflow_home` (SQLite takes one
+    writer at a time)."""
     from ferry.airflow.testing import airflow_env
 
     if spark_conn is None:
@@ -29,16 +38,27 @@ def run_dag(config: str, dag_id: str, conf: dict[str, Any] | None = None,
         env["AIRFLOW__CORE__DAGS_FOLDER"] = dags_folder
     if spark_conn == {}:  # no connection at all
         env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
-    elif spark_conn is not None:
+    else:
         env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(spark_conn)
     extra = [json.dumps(conf)] if conf else []
-    result = subprocess.run([sys.executable, "-m", "ferry.airflow.testing", config, dag_id,
-                             *extra],
-                            env=env, capture_output=True, text=True, timeout=600, check=False)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
-    assert lines, result.stdout[-3000:] + result.stderr[-3000:]
+    return subprocess.Popen([sys.executable, "-m", "ferry.airflow.testing", config, dag_id,
+                             *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def dag_result(process: subprocess.Popen[str], timeout: float = 600) -> dict[str, Any]:
+    """The run of a `start_dag` process once it ends (killed after `timeout` seconds): as
+    `run_dag` returns it, its `log` the process's stdout then stderr."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    lines = [line for line in stdout.splitlines() if line.startswith("FERRY_DAG_RUN ")]
+    assert lines, stdout[-3000:] + stderr[-3000:]
     run: dict[str, Any] = json.loads(lines[-1].removeprefix("FERRY_DAG_RUN "))
-    run["log"] = result.stdout + result.stderr
+    run["log"] = stdout + stderr
     return run
 
 
