@@ -44,3 +44,43 @@ def test_spark_conf_turns_speculation_off_and_uses_local_jars() -> None:
     assert any("delta-spark_4.2_2.13-4.4.0.jar" in j for j in jars)
     assert not any("hadoop-client" in j or "scala-library" in j for j in jars)
     assert conf["spark.jars"] == ",".join(jars)
+
+
+def test_two_jobs_first_appends_into_one_fresh_state_folder_both_land(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Two flows sharing a state folder, their first jobs at once: both appends find no
+    table, one creates it, and the other's commit is refused by Delta (the table appeared
+    meanwhile, DELTA_PROTOCOL_CHANGED). The loser appends again to the table now there,
+    instead of failing its run. Both start together, several times over (each round a new
+    folder), so the race is met rather than hoped for."""
+    import threading
+
+    from deltalake import DeltaTable
+
+    from ferry.spark.copy_job import _append
+
+    ddl = "flow string, n long"
+    for round_ in range(4):
+        path = str(tmp_path / f"runs-{round_}")
+        start, failures = threading.Barrier(2), list[BaseException]()
+
+        def first_append(flow: str, path: str = path, start: threading.Barrier = start,
+                         failures: list[BaseException] = failures) -> None:
+            start.wait()
+            try:
+                assert _append(spark, [{"flow": flow, "n": i} for i in range(50)], ddl, path)
+            except BaseException as exc:  # reported below, with its round
+                failures.append(exc)
+
+        threads = [threading.Thread(target=first_append, args=(f"edge{i}->central",))
+                   for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+
+        assert not failures, f"round {round_}: {str(failures[0])[:500]}"
+        found = DeltaTable(path).to_pyarrow_table().to_pylist()
+        assert sorted((r["flow"], r["n"]) for r in found) == sorted(
+            (f"edge{i}->central", n) for i in range(2) for n in range(50))

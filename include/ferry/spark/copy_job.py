@@ -209,6 +209,13 @@ def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: s
     return worker.results, taken
 
 
+CREATED_MEANWHILE = ("DELTA_PROTOCOL_CHANGED", "ProtocolChangedException",
+                     "DELTA_METADATA_CHANGED", "MetadataChangedException")
+"""Delta's answers to an append that lost a race to create or change the table: another
+job (another flow's, sharing the state folder) created it, or evolved its schema, first."""
+CREATE_ATTEMPTS = 3
+
+
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
             once: tuple[str, int] | None = None) -> bool:
     """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
@@ -227,14 +234,24 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
     writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
     if once is not None:
         writer = writer.option("txnAppId", once[0]).option("txnVersion", once[1])
-    try:
-        writer.partitionBy("flow").save(path)
-    except Exception as exc:  # py4j/Spark wrap Delta's exception; match it by name
-        if once is not None and "ConcurrentTransactionException" in str(exc):
-            log.info("another writer recorded the same rows at the same time: %s", once[0])
-            return False
-        raise
-    return True
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            writer.partitionBy("flow").save(path)
+            return True
+        except Exception as exc:  # py4j/Spark wrap Delta's exception; match it by name
+            text = str(exc)
+            if once is not None and "ConcurrentTransactionException" in text:
+                log.info("another writer recorded the same rows at the same time: %s", once[0])
+                return False
+            if attempt < CREATE_ATTEMPTS and any(name in text for name in CREATED_MEANWHILE):
+                # nothing of this attempt was committed: the append goes to the table the
+                # other job created (its transaction id, if any, still makes it once)
+                log.info("another job created the table %s at the same time; appending to "
+                         "it", path)
+                continue
+            raise
 
 
 def _frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str) -> Any:
