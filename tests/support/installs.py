@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,18 +122,31 @@ def install_ends(root: Path, wheel: Path) -> Ends:
     return Ends(root, pins)
 
 
-def prepare(into: Path = PREPARED) -> None:
-    """Both ends installed at `into`, unless they already are for the package's current
-    requirements (and today's index)."""
+def _fresh(into: Path, key: str) -> bool:
+    """Whether `into` holds an install made for `key`."""
+    stamp = into / "key"
+    return stamp.is_file() and stamp.read_text() == key
+
+
+def _make(into: Path, key: Callable[[Path], str], make: Callable[[Path], object]) -> None:
+    """`make(wheel)` into `into` afresh, unless `into` already holds one for the checkout's
+    wheel's `key`; stamped once whole."""
     with tempfile.TemporaryDirectory() as scratch:
         wheel = build_wheel(Path(scratch))
-        key, stamp = _key(metadata_requires(wheel)), into / "key"
-        if stamp.is_file() and stamp.read_text() == key:
+        wanted = key(wheel)
+        if _fresh(into, wanted):
             return
         shutil.rmtree(into, ignore_errors=True)
         into.mkdir(parents=True)
-        install_ends(into, wheel)
-        stamp.write_text(key)
+        make(wheel)
+        (into / "key").write_text(wanted)
+
+
+def prepare(into: Path = PREPARED) -> None:
+    """Both ends installed at `into`, unless they already are for the package's current
+    requirements (and today's index)."""
+    _make(into, lambda wheel: _key(metadata_requires(wheel)),
+          lambda wheel: install_ends(into, wheel))
 
 
 def reinstall(ends: Ends, wheel: Path) -> None:
@@ -154,8 +168,7 @@ def prepared(scratch: Path) -> Ends:
     """Both ends holding the checkout's wheel: the test command's (`PREPARED`), or when it
     did not prepare them for these requirements, installed now under `scratch`."""
     wheel = build_wheel(scratch)
-    stamp = PREPARED / "key"
-    if stamp.is_file() and stamp.read_text() == _key(metadata_requires(wheel)):
+    if _fresh(PREPARED, _key(metadata_requires(wheel))):
         ends = Ends(PREPARED, json.loads((PREPARED / "pins.json").read_text()))
         reinstall(ends, wheel)
         return ends
@@ -178,23 +191,14 @@ def _install_provider(venv: Path, wheel: Path) -> None:
 def prepare_provider(into: Path = PROVIDER) -> None:
     """The provider's virtualenv at `into/venv`, unless it is there for the package's
     current requirements and lock."""
-    with tempfile.TemporaryDirectory() as scratch:
-        wheel = build_wheel(Path(scratch))
-        key, stamp = _provider_key(wheel), into / "key"
-        if stamp.is_file() and stamp.read_text() == key:
-            return
-        shutil.rmtree(into, ignore_errors=True)
-        into.mkdir(parents=True)
-        _install_provider(into / "venv", wheel)
-        stamp.write_text(key)
+    _make(into, _provider_key, lambda wheel: _install_provider(into / "venv", wheel))
 
 
 def prepared_provider(scratch: Path) -> Path:
     """A virtualenv of the provider holding the checkout's wheel: the test command's, or
     when it did not make one for these requirements, installed now under `scratch`."""
     wheel = build_wheel(scratch)
-    stamp = PROVIDER / "key"
-    if not (stamp.is_file() and stamp.read_text() == _provider_key(wheel)):
+    if not _fresh(PROVIDER, _provider_key(wheel)):
         _install_provider(scratch / "venv", wheel)
         return scratch / "venv"
     venv = PROVIDER / "venv"
