@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dags import run_dag, two_partitions_of
+from tests.support.dags import run_dag, spark_connection, two_partitions_of
 from tests.support.kafka_data import flow_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +108,7 @@ with DAG("downstream_of_mirror", schedule=[MIRRORED], catchup=False):
 @pytest.mark.integration
 @pytest.mark.spark
 def test_a_downstream_dag_on_a_mirrored_topic_is_queued_and_reads_what_was_mirrored(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str,
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Airflow queues only DAGs that are not paused; new ones are paused by default.
@@ -120,8 +120,7 @@ def test_a_downstream_dag_on_a_mirrored_topic_is_queued_and_reads_what_was_mirro
     dags.mkdir()
     shutil.copy(REPO / "dags" / "ferry_flows.py", dags)
     (dags / "downstream.py").write_text(DOWNSTREAM.format(flow=flow.name, topic=topic_name))
-    host, port = connect_url.removeprefix("sc://").split(":")
-    conn = {"conn_type": "spark_connect", "host": host, "port": int(port)}
+    conn = spark_connection()  # the session's warm Spark Connect server
     home = str(tmp_path / "airflow")  # its own metadata DB: its own DAG folder
 
     mirrored = run_dag(config.path, flow.dag_id, spark_conn=conn, airflow_home=home,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dags import run_dag
+from tests.support.dags import run_dag, spark_connection
 from tests.support.failover import assert_exact_failover, commit_source
 from tests.support.kafka_data import create_topic, flow_config, produce
 
@@ -32,7 +32,7 @@ def test_the_form_offers_each_flow_both_modes_and_a_dry_run_by_default(tmp_path:
 @pytest.mark.integration
 @pytest.mark.spark
 def test_a_planned_failover_from_the_form_moves_the_group_exactly(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2)
@@ -41,8 +41,7 @@ def test_a_planned_failover_from_the_form_moves_the_group_exactly(
     commit_source(clusters["source"], group, topic_name, {0: 30, 1: 80})
     config = flow_config(tmp_path, clusters, topic_name)
     flow = config.enabled_flows[0]
-    host, port = connect_url.removeprefix("sc://").split(":")
-    conn = {"conn_type": "spark_connect", "host": host, "port": int(port)}
+    conn = spark_connection()  # the session's warm Spark Connect server
     form = {"flow": flow.name, "mode": "planned", "groups": f"{topic_name}-.*"}
 
     shown = run_dag(config.path, "ferry_failover", form, spark_conn=conn)

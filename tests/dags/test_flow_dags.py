@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.dags import run_dag, two_partitions_of
+from tests.support.dags import run_dag, spark_connection, two_partitions_of
 from tests.support.kafka_data import (
     assert_exact,
     create_topic,
@@ -238,13 +238,12 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
 @pytest.mark.integration
 @pytest.mark.spark
 def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_submit(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     two_partitions_of(clusters, topic_name, 300)
     config = flow_config(tmp_path, clusters, topic_name)
     flow = config.enabled_flows[0]
-    host, port = connect_url.removeprefix("sc://").split(":")
-    conn = {"conn_type": "spark_connect", "host": host, "port": int(port)}
+    conn = spark_connection()  # the session's warm Spark Connect server
 
     first = run_dag(config.path, flow.dag_id, spark_conn=conn)
 

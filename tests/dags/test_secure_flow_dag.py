@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from ferry.local.cluster import SecureClusters
-from tests.support.dags import run_dag
+from tests.support.dags import run_dag, spark_connection
 from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
 from tests.support.secure_data import (
     SOURCE,
@@ -89,7 +89,7 @@ def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leake
 
 
 def test_cluster_credentials_can_come_from_airflow_connections_and_stay_masked(
-    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path, connect_url: str,
+    secure_clusters: SecureClusters, topic_name: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both clusters' client settings from Airflow connections given in the environment:
@@ -134,10 +134,10 @@ ferry.state.dir = {tmp_path / 'state'}
     flow = config.enabled_flows[0]
     assert set(config.connections) == {f"kafka_src_{suffix}", f"kafka_tgt_{suffix}"}
     grant_mirror_rights(sc, flow, topic_name)
-    host, port = connect_url.removeprefix("sc://").split(":")
+    conn = spark_connection()  # the session's warm Spark Connect server
 
     run = run_dag(str(path), flow.dag_id,
-                  spark_conn={"conn_type": "spark_connect", "host": host, "port": int(port)})
+                  spark_conn=conn)
 
     assert run["state"] == "success", problems(run["log"])
     assert run["tasks"]["cycle"] == "success"
