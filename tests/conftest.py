@@ -1,10 +1,11 @@
 """Session-wide real services: one pair of local Kafka clusters, one pair of secure ones
-(SASL + ACLs + TLS), one SparkSession, one local Spark Connect server.
+(SASL + ACLs + TLS), a third cluster, an expiring and a replicated pair, one local Spark
+Connect server, and one SparkSession per worker.
 
-Started lazily (only when a test asks for them) and once per session; each test creates
-its own topics so tests can share the brokers. Set FERRY_TEST_KEEP=1 to leave the
-clusters running after the session (for debugging), FERRY_TEST_DIR to choose where (the
-secure pair then lives in its `secure/` subdirectory).
+Started lazily (only when a test asks for them) and once per session, shared by every
+xdist worker (`tests/support/services.py`); each test creates its own topics so tests
+can share the brokers. Set FERRY_TEST_KEEP=1 to leave the services running after the
+session (for debugging), FERRY_TEST_DIR to choose where (each in its own subdirectory).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.local import cluster
+from tests.support import services
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,47 +83,55 @@ def copy_runner(request: pytest.FixtureRequest) -> Iterator[None]:
         runner.use(None)
 
 
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""What every JVM the suite starts runs with (brokers, Spark, MirrorMaker 2), unless
+JAVA_TOOL_OPTIONS says otherwise: C1 compiles only. These JVMs live seconds to minutes and
+move little data, so C2's compiles cost more CPU than they win back (a broker's start
+3.7 -> 2.2 s of CPU here); the suite is CPU-bound on 2 cores."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's own process names the folder its shared services live in and the
+    JVMs' options, before its workers start (they inherit both)."""
+    if not hasattr(config, "workerinput"):
+        services.name_folder()
+        os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's own process stops the shared services once every worker is done."""
+    if not hasattr(session.config, "workerinput"):
+        services.stop_all()
+
+
 @pytest.fixture(scope="session")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def clusters() -> dict[str, str]:
     """alias -> bootstrap servers of two running local clusters, `source` and `target`."""
-    root = Path(os.environ.get("FERRY_TEST_DIR") or tmp_path_factory.mktemp("kafka"))
-    states = cluster.up(("source", "target"), root)
-    try:
-        yield {s.alias: s.bootstrap for s in states}
-    finally:
-        if not os.environ.get("FERRY_TEST_KEEP"):
-            cluster.down(root, wipe=True)
+    with services.starting("kafka") as root:
+        states = cluster.up(("source", "target"), root)
+    return {s.alias: s.bootstrap for s in states}
 
 
 @pytest.fixture(scope="session")
-def third_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def third_cluster() -> str:
     """Bootstrap servers of a third local cluster, for fan-in, chains and cycles. Unlike the
     others it creates a topic a client asks for (`auto.create.topics.enable`, Kafka's
     default), as many production clusters do."""
-    base = os.environ.get("FERRY_TEST_DIR")
-    root = Path(base) / "third" if base else tmp_path_factory.mktemp("kafka-third")
-    try:
+    with services.starting("kafka-third") as root:
         (state,) = cluster.up(("third",), root, extra={"auto.create.topics.enable": "true"})
-        yield state.bootstrap
-    finally:
-        if not os.environ.get("FERRY_TEST_KEEP"):
-            cluster.down(root, wipe=True)
+    return state.bootstrap
 
 
 @pytest.fixture(scope="session")
-def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def replicated_clusters() -> dict[str, str]:
     """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
     each, as production runs them: replication factor 3 and min ISR 2 for every internal and
-    default topic. `"root"` is their directory, for `cluster.bounce_node`."""
-    base = os.environ.get("FERRY_TEST_DIR")
-    root = Path(base) / "replicated" if base else tmp_path_factory.mktemp("kafka-replicated")
-    try:
+    default topic. `"root"` is their directory, for `cluster.bounce_node`. One module
+    bounces their nodes: no other may use them."""
+    with services.starting("kafka-replicated") as root:
         states = cluster.up(("source", "target"), root, brokers=3,
                             extra=cluster.FAST_FAILURE_DETECTION)
-        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
-    finally:
-        if not os.environ.get("FERRY_TEST_KEEP"):
-            cluster.down(root, wipe=True)
+    return {s.alias: s.bootstrap for s in states} | {"root": str(root)}
 
 
 EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",
@@ -131,18 +141,13 @@ committed again for 60 s is deleted (Kafka's minimum), checked every 2 s."""
 
 
 @pytest.fixture(scope="session")
-def expiring_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def expiring_clusters() -> dict[str, str]:
     """alias -> bootstrap servers of a `source` and a `target` cluster whose brokers expire
     group offsets a minute after their last commit (`EXPIRING_OFFSETS`), for lifetime tests.
-    `restart_target` below restarts the target on the same data."""
-    base = os.environ.get("FERRY_TEST_DIR")
-    root = Path(base) / "expiring" if base else tmp_path_factory.mktemp("kafka-expiring")
-    try:
+    `restart_target` below restarts the target on the same data: one module uses them."""
+    with services.starting("kafka-expiring") as root:
         states = cluster.up(("source", "target"), root, extra=EXPIRING_OFFSETS)
-        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
-    finally:
-        if not os.environ.get("FERRY_TEST_KEEP"):
-            cluster.down(root, wipe=True)
+    return {s.alias: s.bootstrap for s in states} | {"root": str(root)}
 
 
 def restart_target(clusters: dict[str, str]) -> None:
@@ -159,20 +164,15 @@ def restart_target(clusters: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="session")
-def secure_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.SecureClusters]:
+def secure_clusters() -> cluster.SecureClusters:
     """Two running secure local clusters, `ssource` and `starget`: SASL_SSL on `bootstrap`,
     SASL_PLAINTEXT on `plaintext_bootstrap`, PLAIN and SCRAM-SHA-512 for the users `admin`
     (super user), `ferry`, `alice` and `mallory` (`passwords`), StandardAuthorizer with no
     ACLs to begin with, TLS trusting `ca`. `client(alias, user, mechanism, tls)` gives
-    librdkafka settings."""
-    base = os.environ.get("FERRY_TEST_DIR")
-    root = Path(base) / "secure" if base else tmp_path_factory.mktemp("kafka-secure")
-    try:  # `up` inside: a half-started pair is stopped too
+    librdkafka settings. ACLs only ever get added: each test grants on its own topics."""
+    with services.starting("kafka-secure") as root:
         states = cluster.up(("ssource", "starget"), root, secure=True)
-        yield cluster.SecureClusters.of(root, states)
-    finally:
-        if not os.environ.get("FERRY_TEST_KEEP"):
-            cluster.down(root, wipe=True)
+    return cluster.SecureClusters.of(root, states)
 
 
 @pytest.fixture(scope="session")
@@ -190,25 +190,13 @@ def spark() -> Iterator[SparkSession]:
 
 
 @pytest.fixture(scope="session")
-def connect_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def connect_home() -> Path:
     """A FERRY_HOME whose local Spark Connect server (`ferry spark up`) runs for the
-    session; its URL: `ferry spark status --json`, or `spark_server.load(...).url`."""
-    import json
-    import subprocess
-    import sys
-
-    home = tmp_path_factory.mktemp("ferry-home")
-    ferry = [str(Path(sys.executable).parent / "ferry"), "spark"]
-    env = {**os.environ, "FERRY_HOME": str(home)}
-    started = subprocess.run([*ferry, "up", "--json"], env=env, capture_output=True,
-                             text=True, timeout=300, check=False)
-    assert started.returncode == 0, started.stderr[-3000:]
-    try:
-        yield home
-    finally:
-        stopped = subprocess.run([*ferry, "down", "--json"], env=env, capture_output=True,
-                                 text=True, timeout=120, check=False)
-        assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+    session, shared by its workers; its URL: `ferry spark status --json`, or
+    `spark_server.load(...).url`."""
+    with services.starting(services.SPARK_HOME_NAME) as home:
+        services.ferry_spark(home, "up")
+    return home
 
 
 @pytest.fixture(scope="session")
