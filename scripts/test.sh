@@ -24,9 +24,10 @@ fi
 echo "== pytest"
 mkdir -p test-artifacts
 # Parallel workers (pytest-xdist), each module whole on one worker so its module-scoped
-# services start once; each worker starts the session's shared services it needs. Modules
-# go out most tests first (xdist's default for whole modules: 39 min here, against 46 in
-# collection order, which left the Airflow stacks' modules to the end). Each test's time:
+# services start once; the session's services (brokers, the warm Spark Connect server) run
+# once for all workers (tests/support/services.py). Three workers on two cores: much of a
+# test's time is waiting on brokers and JVMs, not CPU. The modules that run for minutes go
+# out first, then the rest, most tests first (tests/conftest.py). Each test's time:
 # test-artifacts/junit*.xml.
-workers="${FERRY_TEST_WORKERS:-2}"
+workers="${FERRY_TEST_WORKERS:-3}"
 exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"

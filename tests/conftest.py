@@ -51,17 +51,40 @@ SHARED_SCOPES = ("tests/scheduler/",)
 started once per worker (the scheduler tier's Airflow stack)."""
 
 
+MINUTES_LONG = ("tests/integration/test_rolling_bounce.py", "tests/scheduler/",
+                "tests/integration/test_adopt.py", "tests/integration/test_lane.py",
+                "tests/integration/test_exactness.py",
+                "tests/integration/test_dependency_ranges.py",
+                "tests/integration/test_mirror_cli.py", "tests/dags/test_flow_dags.py",
+                "tests/integration/test_spark_standalone.py",
+                "tests/integration/test_lifetime.py")
+"""Scopes that each run for minutes, handed out first: xdist orders scopes by their count
+of tests, which left the rolling restarts (two tests, four minutes) to start last while the
+other worker had nothing left to do. An entry that grew short only starts early."""
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With `--dist loadscope`: whole modules per worker as xdist does, except that the
-    modules of a `SHARED_SCOPES` folder go to one worker together."""
+    modules of a `SHARED_SCOPES` folder go to one worker together, and `MINUTES_LONG`
+    scopes go out first."""
     if config.getoption("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedScopes(LoadScopeScheduling):
+        long_first = False
+
         def _split_scope(self, nodeid: str) -> str:
             shared = next((f for f in SHARED_SCOPES if nodeid.startswith(f)), None)
             return shared or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.long_first:  # the queue is whole at the first assignment
+                self.long_first = True
+                for prefix in reversed(MINUTES_LONG):
+                    for scope in [s for s in self.workqueue if s.startswith(prefix)]:
+                        self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SharedScopes(config, log)
 
