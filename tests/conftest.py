@@ -1,6 +1,7 @@
 """Session-wide real services: one pair of local Kafka clusters, one pair of secure ones
-(SASL + ACLs + TLS), a third cluster, an expiring and a replicated pair, one local Spark
-Connect server, and one SparkSession per worker.
+(SASL + ACLs + TLS), a third cluster, one local Spark Connect server, and one SparkSession
+per worker; and for the one module each that restarts brokers, an expiring and a
+replicated pair it owns.
 
 Started lazily (only when a test asks for them) and once per session, shared by every
 xdist worker (`tests/support/services.py`); each test creates its own topics so tests
@@ -15,6 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,11 +129,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         services.stop_all()
 
 
+QUIET_WHEN_IDLE = {"metadata.max.idle.interval.ms": "10000"}
+"""For the session's shared brokers, idle for much of it: the controller appends a no-op
+record to the metadata log every 10 s instead of every 0.5 s (Kafka's default, which
+keeps the log's high watermark moving), a third less CPU for an idle broker. The replicated
+pair keeps the default: its rolling restarts wait on brokers catching up."""
+
+
 @pytest.fixture(scope="session")
 def clusters() -> dict[str, str]:
     """alias -> bootstrap servers of two running local clusters, `source` and `target`."""
     with services.starting("kafka") as root:
-        states = cluster.up(("source", "target"), root)
+        states = cluster.up(("source", "target"), root, extra=QUIET_WHEN_IDLE)
     return {s.alias: s.bootstrap for s in states}
 
 
@@ -141,20 +150,35 @@ def third_cluster() -> str:
     others it creates a topic a client asks for (`auto.create.topics.enable`, Kafka's
     default), as many production clusters do."""
     with services.starting("kafka-third") as root:
-        (state,) = cluster.up(("third",), root, extra={"auto.create.topics.enable": "true"})
+        (state,) = cluster.up(("third",), root,
+                              extra={**QUIET_WHEN_IDLE, "auto.create.topics.enable": "true"})
     return state.bootstrap
 
 
-@pytest.fixture(scope="session")
-def replicated_clusters() -> dict[str, str]:
+@pytest.fixture(scope="module")
+def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
     each, as production runs them: replication factor 3 and min ISR 2 for every internal and
-    default topic. `"root"` is their directory, for `cluster.bounce_node`. One module
-    bounces their nodes: no other may use them."""
-    with services.starting("kafka-replicated") as root:
+    default topic. `"root"` is their directory, for `cluster.bounce_node`. The module that
+    bounces their nodes owns them: they stop when it ends (six idle brokers would cost the
+    rest of the session a third of a core)."""
+    with owned_clusters(tmp_path_factory, "kafka-replicated") as root:
         states = cluster.up(("source", "target"), root, brokers=3,
                             extra=cluster.FAST_FAILURE_DETECTION)
-    return {s.alias: s.bootstrap for s in states} | {"root": str(root)}
+        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
+
+
+@contextmanager
+def owned_clusters(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A folder for clusters one module starts and owns; they are stopped (a half-started
+    set too) when the block ends, unless FERRY_TEST_KEEP=1."""
+    base = os.environ.get("FERRY_TEST_DIR")
+    root = Path(base) / name if base else tmp_path_factory.mktemp(name)
+    try:
+        yield root
+    finally:
+        if not os.environ.get("FERRY_TEST_KEEP"):
+            cluster.down(root, wipe=True)
 
 
 EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",
@@ -163,14 +187,15 @@ EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",
 committed again for 60 s is deleted (Kafka's minimum), checked every 2 s."""
 
 
-@pytest.fixture(scope="session")
-def expiring_clusters() -> dict[str, str]:
+@pytest.fixture(scope="module")
+def expiring_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """alias -> bootstrap servers of a `source` and a `target` cluster whose brokers expire
     group offsets a minute after their last commit (`EXPIRING_OFFSETS`), for lifetime tests.
-    `restart_target` below restarts the target on the same data: one module uses them."""
-    with services.starting("kafka-expiring") as root:
+    `restart_target` below restarts the target on the same data. Owned by the module that
+    uses them: they stop when it ends."""
+    with owned_clusters(tmp_path_factory, "kafka-expiring") as root:
         states = cluster.up(("source", "target"), root, extra=EXPIRING_OFFSETS)
-    return {s.alias: s.bootstrap for s in states} | {"root": str(root)}
+        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
 
 
 def restart_target(clusters: dict[str, str]) -> None:
@@ -194,7 +219,8 @@ def secure_clusters() -> cluster.SecureClusters:
     ACLs to begin with, TLS trusting `ca`. `client(alias, user, mechanism, tls)` gives
     librdkafka settings. ACLs only ever get added: each test grants on its own topics."""
     with services.starting("kafka-secure") as root:
-        states = cluster.up(("ssource", "starget"), root, secure=True)
+        states = cluster.up(("ssource", "starget"), root, secure=True,
+                            extra=QUIET_WHEN_IDLE)
     return cluster.SecureClusters.of(root, states)
 
 

@@ -8,9 +8,9 @@ a lock; every later one, on any worker, finds it running (`cluster.up` and `ferr
 up` keep what runs). The same process stops them all when the session ends, unless
 `FERRY_TEST_KEEP=1`.
 
-Each test creates its own topics, groups and flow aliases, so tests on two workers share
-the brokers as tests on one worker always did. A test that stops or restarts brokers
-(the expiring and the replicated pairs) owns a pair no other module uses.
+Each test creates its own topics, groups and flow aliases, so tests on different workers
+share the brokers as tests on one worker always did. A test that stops or restarts
+brokers (the expiring and the replicated pairs) owns a pair for its module only.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ SPARK_HOME_NAME = "ferry-home"
 
 
 def name_folder() -> None:
-    """In the session's own process, before workers start: the folder services live in."""
-    if not os.environ.get(SHARED_ENV):
-        chosen = os.environ.get("FERRY_TEST_DIR") or tempfile.mkdtemp(prefix="ferry-tests-")
-        os.environ[SHARED_ENV] = str(Path(chosen).resolve())
+    """In the session's own process, before workers start: the folder services live in
+    (a new one, even when an outer session set one: a session stops what is in its
+    folder)."""
+    chosen = os.environ.get("FERRY_TEST_DIR") or tempfile.mkdtemp(prefix="ferry-tests-")
+    os.environ[SHARED_ENV] = str(Path(chosen).resolve())
 
 
 def folder() -> Path:
