@@ -53,22 +53,27 @@ SHARED_SCOPES = ("tests/scheduler/",)
 started once per worker (the scheduler tier's Airflow stack)."""
 
 
-MINUTES_LONG = ("tests/integration/test_rolling_bounce.py", "tests/scheduler/",
-                "tests/integration/test_adopt.py", "tests/integration/test_lane.py",
-                "tests/integration/test_exactness.py",
-                "tests/integration/test_dependency_ranges.py",
-                "tests/integration/test_mirror_cli.py", "tests/dags/test_flow_dags.py",
+MINUTES_LONG = ("tests/scheduler/", "tests/integration/test_adopt.py",
+                "tests/integration/test_lane.py", "tests/integration/test_exactness.py",
+                "tests/dags/test_flow_dags.py", "tests/integration/test_rolling_bounce.py",
+                "tests/integration/test_mirror_cli.py",
+                "tests/integration/test_dependency_ranges.py", "tests/dags/test_backfill_dag.py",
+                "tests/integration/test_failover.py", "tests/integration/test_lifetime.py",
                 "tests/integration/test_spark_standalone.py",
-                "tests/integration/test_lifetime.py")
-"""Scopes that each run for minutes, handed out first: xdist orders scopes by their count
-of tests, which left the rolling restarts (two tests, four minutes) to start last while the
-other worker had nothing left to do. An entry that grew short only starts early."""
+                "tests/integration/test_spark_connect.py", "tests/dags/test_secure_flow_dag.py")
+"""Scopes that each run for more than a minute, longest first (measured with three
+workers), handed out before all others: xdist orders scopes by their count of tests, which
+left the rolling restarts (two tests, three minutes) or the secure DAG (two tests, over a
+minute) to start last while the other workers had nothing left to do. An entry that grew
+short only starts early."""
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With `--dist loadscope`: whole modules per worker as xdist does, except that the
-    modules of a `SHARED_SCOPES` folder go to one worker together, and `MINUTES_LONG`
-    scopes go out first."""
+    modules of a `SHARED_SCOPES` folder go to one worker together, `MINUTES_LONG` scopes
+    go out first, and a worker gets its next scope only when it starts the last test of
+    those it has (xdist's default, with two tests left, lets a worker hold a two-test
+    scope of minutes that another worker, soon idle, could have run)."""
     if config.getoption("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -87,6 +92,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                     for scope in [s for s in self.workqueue if s.startswith(prefix)]:
                         self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
+
+        def _reschedule(self, node: Any) -> None:
+            # A worker runs its last test only once it knows the next (or is told to
+            # stop): one test left is the least it can be given more at.
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
 
     return SharedScopes(config, log)
 
