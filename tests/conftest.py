@@ -171,19 +171,6 @@ def third_cluster() -> str:
     return state.bootstrap
 
 
-@pytest.fixture(scope="module")
-def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
-    each, as production runs them: replication factor 3 and min ISR 2 for every internal and
-    default topic. `"root"` is their directory, for `cluster.bounce_node`. The module that
-    bounces their nodes owns them: they stop when it ends (six idle brokers would cost the
-    rest of the session a third of a core)."""
-    with owned_clusters(tmp_path_factory, "kafka-replicated") as root:
-        states = cluster.up(("source", "target"), root, brokers=3,
-                            extra=cluster.FAST_FAILURE_DETECTION)
-        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
-
-
 @contextmanager
 def owned_clusters(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
     """A folder for clusters one module starts and owns; they are stopped (a half-started
@@ -195,6 +182,19 @@ def owned_clusters(tmp_path_factory: pytest.TempPathFactory, name: str) -> Itera
     finally:
         if not os.environ.get("FERRY_TEST_KEEP"):
             cluster.down(root, wipe=True)
+
+
+@pytest.fixture(scope="module")
+def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """alias -> bootstrap servers of a `source` and a `target` cluster of three KRaft nodes
+    each, as production runs them: replication factor 3 and min ISR 2 for every internal and
+    default topic. `"root"` is their directory, for `cluster.bounce_node`. The module that
+    bounces their nodes owns them: they stop when it ends (six idle brokers would cost the
+    rest of the session a third of a core)."""
+    with owned_clusters(tmp_path_factory, "kafka-replicated") as root:
+        states = cluster.up(("source", "target"), root, brokers=3,
+                            extra=cluster.FAST_FAILURE_DETECTION)
+        yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
 
 
 EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",

@@ -19,16 +19,10 @@ import pytest
 
 from ferry.config import MirrorConfig
 from ferry.local import spark_server
+from tests.support.cli import ferry
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-def ferry(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    binary = Path(sys.executable).parent / "ferry"
-    env = {**os.environ, **({"FERRY_HOME": str(home)} if home else {})}
-    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=600,
-                          check=False, env=env)
 
 
 def _status(home: Path) -> dict[str, Any]:

@@ -24,7 +24,6 @@ import faulthandler
 import json
 import os
 import select
-import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -43,7 +42,6 @@ def _child(request: dict[str, Any]) -> NoReturn:
 
     from ferry.airflow import testing
 
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
     stdin = os.open(os.devnull, os.O_RDONLY)

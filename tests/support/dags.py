@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -89,7 +88,6 @@ class ForkedRun:
         self.pid = pid
         self.folder = folder
         self.server = server
-        self.returncode: int | None = None
         self._output: tuple[str, str] | None = None
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
@@ -105,7 +103,6 @@ class ForkedRun:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"DAG run {self.pid}", timeout or 0)
             time.sleep(0.1)
-        self.returncode = int(status.read_text())
         self._output = ((self.folder / "out").read_text(errors="replace"),
                         (self.folder / "err").read_text(errors="replace"))
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -128,7 +125,6 @@ class _DagServer:
         assert self.process.stdout is not None
         ready = self.process.stdout.readline()
         assert ready.strip() == "ready", f"the DAG server did not start: {ready!r}"
-        self.lock = threading.Lock()
         atexit.register(self.close)
 
     def run(self, argv: list[str], env: dict[str, str]) -> ForkedRun:
@@ -136,10 +132,10 @@ class _DagServer:
         request = {"argv": argv, "env": env, "out": str(folder / "out"),
                    "err": str(folder / "err"), "status": str(folder / "status")}
         assert self.process.stdin is not None and self.process.stdout is not None
-        with self.lock:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            pid = int(self.process.stdout.readline())
+        # one request at a time: a worker's tests run one after another
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        pid = int(self.process.stdout.readline())
         return ForkedRun(pid, folder, self.process)
 
     def close(self) -> None:
@@ -151,16 +147,15 @@ class _DagServer:
             self.process.kill()
 
 
-_servers: dict[tuple[str, str], _DagServer] = {}
+_started: list[_DagServer] = []
 
 
 def _server(env: dict[str, str]) -> _DagServer:
-    """The DAG server for the environment's AIRFLOW_HOME and DAG folder, started on first
-    use (the DAG folder and the home are read once, when Airflow is imported)."""
-    key = (env["AIRFLOW_HOME"], env["AIRFLOW__CORE__DAGS_FOLDER"])
-    if key not in _servers:
-        _servers[key] = _DagServer(env)
-    return _servers[key]
+    """This worker's DAG server for the session's AIRFLOW_HOME and the repo's DAG folder
+    (Airflow reads both once, when it is imported), started on first use."""
+    if not _started:
+        _started.append(_DagServer(env))
+    return _started[0]
 
 
 def spark_connection() -> dict[str, Any]:

@@ -19,14 +19,13 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ferry.local import cluster
+from tests.support.cli import ferry
 
 SHARED_ENV = "FERRY_TEST_SHARED"
 """The session's services folder, handed by the controller to its workers."""
@@ -63,24 +62,17 @@ def starting(name: str) -> Iterator[Path]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def spark_home() -> Path:
-    """The FERRY_HOME whose local Spark Connect server is the session's."""
-    return folder() / SPARK_HOME_NAME
-
-
 def ferry_spark(home: Path, verb: str) -> dict[str, object]:
     """`ferry spark <verb> --json` on `home`; its JSON, or an AssertionError with stderr."""
-    binary = Path(sys.executable).parent / "ferry"
-    done = subprocess.run([str(binary), "spark", verb, "--json"],
-                          env={**os.environ, "FERRY_HOME": str(home)}, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = ferry("spark", verb, "--json", home=home)
     assert done.returncode == 0, f"ferry spark {verb}: {done.stderr[-3000:]}"
     return dict(json.loads(done.stdout))
 
 
 def _stop(root: Path) -> None:
     if root.name == SPARK_HOME_NAME:
-        ferry_spark(root, "down")
+        stopped = ferry_spark(root, "down")
+        assert stopped["stopped"] is True, f"the session's Spark Connect server: {stopped}"
     else:
         cluster.down(root, wipe=True)
 
