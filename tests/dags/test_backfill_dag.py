@@ -1,7 +1,7 @@
 """`ferry_backfill`, triggered with the form's params and run by dag.test() against real
-brokers, Spark and Delta: a time window into a topic of its own, chunk by chunk; a refused
-overlap; a lost remote topic re-created and refilled, with the records retention took
-reported as a gap."""
+brokers, Spark and Delta: a time window into a topic of its own, chunk by chunk through
+spark-submit; a refused overlap; a lost remote topic re-created and refilled through a
+Spark Connect server, with the records retention took reported as a gap."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def contents(bootstrap: str, topic: str, partition: int) -> list[tuple[object, .
     return [r.content() for r in read_all(bootstrap, topic, partition)]
 
 
-# ferry_backfill copies only through spark-submit: `copy_chunk` is a SparkSubmitOperator
-# mapped over the chunks (it has no Spark Connect path)
+# the mapped chunks through spark-submit (`copy_chunk` on a `spark` connection); the
+# refill below copies through the session's warm Spark Connect server
 @pytest.mark.spark_submit
 def test_a_time_window_goes_into_a_new_topic_chunk_by_chunk(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
@@ -100,7 +100,6 @@ def test_a_range_the_remote_topic_already_holds_is_refused(
     assert len(read_all(clusters["target"], flow.remote_topic(topic_name), 0)) == 25
 
 
-@pytest.mark.spark_submit  # the refill is a mapped `copy_chunk` too
 def test_a_lost_remote_topic_is_recreated_and_refilled_with_the_retention_gap_reported(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -130,6 +129,9 @@ def test_a_lost_remote_topic_is_recreated_and_refilled_with_the_retention_gap_re
 
     assert run["state"] == "success", run["log"][-4000:]
     assert [c["state"] for c in run["mapped"]["copy_chunk"]] == ["success"]
+    # a `spark_connect` connection: the chunk ran in its task's process on the warm server
+    assert "on the Spark Connect server sc://" in run["log"]
+    assert "SparkSubmit" not in run["log"] and "spark-submit" not in run["log"]
     source = [contents(clusters["source"], topic_name, p) for p in range(2)]
     assert len(source[0]) == 20 and len(source[1]) == 30
     for p in range(2):

@@ -5,7 +5,9 @@ what to do about a gap. `plan` resolves and checks the window (`ferry.steps.back
 overlap with what the destination already holds, or a gap under `on_gap=fail`, fails it
 before anything is written. `copy_chunk` is the copy job mapped over the chunks, one at a
 time in order, each labelled in the UI (`chunk 2/5: orders, 4 partitions, 400,000
-offsets`); `report` sums what the chunks recorded in the `runs` table.
+offsets`): through spark-submit, or in the task's process on the flow's Spark Connect
+server when it has one (`ferry.airflow.copy_operator`); `report` sums what the chunks
+recorded in the `runs` table.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ferry.airflow.tasks import (
     spark_master,
     task_config,
     task_edge,
+    warm_master,
 )
 from ferry.config import MirrorConfig
 
@@ -56,7 +59,7 @@ def plan_backfill(path: str) -> dict[str, Any]:
             target_topic=target_topic, chunk_records=int(params["chunk_records"]),
             on_gap=str(params["on_gap"]))
         run_id = file_safe(f"backfill.{context['run_id']}")
-        master = spark_master()
+        master = warm_master(flow) or spark_master()
         run = prepare_backfill(flow, request, run_id, master)
         result = run.summary()
         if not run.chunk_files:
@@ -106,8 +109,9 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import Param, task
+
+    from ferry.airflow.copy_operator import CopyJobOperator
 
     with ferry_dag(
         BACKFILL_DAG, "backfill", __doc__ or "",
@@ -136,7 +140,7 @@ def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
         default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     ) as dag:
         planned: Any = task(task_id="plan", retries=0)(plan_backfill)(path)
-        chunks = SparkSubmitOperator.partial(
+        chunks = CopyJobOperator.partial(
             task_id="copy_chunk",
             max_active_tis_per_dag=1,  # one at a time
             map_index_template="{{ task.name }}",

@@ -39,6 +39,7 @@ from ferry.airflow.tasks import (
     task_edge,
     team_args,
     team_tags,
+    warm_master,
 )
 from ferry.config import Flow
 
@@ -91,17 +92,6 @@ def _cycle(path: str, name: str) -> Cycle:
                  spark_master())
 
 
-def _warm_master(flow: Flow) -> str | None:
-    """The Spark Connect server the copy runs on, None for spark-submit: the `spark_default`
-    connection's, or without one, `ferry.spark.master` when it is `sc://...`."""
-    from ferry.spark.connect import is_connect
-
-    master = spark_master()
-    if master is None and is_connect(flow.ferry.spark_master):
-        master = flow.ferry.spark_master
-    return master if master is not None and is_connect(master) else None
-
-
 def _push(key: str, value: Any) -> None:
     from airflow.sdk import get_current_context
 
@@ -118,7 +108,7 @@ def cycle(path: str, name: str) -> str | None:
 
     with task_edge():
         run = _cycle(path, name)  # its master is the warm one, when there is one
-        warm = _warm_master(run.flow)
+        warm = warm_master(run.flow)
         result = run.start()
         planned = result.planned
         assert planned is not None

@@ -184,15 +184,37 @@ def spark_master() -> str | None:
     return host
 
 
+def warm_master(flow: Flow) -> str | None:
+    """The Spark Connect server the flow's copies run on, None for spark-submit: the
+    `spark_default` connection's, or without one, `ferry.spark.master` when it is
+    `sc://...`."""
+    from ferry.spark.connect import is_connect
+
+    master = spark_master()
+    if master is None and is_connect(flow.ferry.spark_master):
+        master = flow.ferry.spark_master
+    return master if master is not None and is_connect(master) else None
+
+
+NO_JOB_FILES: dict[str, Any] = {"spark_jars": "", "py_files": "", "driver_class_path": "",
+                                "driver_java_options": "", "class_archive": None}
+"""`spark_job_files` for copies on a Spark Connect server: they ship nothing (the server
+has the jars, and the library goes with the session), but the copy operator's templated
+fields still render."""
+
+
 def spark_job_files(master: str | None) -> dict[str, Any]:
     """The jars and library zip a copy job ships (XCom for the templated Spark fields);
     fails the task, naming the fix, without a `spark_default` connection."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from ferry.spark import installed
+    from ferry.spark.connect import is_connect
     from ferry.spark.library import library_zip
     from ferry.spark.submit import driver_conf
 
+    if master is not None and is_connect(master):
+        return dict(NO_JOB_FILES)
     if master is None:
         raise AirflowFailException(
             f"Airflow connection {SPARK_CONN} is missing: create it (conn_type spark, host "
@@ -225,6 +247,13 @@ def _spark_env() -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": driver_host()}
 
 
+def job_of(task: Any) -> tuple[str, str, str]:
+    """The config path, flow and plan file of a copy task (its `application_args`)."""
+    args = list(task.application_args or [])
+    path, flow, plan = (args[args.index(key) + 1] for key in ("--config", "--flow", "--plan"))
+    return path, flow, plan
+
+
 def hand_connections_to_job(context: Any) -> None:
     """Before a copy job's spark-submit: the Airflow connections of its config, looked up
     here (where Airflow is), into a snapshot beside its plan for its lanes; the job removes
@@ -232,10 +261,8 @@ def hand_connections_to_job(context: Any) -> None:
     from ferry.config.connections import write_snapshot
 
     with task_edge():
-        args = list(context["task"].application_args or [])
-        config = task_config(args[args.index("--config") + 1],
-                             args[args.index("--flow") + 1])
-        write_snapshot(args[args.index("--plan") + 1], config.connections)
+        path, flow, plan = job_of(context["task"])
+        write_snapshot(plan, task_config(path, flow).connections)
 
 
 def copy_job_settings(plan_task: str, key: str = "return_value") -> dict[str, Any]:
