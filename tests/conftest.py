@@ -139,10 +139,34 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
 
 
+_timeline: dict[str, list[Any]] = {}
+"""nodeid -> [worker, first start, last stop] of each test's setup, call and teardown."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Where and when each test ran (in the session's own process, which sees every
+    worker's reports), for `timeline.tsv` beside the JUnit file: which tests overlapped
+    when the machine sat idle or was overloaded."""
+    node = getattr(report, "node", None)  # the xdist worker that sent it
+    worker = node.gateway.id if node is not None else "main"
+    entry = _timeline.setdefault(report.nodeid, [worker, report.start, report.stop])
+    entry[1], entry[2] = min(entry[1], report.start), max(entry[2], report.stop)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The session's own process stops the shared services once every worker is done."""
-    if not hasattr(session.config, "workerinput"):
-        services.stop_all()
+    """The session's own process stops the shared services once every worker is done, and
+    writes the timeline (`timeline.tsv`: worker, start in seconds from the first test,
+    seconds, test) beside the JUnit file when there is one."""
+    if hasattr(session.config, "workerinput"):
+        return
+    services.stop_all()
+    xml = session.config.option.xmlpath
+    if xml and _timeline:
+        first = min(start for _, start, _ in _timeline.values())
+        lines = [f"{worker}\t{start - first:.1f}\t{stop - start:.1f}\t{nodeid}"
+                 for nodeid, (worker, start, stop) in
+                 sorted(_timeline.items(), key=lambda item: item[1][1])]
+        Path(xml).with_name("timeline.tsv").write_text("\n".join(lines) + "\n")
 
 
 QUIET_WHEN_IDLE = {"metadata.max.idle.interval.ms": "10000"}
