@@ -265,13 +265,13 @@ def secure_clusters() -> cluster.SecureClusters:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    import logging
+def spark(connect_url: str) -> Iterator[SparkSession]:
+    """A session on the session's warm Spark Connect server, whose Spark has Delta as the
+    copy job's has (the job runs there too). Not a local Spark per worker: each cost a
+    JVM's start and 15-50 s of CPU over the session, idle most of it."""
+    from ferry.spark.connect import remote_session
 
-    from ferry.spark.session import build_session
-
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # quiet at interpreter exit
-    session = build_session("local[2]", "ferry-tests")
+    session = remote_session(connect_url)
     try:
         yield session
     finally:

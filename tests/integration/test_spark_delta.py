@@ -1,5 +1,6 @@
-"""Spark with Delta starts from the jars the setup fetched; tables are readable by
-delta-rs without a JVM (the fast path for look-ups)."""
+"""Spark with Delta (the session's warm Spark Connect server, where copy jobs run) writes
+tables delta-rs reads without a JVM (the fast path for look-ups); the Spark settings take
+the jars the setup fetched."""
 
 from __future__ import annotations
 
