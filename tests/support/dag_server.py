@@ -2,7 +2,9 @@
 
 `python -m ferry.airflow.testing` in a fresh interpreter spends about 2.6 s of CPU
 importing Airflow, its providers, Spark's client and Ferry before `dag.test()` starts;
-the suite runs some thirty DAGs. This server imports them once, then for each request
+and each run's first task builds the in-process execution API app (about 3 s more); the
+suite runs some thirty DAGs. This server imports them and builds that app once (a run's own
+CPU falls from about 4 s to 1 s), then for each request
 forks a child that runs `ferry.airflow.testing.main` exactly as that process would: with
 the request's environment, its stdout and stderr in files, and its exit status written
 when it ends. A child starts from the server's state, which has never run a DAG: no
@@ -32,8 +34,37 @@ WARM = ("airflow.utils.db", "airflow.models.dag", "airflow.sdk",
         "airflow.sdk.execution_time.task_runner",
         "airflow.providers.apache.spark.operators.spark_submit", "confluent_kafka",
         "deltalake", "pyarrow", "pyspark.sql.connect.session", "ferry.airflow.dags",
-        "ferry.airflow.testing", "ferry.steps.cycle")
+        "ferry.airflow.testing", "ferry.steps.cycle",
+        # what the runs import when they start their tasks: the Standard provider's
+        # operators, the DAG bag's models, confluent-kafka's admin types, Ferry's steps
+        "airflow.providers.standard.operators.python",
+        "airflow.providers.standard.decorators.python",
+        "airflow.providers.standard.decorators.branch_python",
+        "airflow.providers.standard.sensors.external_task",
+        "airflow.dag_processing.dagbag", "airflow.models.dagbag",
+        "airflow.models.serialized_dag", "airflow.models.renderedtifields", "airflow.jobs.job",
+        "confluent_kafka.admin", "ferry.airflow.copy_operator", "ferry.airflow.plugin",
+        "ferry.spark.submit", "ferry.steps.heartbeats", "ferry.steps.lag", "ferry.steps.lookup",
+        "ferry.steps.verify", "ferry.observe.status", "anyio._backends._asyncio", "a2wsgi")
 """What a DAG run imports anyway, imported once before the first fork."""
+
+
+def _warm() -> None:
+    """Import `WARM`, and build the execution API app `dag.test()` runs its tasks against
+    (in-process, as the task SDK's supervisor does: a FastAPI app of versioned routes, 2-3 s
+    of CPU). Only the app: its event loop and thread start in each child on its first
+    request, and its DAG bag caches nothing until a run."""
+    import importlib
+
+    for name in WARM:
+        importlib.import_module(name)
+    from airflow.sdk.execution_time.supervisor import in_process_api_server
+
+    app = in_process_api_server().app
+    # Cadwyn builds the app's versioned routes on its first request (most of those 2-3 s);
+    # built here, before any fork, it answers each child's first request at once.
+    if not app._cadwyn_initialized:
+        app._cadwyn_initialize()
 
 
 def _child(request: dict[str, Any]) -> NoReturn:
@@ -73,11 +104,13 @@ def _reap(children: dict[int, str]) -> None:
 
 def serve() -> None:
     faulthandler.enable()
-    import importlib
-
-    for name in WARM:
-        importlib.import_module(name)
-    print("ready", flush=True)
+    # The protocol's answers go out on a descriptor of their own; whatever Airflow or a
+    # library prints while warming (a deprecation warning, through a logger holding
+    # sys.stdout) goes to stderr, where it cannot be read as an answer.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    _warm()
+    print("ready", file=replies)
     children: dict[int, str] = {}
     stdin_open = True
     while stdin_open or children:
@@ -90,9 +123,10 @@ def serve() -> None:
                 request = json.loads(line)
                 pid = os.fork()
                 if pid == 0:
+                    replies.close()
                     _child(request)
                 children[pid] = request["status"]
-                print(pid, flush=True)
+                print(pid, file=replies)
         _reap(children)
 
 
