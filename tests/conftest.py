@@ -24,6 +24,7 @@ import pytest
 
 from ferry.local import cluster
 from tests.support import services
+from tests.support.airflow_stack import airflow_stack  # noqa: F401  # the session's one Airflow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,9 +49,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(name)
 
 
-SHARED_SCOPES = ("tests/scheduler/",)
-"""Folders whose modules run on one worker, one after the other: they share a service
-started once per worker (the scheduler tier's Airflow stack)."""
+SHARED_SCOPES = (("tests/scheduler/", "tests/webui/"),)
+"""Groups of folders whose modules run on one worker, one after the other, as one scope
+(named by its first folder): they share a service a worker starts once (the session's
+Airflow stack, `airflow_stack`)."""
 
 
 MINUTES_LONG = ("tests/scheduler/", "tests/integration/test_adopt.py",
@@ -82,7 +84,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         long_first = False
 
         def _split_scope(self, nodeid: str) -> str:
-            shared = next((f for f in SHARED_SCOPES if nodeid.startswith(f)), None)
+            shared = next((group[0] for group in SHARED_SCOPES
+                           if nodeid.startswith(group)), None)
             return shared or super()._split_scope(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:

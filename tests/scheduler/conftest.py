@@ -1,142 +1,16 @@
-"""One real Airflow scheduler for the whole tier (`tests.scheduler.stack`: the components
-`airflow standalone` would run, loopback only), started once per pytest worker and shared by
-the tier's modules: tests/conftest.py sends them to one worker together (SHARED_SCOPES), so
-the session-scoped `airflow_stack` starts once for both.
-
-FERRY_CONFIG holds every flow the tier's tests use, all manual-only (`ferry.schedule =
-none`), over the session's clusters. Each flow belongs to one module and has its own
-aliases, its own source topic (which the test that uses the flow creates), its own DAG and
-its own state dir (one per module, as when each module had an Airflow of its own), so that
-the tests of one module cannot disturb the other's:
-
-- `test_flow_under_scheduler.py` (`standalone`):
-  - `short_timeout`: `ferry.mirror.timeout.seconds = 2`, less than spark-submit needs to
-    start;
-  - `unsynced_configs`: `sync.topic.configs.enabled = false`, so a remote topic keeps the
-    configs a test gives it.
-- `test_assets_and_connections_under_scheduler.py` (`scheduler`): `assets` (two DAG files,
-  `DOWNSTREAM_DAGS`, wait downstream of it), `connected` (its source's connection is an
-  `AIRFLOW_CONN_<ID>` variable in every component's environment, its target's is created
-  by its test), `adopted` and `differ` (see that module's docstring). Only this module
-  triggers the config's `ferry_failover` and `ferry_adopt`, and the downstream DAGs.
-
-The `spark_default` connection is spark local[*] (the stack's default), so every copy here
-runs through spark-submit, `cycle` -> `mirror` -> `finish`, not through the session's warm
-Spark Connect server. The hand-off is what the timeout test, the retried mirror, the
-connected flow (its connections' snapshot beside the plan) and the refused failover and
-adoption (a run long enough to be still in progress) are about. The two tests left,
-downstream Assets and a flow's run after an adoption, could copy through the warm server,
-but a stack has one `spark_default` for every flow, and the flow DAG takes a flow's own
-`ferry.spark.master = sc://...` only when that connection is missing, when spark-submit's
-hand-off fails instead (no master for its job files).
-
-Tests trigger runs and read states, XComs and task logs through the REST API. After start-up,
-and again once the session's tests have run, the stack fails if any process of Airflow
-listens on an address other than loopback. After a failure, the components' logs and the
-task logs are copied into test-artifacts/: a module's failed test copies them when its
-module ends (the stack still runs), a failed start or final check when the stack stops.
-"""
+"""The scheduler tier runs on the session's one Airflow (`tests.support.airflow_stack`:
+the flows of its config, which of them each module uses, and why its copies go through
+spark-submit). Here: each module's view of it, and the stack's logs kept for a module
+whose test failed."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from ferry.airflow.adopt_dag import ADOPT_DAG
-from ferry.airflow.failover_dag import FAILOVER_DAG
-from ferry.config import Flow, MirrorConfig, load_config
-from ferry.local.cluster import SecureClusters
-from tests.scheduler.stack import Airflow, keep_logs, running
-from tests.support.secure_data import SOURCE
-
-SHORT_TIMEOUT_S = 2
-
-RETRY_DELAY_S = 10
-"""The retry delay of the flows whose mirror task is retried (`ferry.task.retry.delay.
-seconds`; the DAG's default of 30 s would only make their tests wait): long enough for the
-retry test to see its mirror wait for the retry and change the target meanwhile."""
-
-FLOWS = {
-    # name: (the letter of its aliases, its topic's prefix, its module's state dir)
-    "short_timeout": ("t", "sched-timeout", "state-flow"),
-    "unsynced_configs": ("u", "sched-retry", "state-flow"),
-    "assets": ("a", "sched-assets", "state-assets"),
-    "connected": ("c", "sched-connections", "state-assets"),
-    "adopted": ("m", "sched-adopted", "state-assets"),
-    "differ": ("d", "sched-differ", "state-assets"),
-}
-"""Every flow of the tier's config; the first two are test_flow_under_scheduler's, the
-others test_assets_and_connections_under_scheduler's."""
-
-ON_TOPIC, ON_FLOW = "report_on_mirrored_topic", "report_on_mirrored_flow"
-
-DOWNSTREAM_DAGS = {
-    "on_topic.py": '''"""Runs when Ferry mirrored new records of one topic, and reports them."""
-from airflow.sdk import DAG, get_current_context, task
-
-from ferry.airflow.assets import remote_topic_asset
-
-ORDERS = remote_topic_asset({flow!r}, {topic!r})
-
-with DAG({dag_id!r}, schedule=[ORDERS], catchup=False):
-
-    @task(inlets=[ORDERS])
-    def report() -> dict:
-        return dict(get_current_context()["inlet_events"][ORDERS][-1].extra)
-
-    report()
-''',
-    "on_flow.py": '''"""Runs when Ferry mirrored new records of one flow, and reports them."""
-from airflow.sdk import DAG, get_current_context, task
-
-from ferry.airflow.assets import flow_alias
-
-MIRRORED = flow_alias({flow!r})
-
-with DAG({dag_id!r}, schedule=[MIRRORED], catchup=False):
-
-    @task
-    def report() -> list:
-        events = get_current_context()["triggering_asset_events"][MIRRORED]
-        return [[event.asset.uri, dict(event.extra)] for event in events]
-
-    report()
-''',
-}
-"""File name -> source of the two DAGs downstream of the `assets` flow, written as
-docs/airflow.md shows: one on its topic's Asset, one on its AssetAlias."""
-
-
-@dataclass(frozen=True)
-class FlowUnderTest:
-    flow: Flow
-    topic: str
-    """The one source topic the flow mirrors (not created yet: the test creates it)."""
-
-    @property
-    def dag_id(self) -> str:
-        return self.flow.dag_id
-
-
-class Stack(Airflow):
-    """The tier's Airflow, and every flow of its config."""
-
-    def __init__(self, airflow: Airflow, home: Path, config: MirrorConfig,
-                 flows: dict[str, FlowUnderTest], tag: str) -> None:
-        super().__init__(airflow.url)
-        self.home = home
-        """Its AIRFLOW_HOME: the SQLite database, and each component's log."""
-        self.config = config
-        """FERRY_CONFIG as the DAG file reads it (no connection looked up)."""
-        self.flows = flows
-        """`FLOWS`' name -> the flow."""
-        self.target_connection = f"kafka_target_{tag}"
-        """The id of the `connected` flow's target connection (created by its test)."""
+from tests.scheduler.stack import Airflow, keep_logs
+from tests.support.airflow_stack import Stack
 
 
 class Standalone(Airflow):
@@ -148,79 +22,6 @@ class Standalone(Airflow):
         """The stack's AIRFLOW_HOME: the SQLite database, and each component's log."""
         self.short_timeout = stack.flows["short_timeout"]
         self.unsynced_configs = stack.flows["unsynced_configs"]
-
-
-def _config(base: Path, clusters: dict[str, str],
-            tag: str) -> tuple[MirrorConfig, dict[str, FlowUnderTest]]:
-    """The tier's config (aliases and topics unique to this stack: the brokers are shared),
-    and each flow by name. `connected`'s clusters name connections only."""
-    pairs = {name: (f"src_{letter}{tag}", f"tgt_{letter}{tag}")
-             for name, (letter, _, _) in FLOWS.items()}
-    topics = {name: f"{prefix}-{tag}" for name, (_, prefix, _) in FLOWS.items()}
-    lines = [f"clusters = {', '.join(a for pair in pairs.values() for a in pair)}"]
-    for name, (source, target) in pairs.items():
-        if name == "connected":
-            lines += [f"{source}.ferry.connection = kafka_source_{tag}",
-                      f"{target}.ferry.connection = kafka_target_{tag}"]
-        else:
-            lines += [f"{source}.bootstrap.servers = {clusters['source']}",
-                      f"{target}.bootstrap.servers = {clusters['target']}"]
-        lines += [f"{source}->{target}.enabled = true",
-                  f"{source}->{target}.topics = {topics[name]}",
-                  f"{source}->{target}.ferry.state.dir = {base / FLOWS[name][2]}"]
-    short, unsynced = "->".join(pairs["short_timeout"]), "->".join(pairs["unsynced_configs"])
-    lines += [f"{short}.ferry.mirror.timeout.seconds = {SHORT_TIMEOUT_S}",
-              f"{short}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
-              f"{unsynced}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
-              f"{unsynced}.sync.topic.configs.enabled = false",
-              "ferry.schedule = none", "replication.factor = 1",
-              "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
-              # The brokers are shared: another test's `heartbeats` topic is not these flows'.
-              "heartbeats.replication.enabled = false"]
-    path = base / "mm2.properties"
-    path.write_text("\n".join(lines) + "\n")
-    # as the DAG file reads it: the connections are not looked up here (the test process
-    # has neither of `connected`'s)
-    config = load_config(path, connections=False)
-    return config, {name: FlowUnderTest(config.flow("->".join(pair)), topics[name])
-                    for name, pair in pairs.items()}
-
-
-def _source_connection(sc: SecureClusters) -> str:
-    """The secure source as the Kafka provider's connection, in Airflow's JSON form: a
-    librdkafka client config in its extra (SCRAM-SHA-512 over SASL_SSL, as `ferry`)."""
-    return json.dumps({"conn_type": "kafka", "extra": {
-        "bootstrap.servers": sc.bootstrap[SOURCE], "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry",
-        "sasl.password": sc.passwords["ferry"], "ssl.ca.location": str(sc.ca)}})
-
-
-@pytest.fixture(scope="session")
-def airflow_stack(clusters: dict[str, str], secure_clusters: SecureClusters,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The tier's Airflow, ready (every DAG parsed) and listening on loopback only; stopped
-    after the session, when it must still listen on loopback only."""
-    base = tmp_path_factory.mktemp("scheduler")
-    tag = uuid.uuid4().hex[:6]
-    config, flows = _config(base, clusters, tag)
-    assets = flows["assets"]
-    downstream = {name: source.format(flow=assets.flow.name, topic=assets.topic, dag_id=dag_id)
-                  for (name, source), dag_id in zip(DOWNSTREAM_DAGS.items(),
-                                                    (ON_TOPIC, ON_FLOW), strict=True)}
-    environment = {f"AIRFLOW_CONN_KAFKA_SOURCE_{tag.upper()}": _source_connection(
-        secure_clusters)}
-    stopped_clean = False
-    try:
-        with running(base, base / "mm2.properties",
-                     (*(f.dag_id for f in flows.values()), FAILOVER_DAG, ADOPT_DAG,
-                      ON_TOPIC, ON_FLOW),
-                     extra_env=environment, dag_files=downstream) as (airflow, _):
-            yield Stack(airflow, base / "airflow", config, flows, tag)
-        stopped_clean = True
-    finally:
-        # a failed test's module kept the logs already (`logs_of_a_failed_module`)
-        if not stopped_clean:
-            keep_logs(base / "airflow", "session")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -199,10 +199,11 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _environment(home: Path, config_path: Path,
-                 spark_conn: dict[str, Any]) -> tuple[dict[str, str], int]:
+def _environment(home: Path, config_path: Path, spark_conn: dict[str, Any],
+                 viewers: dict[str, str]) -> tuple[dict[str, str], int]:
     """The test process's environment without any Airflow or Spark setting of its own (as
-    scripts/test.sh), plus this Airflow's; and the api-server's port."""
+    scripts/test.sh), plus this Airflow's; and the api-server's port. Its users: USER, an
+    admin, and `viewers` (name -> password)."""
     dropped = ("SPARK_HOME", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AIRFLOW") and k not in dropped}
@@ -210,7 +211,8 @@ def _environment(home: Path, config_path: Path,
     dags.mkdir(parents=True)
     (dags / "ferry_flows.py").symlink_to(ROOT / "dags" / "ferry_flows.py")
     passwords = home / "passwords.json"
-    passwords.write_text(json.dumps({USER: PASSWORD}))
+    passwords.write_text(json.dumps({USER: PASSWORD, **viewers}))
+    users = ",".join([f"{USER}:admin", *(f"{name}:viewer" for name in viewers)])
     port = _free_port()
     return env | {
         # the venv's bin first, as in a shell with the venv activated
@@ -227,7 +229,7 @@ def _environment(home: Path, config_path: Path,
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple"
                                        ".simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         # the api-server's command line says so too (_COMPONENTS)
@@ -445,14 +447,16 @@ def running(base: Path, config_path: Path, dag_ids: Iterable[str],
             spark_conn: dict[str, Any] | None = None,
             extra_env: dict[str, str] | None = None,
             dag_files: dict[str, str] | None = None,
+            viewers: dict[str, str] | None = None,
             ) -> Iterator[tuple[Airflow, list[Component]]]:
     """Airflow in `base`/airflow, ready (healthy, the DAGs parsed) and listening on loopback
     only; stopped on exit, with everything it started. `spark_conn`: the `spark_default`
     connection (default: spark, local[*]); `extra_env`: more environment for every
     component; `dag_files`: file name -> source of more DAG files beside `ferry_flows.py`
-    (`dag_ids` names their DAGs too, to wait for them)."""
+    (`dag_ids` names their DAGs too, to wait for them); `viewers`: users with Airflow's
+    viewer role beside the admin USER, name -> password."""
     home = base / "airflow"
-    env, port = _environment(home, config_path, spark_conn or LOCAL_SPARK)
+    env, port = _environment(home, config_path, spark_conn or LOCAL_SPARK, viewers or {})
     env |= extra_env or {}
     for name, source in (dag_files or {}).items():
         (home / "dags" / name).write_text(source)

@@ -40,8 +40,8 @@ from ferry.airflow.failover_dag import FAILOVER_DAG
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.local.cluster import SecureClusters
 from ferry.steps.cycle import plans_dir
-from tests.scheduler.conftest import ON_FLOW, ON_TOPIC, Stack
 from tests.scheduler.stack import Airflow, TaskTry, wait_for
+from tests.support.airflow_stack import ON_FLOW, ON_TOPIC, Stack
 from tests.support.failover import commit_source
 from tests.support.groups import commit_group, positions, target_offsets
 from tests.support.kafka_data import assert_exact, create_topic, produce, read_all, stable_and_end

@@ -4,7 +4,7 @@ do, the mirror task's execution_timeout and its retries, against real brokers, S
 Delta, through two flows of the tier's config that only this module uses (`standalone`).
 
 The timeout test's run is triggered as soon as the module starts (`short_timeout_run`) and
-spends much of its time in the scheduler's wait before its retry (`conftest.RETRY_DELAY_S`),
+spends much of its time in the scheduler's wait before its retry (`airflow_stack.RETRY_DELAY_S`),
 so it runs beside the retry test's Spark jobs, and the timeout test, last, finds it
 finished."""
 
@@ -27,7 +27,7 @@ from tests.support.kafka_data import assert_exact, create_topic, produce, read_a
 pytestmark = pytest.mark.integration
 
 RUN_S = 360
-"""The longest a run may take here: two mirror attempts `conftest.RETRY_DELAY_S` apart (the
+"""The longest a run may take here: two mirror attempts `airflow_stack.RETRY_DELAY_S` apart (the
 DAG's retry_delay), each a spark-submit, on a small machine shared with other test runs."""
 
 ENDED = ("success", "failed", "upstream_failed", "skipped")
@@ -80,7 +80,7 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
         assert mirror.state not in ENDED, f"mirror ended {mirror.state} without a retry"
         return True if mirror.state == "up_for_retry" else None
 
-    # (asked often: the retry comes `conftest.RETRY_DELAY_S` after the failed attempt)
+    # (asked often: the retry comes `airflow_stack.RETRY_DELAY_S` after the failed attempt)
     wait_for("mirror to wait for its retry", RUN_S, mirror_waits_for_its_retry, every=0.5)
     # and while the scheduler waits to retry it, the target takes records that large again
     set_record_limit(clusters["target"], remote, 1_048_588)

@@ -38,7 +38,7 @@ def log_in(page: Page, server: AirflowServer) -> None:
 def test_the_ferry_page_shows_the_flows_of_the_test_config_in_a_real_browser(
     airflow_server: AirflowServer, tmp_path: Path,
 ) -> None:
-    flow = airflow_server.config.enabled_flows[0]
+    flow = airflow_server.flow
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
@@ -161,7 +161,7 @@ def test_the_runbook_every_alert_links_to_opens_for_a_signed_in_user_only(
 
 def test_the_scrape_token_opens_metrics_only(airflow_server: AirflowServer) -> None:
     scrape_bearer = f"Bearer {airflow_server.scrape_token}"
-    flow = airflow_server.config.enabled_flows[0]
+    flow = airflow_server.flow
 
     status, headers, body = scrape(airflow_server, scrape_bearer)
 
@@ -181,7 +181,9 @@ def test_an_airflow_token_opens_the_api_and_metrics(airflow_server: AirflowServe
     status, _, body = request(airflow_server, "/ferry/api/flows", f"Bearer {token}")
 
     assert status == 200
-    flow, _unconnected = json.loads(body)["flows"]
+    flows = {f["flow"]: f for f in json.loads(body)["flows"]}
+    assert list(flows) == [f.name for f in airflow_server.config.enabled_flows]
+    flow = flows[airflow_server.flow.name]
     assert [(p["partition"], p["lag_records"]) for p in flow["status"]["partitions"]] == \
         [(0, 7), (1, 0)]
     assert [p["records"] for p in flow["lag_history"]] == [40, 7]
@@ -191,7 +193,7 @@ def test_an_airflow_token_opens_the_api_and_metrics(airflow_server: AirflowServe
 def test_a_flow_whose_connection_is_missing_shows_why_and_the_other_flows_still_show(
     airflow_server: AirflowServer,
 ) -> None:
-    bearer, flow = f"Bearer {airflow_server.token()}", airflow_server.config.enabled_flows[0]
+    bearer, flow = f"Bearer {airflow_server.token()}", airflow_server.flow
 
     status, _, body = request(airflow_server, "/ferry/api/flows", bearer)
 
@@ -199,7 +201,8 @@ def test_a_flow_whose_connection_is_missing_shows_why_and_the_other_flows_still_
     # Airflow does not have, and nothing of it can be read from the clusters
     assert status == 200, body
     flows = {f["flow"]: f for f in json.loads(body)["flows"]}
-    assert list(flows) == [flow.name, airflow_server.unconnected]
+    assert list(flows) == [f.name for f in airflow_server.config.enabled_flows]
+    assert airflow_server.unconnected in flows
     assert flows[flow.name]["error"] is None
     assert [p["lag_records"] for p in flows[flow.name]["status"]["partitions"]] == [7, 0]
     unconnected = flows[airflow_server.unconnected]
