@@ -27,8 +27,8 @@ mkdir -p test-artifacts
 # services start once; the session's services (brokers, the warm Spark Connect server) run
 # once for all workers (tests/support/services.py). Four workers on two cores: much of a
 # test's time is waiting on brokers, JVMs and Airflow's scheduler, not CPU (three left a
-# fifth of the cores idle; four keep them 90 % busy and end within seconds of each other). The modules that run for minutes go
-# out first, then the rest, most tests first (tests/conftest.py). Each test's time:
-# test-artifacts/junit*.xml.
+# fifth of the cores idle; four keep them 90-100 % busy). The modules that run for minutes
+# go out first, then the rest, most tests first (tests/conftest.py). Each test's time:
+# test-artifacts/junit*.xml, and when each ran on which worker: test-artifacts/timeline.tsv.
 workers="${FERRY_TEST_WORKERS:-4}"
 exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"

@@ -59,7 +59,8 @@ def plan_backfill(path: str) -> dict[str, Any]:
             target_topic=target_topic, chunk_records=int(params["chunk_records"]),
             on_gap=str(params["on_gap"]))
         run_id = file_safe(f"backfill.{context['run_id']}")
-        master = warm_master(flow) or spark_master()
+        connection = spark_master()
+        master = warm_master(flow, connection) or connection
         run = prepare_backfill(flow, request, run_id, master)
         result = run.summary()
         if not run.chunk_files:

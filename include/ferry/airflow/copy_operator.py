@@ -10,7 +10,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from ferry.airflow.tasks import job_of, task_config, task_edge, warm_master
+from ferry.airflow.tasks import job_of, spark_master, task_config, task_edge, warm_master
 
 
 class CopyJobOperator(SparkSubmitOperator):
@@ -27,7 +27,7 @@ class CopyJobOperator(SparkSubmitOperator):
         with task_edge():
             config = task_config(path, name)
             flow = config.flow(name)
-            master = warm_master(flow)
+            master = warm_master(flow, spark_master())
             if master is None:
                 return super().execute(context)
             self.log.info("copy job of %s on the Spark Connect server %s", plan, master)

@@ -108,7 +108,7 @@ def cycle(path: str, name: str) -> str | None:
 
     with task_edge():
         run = _cycle(path, name)  # its master is the warm one, when there is one
-        warm = warm_master(run.flow)
+        warm = warm_master(run.flow, run.master)
         result = run.start()
         planned = result.planned
         assert planned is not None

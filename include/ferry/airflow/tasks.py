@@ -184,16 +184,14 @@ def spark_master() -> str | None:
     return host
 
 
-def warm_master(flow: Flow) -> str | None:
+def warm_master(flow: Flow, connection: str | None) -> str | None:
     """The Spark Connect server the flow's copies run on, None for spark-submit: the
-    `spark_default` connection's, or without one, `ferry.spark.master` when it is
-    `sc://...`."""
+    master of the `spark_default` connection (`connection`, as `spark_master` gave it), or
+    without one, `ferry.spark.master`, when it is `sc://...`."""
     from ferry.spark.connect import is_connect
 
-    master = spark_master()
-    if master is None and is_connect(flow.ferry.spark_master):
-        master = flow.ferry.spark_master
-    return master if master is not None and is_connect(master) else None
+    master = connection or flow.ferry.spark_master
+    return master if is_connect(master) else None
 
 
 NO_JOB_FILES: dict[str, Any] = {"spark_jars": "", "py_files": "", "driver_class_path": "",
