@@ -109,9 +109,10 @@ def test_first_cycles_on_new_clusters_and_new_topics_all_exit_0(tmp_path: Path) 
                 [sys.executable, "-m", "tests.integration.cycle_main", str(config),
                  "source->target"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                 check=False)
-            results.append((cycle.returncode, cycle.stderr[-1500:]))
+            results.append((cycle.returncode, cycle.stderr))
         finally:
             cluster.down(root, wipe=True)
 
     # then
-    assert [code for code, _ in results] == [0] * 4, results
+    assert [code for code, _ in results] == [0] * 4, "\n\n".join(
+        f"attempt {n}: exit {code}\n{stderr}" for n, (code, stderr) in enumerate(results) if code)

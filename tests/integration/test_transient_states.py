@@ -32,7 +32,8 @@ from ferry.kafka.admin import Admin
 from ferry.kafka.retry import RetriesExhausted
 from ferry.kafka.topology import apply_topology
 from ferry.local import cluster
-from tests.support.kafka_data import flow_config
+from tests.support.handshake import starting_broker
+from tests.support.kafka_data import create_topic, flow_config
 
 pytestmark = pytest.mark.integration
 
@@ -129,6 +130,40 @@ def test_a_cluster_that_stays_down_fails_the_call_after_the_budget_naming_it(
     assert message.startswith(f"cluster dr-site: {action} failed: "), message
     assert "(ferry.kafka.retry.seconds=3)" in message
     assert "still failing after" in message
+
+
+def test_a_connection_whose_handshake_lists_no_metadata_api_is_replaced_and_topics_listed(
+    clusters: dict[str, str], topic_name: str
+) -> None:
+    # given a broker still starting: its first two connections answer ApiVersions without
+    # the Metadata API (librdkafka then refuses every request on them locally)
+    create_topic(clusters["target"], topic_name, 2)
+    with starting_broker(clusters["target"], crippled=2) as broker:
+        admin = Admin(ClientConfig("target", "admin", {"bootstrap.servers": broker.bootstrap}),
+                      retry_seconds=30)
+
+        # when
+        topics = admin.topics()
+
+        # then: each of them was given up for a new one, and the listing came from the third
+        assert broker.served == 2
+    assert topics[topic_name].partitions == 2
+
+
+def test_a_broker_whose_handshakes_never_list_the_metadata_api_fails_after_the_budget(
+    clusters: dict[str, str]
+) -> None:
+    with starting_broker(clusters["target"], crippled=1000) as broker:
+        admin = Admin(ClientConfig("dr-site", "admin", {"bootstrap.servers": broker.bootstrap}),
+                      retry_seconds=3)
+
+        with pytest.raises(RetriesExhausted) as err:
+            admin.topics()
+
+        assert broker.served > 2  # a new connection for each attempt
+    message = str(err.value)
+    assert message.startswith("cluster dr-site: listing topics failed: "), message
+    assert "Required feature not supported by broker" in message
 
 
 def test_a_missing_topic_fails_at_once(lone_cluster: tuple[Path, str]) -> None:

@@ -345,15 +345,14 @@ class Admin:
             found: dict[str, Any] = {}
             ask = sorted(pending)
             if len(pending) > _ONE_BY_ONE:
-                found = dict(self.raw.list_topics(timeout=min(_REFRESH_S, timeout)).topics)
+                found = dict(self.metadata(min(_REFRESH_S, timeout)).topics)
                 now = time.monotonic()
                 # a listing leaves out what the broker does not know yet and what the
                 # principal may not describe: the latter are asked about by name, later
                 ask = [n for n in ask if n not in found
                        and now - unlisted.setdefault(n, now) >= _UNLISTED_S]
             for name in ask:
-                found[name] = self.raw.list_topics(
-                    topic=name, timeout=min(1.0, timeout)).topics.get(name)
+                found[name] = self.metadata(min(1.0, timeout), name).topics.get(name)
             pending.difference_update([n for n in pending if led(n, found.get(n))])
             if pending:
                 raise Again(LookupError(f"{min(pending)}, created moments ago, has no leader "
@@ -362,14 +361,35 @@ class Admin:
         if pending:
             self.retry(attempt, "waiting for the leaders of new topics", "DESCRIBE on TOPIC *")
 
+    def metadata(self, timeout: float, topic: str | None = None) -> Any:
+        """The cluster's metadata (of `topic` only, if given) from `raw`, for use inside an
+        attempt given to `retry`.
+
+        The Metadata API is served by every Kafka broker, so librdkafka's local verdict
+        `_UNSUPPORTED_FEATURE` on it means this connection's ApiVersions answer was
+        incomplete, as a broker still starting gave one in the first cycle on a cluster just
+        started. librdkafka keeps that answer for the connection's life: the client is
+        replaced, so the next attempt connects and asks for the versions again, and the
+        attempt is made again (`Again`) until the budget is spent."""
+        try:
+            if topic is None:
+                return self.raw.list_topics(timeout=timeout)
+            return self.raw.list_topics(topic=topic, timeout=timeout)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError._UNSUPPORTED_FEATURE:
+                self._admin = None
+                raise Again(exc) from None
+            raise
+
     def _refresh(self, topics: Collection[str]) -> None:
         """Ask for the metadata of `topics` again: after a request failed on a partition
         whose leader the client's cached metadata lacks or has wrong, librdkafka does not
         always refresh it by itself (a ListOffsets failing with `_NOENT` stayed so)."""
         for name in sorted(topics)[:_REFRESHED]:
             try:
-                self.raw.list_topics(topic=name, timeout=_REFRESH_S)
-            except KafkaException:
+                self.metadata(_REFRESH_S, name)
+            except (KafkaException, Again):
                 return  # the next attempt reports what is wrong
 
     def topics(self) -> dict[str, TopicInfo]:
@@ -380,7 +400,7 @@ class Admin:
 
         def attempt(timeout: float) -> dict[str, TopicInfo]:
             # in short slices: a refused login ends the wait at once
-            meta = self.raw.list_topics(timeout=min(1.0, timeout))
+            meta = self.metadata(min(1.0, timeout))
             for t in meta.topics.values():
                 if t.error is not None and transient(t.error):
                     raise Again(KafkaException(t.error))
