@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -13,6 +14,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+
+from ferry.local import classdata
+from ferry.spark.jars import kafka_jars
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +96,51 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return "\nState:\tZ" not in status
+
+
+def test_the_session_brokers_map_the_class_data_archive_their_first_up_made(
+        clusters: dict[str, str]) -> None:
+    archive = classdata.archive_path(kafka_jars())
+    assert archive is not None and archive.is_file()
+    for alias, bootstrap in clusters.items():
+        port = bootstrap.rsplit(":", 1)[1]
+        [pid] = [p for p in _broker_pids() if f":{port}," in _properties_text(p)]
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert str(archive) in maps, f"cluster {alias}'s broker (pid {pid}) maps no archive"
+
+
+def test_a_training_whose_jvm_wrote_a_broken_archive_adopts_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jars = kafka_jars()
+    monkeypatch.setenv("FERRY_CACHE_DIR", str(tmp_path / "cache"))
+
+    with classdata.training(jars) as partial:
+        assert partial is not None
+        partial.write_bytes(b"not an archive")  # a JVM on these jars refuses to map it
+
+    assert [p.name for p in classdata.directory().iterdir() if p.suffix != ".lock"] == []
+    assert classdata.java_options(jars) == shlex.split(os.environ.get("KAFKA_OPTS", ""))
+
+
+def _broker_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and b"kafka.Kafka" in _cmdline(p)]
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _properties_text(pid: int) -> str:
+    """The text of the server.properties a broker runs with ("" when unreadable)."""
+    args = _cmdline(Path(f"/proc/{pid}")).split(b"\0")
+    try:
+        return Path(args[args.index(b"kafka.Kafka") + 1].decode()).read_text()
+    except (ValueError, IndexError, OSError):
+        return ""
 
 
 def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:

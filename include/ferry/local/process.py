@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -28,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.errors import TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.local import classdata
 from ferry.local.broker_config import server_properties
 from ferry.local.credentials import (
     CREDENTIALS_FILE,
@@ -143,9 +145,14 @@ def _java() -> str:
 
 
 def _run_java(args: list[str], jars: Path, log_file: Path | None = None,
-              detach: bool = False) -> subprocess.Popen[bytes]:
+              detach: bool = False, dump_to: Path | None = None) -> subprocess.Popen[bytes]:
+    """A JVM on Kafka's `jars` running `args`, mapping the class-data archive, or writing
+    one to `dump_to` at its exit (`ferry.local.classdata`)."""
+    options = ([f"-XX:ArchiveClassesAtExit={dump_to}"] if dump_to
+               else classdata.java_options(jars))
     cmd = [_java(), "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-           f"-Dlog4j2.configurationFile={log4j_config()}", "-cp", f"{jars}/*", *args]
+           *options, f"-Dlog4j2.configurationFile={log4j_config()}", "-cp", f"{jars}/*",
+           *args]
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
     try:
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
@@ -168,7 +175,8 @@ class _Security:
 
 def _start_one(root: Path, alias: str, jars: Path,
                security: _Security | None = None,
-               extra: Mapping[str, str] | None = None, brokers: int = 1) -> ClusterState:
+               extra: Mapping[str, str] | None = None, brokers: int = 1,
+               dump_to: Path | None = None) -> ClusterState:
     secure = security is not None
     cluster_dir = root / alias
     current = load_state(cluster_dir)
@@ -203,15 +211,18 @@ def _start_one(root: Path, alias: str, jars: Path,
     cluster_id = _cluster_id()
     for node in state.nodes:
         if not is_our_broker(state, node.node_id):
-            state = _start_node(state, node.node_id, jars, security, extra, cluster_id)
+            state = _start_node(state, node.node_id, jars, security, extra, cluster_id,
+                                dump_to)
     save_state(state)
     return state
 
 
 def _start_node(state: ClusterState, node_id: int, jars: Path, security: _Security | None,
-                extra: Mapping[str, str] | None, cluster_id: str) -> ClusterState:
+                extra: Mapping[str, str] | None, cluster_id: str,
+                dump_to: Path | None = None) -> ClusterState:
     """Write node `node_id`'s properties, format its storage once (with `cluster_id`), start
-    it detached; the state with its pid."""
+    it detached (writing a class-data archive to `dump_to` at its exit); the state with its
+    pid."""
     node = state.node(node_id)
     node.dir.mkdir(parents=True, exist_ok=True)
     props = node.dir / "server.properties"
@@ -226,8 +237,32 @@ def _start_node(state: ClusterState, node_id: int, jars: Path, security: _Securi
         if fmt.wait(timeout=120) != 0:
             raise TerminalError(f"cluster {state.alias} node {node_id}: formatting storage "
                                 f"failed; see {log_file}")
-    proc = _run_java(["kafka.Kafka", str(props)], jars, log_file, detach=True)
+    proc = _run_java(["kafka.Kafka", str(props)], jars, log_file, detach=True,
+                     dump_to=dump_to)
     return state.with_pid(node_id, proc.pid)
+
+
+def _train_class_data(jars: Path) -> None:
+    """Make the nodes' class-data archive if there is none: start a throwaway one-node
+    cluster that writes it, wait until it answers, stop it cleanly (`ferry.local.classdata`).
+    A failure is logged; nodes then start without the archive."""
+    from ferry.local.probe import wait_ready
+
+    with classdata.training(jars) as partial:
+        if partial is None:
+            return
+        root = Path(tempfile.mkdtemp(prefix="ferry-classdata-"))
+        try:
+            state = _start_one(root, "training", jars, dump_to=partial)
+            wait_ready(state.bootstrap, time.monotonic() + READY_TIMEOUT_S,
+                       lambda: all_running(state), {}, brokers=1)
+            stop_node(state, 1)  # SIGTERM: the JVM writes the archive as it exits
+            log.info("local brokers: class-data archive made (%s)", partial.parent)
+        except (FerryError, OSError, subprocess.SubprocessError) as exc:
+            log.warning("local brokers start without a class-data archive: %s", exc)
+        finally:
+            down(root, wipe=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def stop_node(state: ClusterState, node_id: int, hard: bool = False,
@@ -329,6 +364,7 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
     root = (root or default_dir()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     jars = kafka_jars()
+    _train_class_data(jars)
     security = None
     if secure:
         passwords, new = ensure_credentials(root)
