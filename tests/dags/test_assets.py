@@ -50,7 +50,7 @@ def test_every_task_that_finishes_a_copy_declares_the_flows_alias(tmp_path: Path
     dag = build_dags(path=str(path))["ferry_A_to_B"]
     alias = AssetAlias("ferry_A_to_B.mirrored")
     assert {t.task_id: t.outlets for t in dag.tasks} == {
-        "cycle": [alias], "mirror": [], "finish": [alias]}
+        "cycle": [alias], "copy": [], "finish": [alias]}
     path.write_text(CONFIG + "ferry.schedule = @continuous\n")
     continuous = build_dags(path=str(path))["ferry_A_to_B"]
     assert continuous.get_task("mirror_continuously").outlets == [alias]

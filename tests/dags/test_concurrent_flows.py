@@ -31,7 +31,7 @@ def test_two_flows_into_one_target_run_at_once_without_conflicts(
     for result in results:
         assert result["state"] == "success", result["log"][-4000:]
         # each run's `cycle` copied and recorded through the server itself, both at once
-        assert result["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
+        assert result["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
         assert "run recorded (by its job):" in result["log"]
         # the first copies into the fresh state folder race to create its tables: the
         # loser appends to the winner's table instead of failing its task

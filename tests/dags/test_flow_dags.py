@@ -48,15 +48,15 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert "`orders.*`" in dag.doc_md and "`A.orders`" in dag.doc_md
     # one task process does a whole idle or warm run; spark-submit's copy is a task of its
     # own, and `finish` records and translates after it
-    assert [t.task_id for t in dag.topological_sort()] == ["cycle", "mirror", "finish"]
+    assert [t.task_id for t in dag.topological_sort()] == ["cycle", "copy", "finish"]
     assert dag.get_task("cycle").execution_timeout.total_seconds() == 21600
     assert dag.get_task("cycle").retries == 2
-    mirror = dag.get_task("mirror")
-    assert mirror._conn_id == "spark_default"
-    assert mirror.application.endswith("ferry/jobs/ferry_copy.py")
-    assert mirror.conf["spark.speculation"] == "false"
+    copy = dag.get_task("copy")
+    assert copy._conn_id == "spark_default"
+    assert copy.application.endswith("ferry/jobs/ferry_copy.py")
+    assert copy.conf["spark.speculation"] == "false"
     # a hung copy is stopped (the flow's next run then resumes from what was committed)
-    assert mirror.execution_timeout.total_seconds() == 21600
+    assert copy.execution_timeout.total_seconds() == 21600
     assert type(dags["ferry_C_to_B"].timetable).__name__ == "NullTimetable"  # manual only
     assert dag.timetable.expression == "*/5 * * * *"
 
@@ -77,27 +77,27 @@ def test_retries_pool_and_queue_of_every_task_come_from_the_flows_settings(
     from ferry.airflow.dags import build_dags
 
     path = tmp_path / "mm2.properties"
-    path.write_text(MULTI + "A->B.ferry.task.retries = 5\nA->B.ferry.mirror.retries = 0\n"
+    path.write_text(MULTI + "A->B.ferry.task.retries = 5\nA->B.ferry.copy.retries = 0\n"
                     "A->B.ferry.task.retry.delay.seconds = 90\nA->B.ferry.task.pool = mirrors\n"
-                    "A->B.ferry.task.queue = dr_workers\nA->B.ferry.mirror.timeout.seconds = 600\n")
+                    "A->B.ferry.task.queue = dr_workers\nA->B.ferry.copy.timeout.seconds = 600\n")
     dags = build_dags(path=str(path))
 
     # the flow with settings: every task in its pool and queue, with its retries and timeout
     tasks = {t.task_id: t for t in dags["ferry_A_to_B"].tasks}
     assert {(t.pool, t.queue) for t in tasks.values()} == {("mirrors", "dr_workers")}
-    assert {k: t.retries for k, t in tasks.items()} == {"cycle": 5, "mirror": 0, "finish": 5}
+    assert {k: t.retries for k, t in tasks.items()} == {"cycle": 5, "copy": 0, "finish": 5}
     assert {t.retry_delay.total_seconds() for t in tasks.values()} == {90}
     # the copy may take 600 s; `cycle` (which copies itself on a Connect server) and
     # `finish` one cycle's 900 s at least, however short the copy's limit
     assert {k: t.execution_timeout.total_seconds() for k, t in tasks.items()} == {
-        "cycle": 900, "mirror": 600, "finish": 900}
-    # the other flow: Airflow's default pool and queue, 2 retries (the mirror 1), 30 s apart
+        "cycle": 900, "copy": 600, "finish": 900}
+    # the other flow: Airflow's default pool and queue, 2 retries (the copy 1), 30 s apart
     defaults = {t.task_id: t for t in dags["ferry_C_to_B"].tasks}
     assert {t.pool for t in defaults.values()} == {"default_pool"}
-    assert {k: t.retries for k, t in defaults.items()} == {"cycle": 2, "mirror": 1, "finish": 2}
+    assert {k: t.retries for k, t in defaults.items()} == {"cycle": 2, "copy": 1, "finish": 2}
     assert {t.retry_delay.total_seconds() for t in defaults.values()} == {30}
     assert {k: t.execution_timeout.total_seconds() for k, t in defaults.items()} == {
-        "cycle": 21600, "mirror": 21600, "finish": 900}
+        "cycle": 21600, "copy": 21600, "finish": 900}
 
 
 def notify_team(context: dict[str, Any]) -> None:
@@ -180,7 +180,7 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
 
 @pytest.mark.integration
 @pytest.mark.spark
-@pytest.mark.spark_submit  # the tier's one flow DAG whose copies hand off to `mirror`
+@pytest.mark.spark_submit  # the tier's one flow DAG whose copies hand off to `copy`
 def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -201,7 +201,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     first = run_dag(config.path, flow.dag_id)
 
     assert first["state"] == "success", first["log"][-4000:]
-    assert (first["tasks"]["mirror"], first["tasks"]["finish"]) == ("success", "success")
+    assert (first["tasks"]["copy"], first["tasks"]["finish"]) == ("success", "success")
     assert_exact(flow, clusters, plain, 3)
     assert_exact(flow, clusters, txn, 1)
     # `finish`, once the run is recorded, told Airflow which remote topics got records
@@ -228,7 +228,7 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     idle = run_dag(config.path, flow.dag_id)
     assert idle["state"] == "success"
     # no Spark job for an idle cycle: `cycle` recorded the lag and ran the checkpoints
-    assert idle["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
+    assert idle["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
     assert "ferry copy job" not in idle["log"]
     assert idle["asset_events"] == []  # nothing mirrored, nothing for downstream DAGs
 
@@ -249,13 +249,13 @@ def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_sub
 
     # one task process ran the whole cycle, copy included
     assert first["state"] == "success", first["log"][-4000:]
-    assert first["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
+    assert first["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
     assert "SparkSubmit" not in first["log"]
     assert "run recorded (by its job):" in first["log"]  # the job's own result, no read-back
     assert_exact(flow, clusters, topic_name, 2)
     idle = run_dag(config.path, flow.dag_id, spark_conn=conn)
     assert idle["state"] == "success"
-    assert idle["tasks"] == {"cycle": "success", "mirror": "skipped", "finish": "skipped"}
+    assert idle["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
     assert "ferry copy job" not in idle["log"]
 
 

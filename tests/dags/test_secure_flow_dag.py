@@ -37,7 +37,7 @@ def problems(log: str) -> str:
                          "ERROR" in line or "failed" in line or "Error" in line))[-8000:]
 
 
-# spark-submit: the password must not reach the mirror task's rendered fields or the
+# spark-submit: the password must not reach the copy task's rendered fields or the
 # spark-submit command line either (the warm path is the next test's)
 @pytest.mark.spark_submit
 def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leaked_secret(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
 from tests.support.cli import ferry
@@ -19,7 +19,7 @@ from tests.support.kafka_data import conf, create_topic, flow_config, produce, r
 pytestmark = pytest.mark.integration
 
 
-def thirty_records(clusters: dict[str, str], topic: str, tmp_path: Path) -> MirrorConfig:
+def thirty_records(clusters: dict[str, str], topic: str, tmp_path: Path) -> Config:
     """A one-partition source topic of 30 records, and the config of the flow mirroring it."""
     create_topic(clusters["source"], topic, 1)
     produce(clusters["source"], topic, [(None, f"v{i}".encode(), 0) for i in range(30)])

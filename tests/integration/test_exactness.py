@@ -593,7 +593,7 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
     # whole cycles (heartbeat, sync, plan, copy as the copy job does: the run named the
     # newest, then its 2 or 8 lanes side by side, record, checkpoints), the two started at
     # the same moment
-    from ferry.config import MirrorConfig
+    from ferry.config import Config
     from ferry.steps.cycle import run
     from tests.support.kafka_data import LanesHere
 
@@ -612,7 +612,7 @@ def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay
                 [(None, f"r{n}-{i}".encode(), i % 8) for i in range(2_000)])
         start, refused, broke = threading.Barrier(2), [], []
 
-        def cycle(config: MirrorConfig, run_id: str, start: threading.Barrier = start,
+        def cycle(config: Config, run_id: str, start: threading.Barrier = start,
                   refused: list[str] = refused, broke: list[BaseException] = broke) -> None:
             runner = LanesHere(config.flow(flow.name))
             try:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ferry.cli.main import main
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 from ferry.core.tables import CHECKPOINTS_DDL, RUNS_DDL, StatePaths
 from ferry.errors import FerryError
 from ferry.observe.collect import collect
@@ -34,7 +34,7 @@ from tests.support.kafka_data import create_topic, down_cluster, flow_config, pr
 pytestmark = pytest.mark.integration
 
 
-def metrics_json(config: MirrorConfig, capsys: pytest.CaptureFixture[str]
+def metrics_json(config: Config, capsys: pytest.CaptureFixture[str]
                  ) -> dict[str, dict[tuple[tuple[str, str], ...], Any]]:
     """`ferry metrics FILE --json`, as {name: {labels: value}}."""
     assert main(["metrics", config.path, "--json"]) == 0
@@ -42,7 +42,7 @@ def metrics_json(config: MirrorConfig, capsys: pytest.CaptureFixture[str]
             for f in json.loads(capsys.readouterr().out)["metrics"]}
 
 
-def where(config: MirrorConfig, topic: str, partition: int) -> tuple[tuple[str, str], ...]:
+def where(config: Config, topic: str, partition: int) -> tuple[tuple[str, str], ...]:
     flow = config.enabled_flows[0]
     return (("source", flow.source), ("target", flow.target),
             ("topic", flow.remote_topic(topic)), ("partition", str(partition)))
@@ -105,7 +105,7 @@ def test_lag_history_records_one_row_per_partition_and_run(
 
 
 def two_sources_into_one_target(tmp: Path, clusters: dict[str, str], topic: str
-                                ) -> MirrorConfig:
+                                ) -> Config:
     """Flows `src_<id>->tgt_<id>` and `edge_<id>->tgt_<id>` (the edge alias names the same
     source cluster), both mirroring `topic`, created with one partition."""
     create_topic(clusters["source"], topic, 1)
@@ -128,7 +128,7 @@ def test_the_clusters_of_the_flows_into_a_target_are_looked_up_once_per_refresh(
     main_flow, edge_flow = config.enabled_flows
     asked: list[set[str]] = []
 
-    def resolve(aliases: Collection[str]) -> MirrorConfig:
+    def resolve(aliases: Collection[str]) -> Config:
         asked.append(set(aliases))
         return load_config(config.path)
 
@@ -146,7 +146,7 @@ def test_when_one_flows_clusters_cannot_be_looked_up_the_others_flows_still_show
     missing = f"cluster {edge_flow.source}: the Airflow connection 'ferry_edge' does not exist"
     asked: list[set[str]] = []
 
-    def resolve(aliases: Collection[str]) -> MirrorConfig:
+    def resolve(aliases: Collection[str]) -> Config:
         asked.append(set(aliases))
         if edge_flow.source in aliases:
             raise FerryError(missing)

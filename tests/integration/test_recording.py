@@ -45,7 +45,7 @@ def test_two_jobs_recording_the_same_entries_at_once_append_them_once(
     paths = StatePaths(flow.ferry.state_dir)
 
     # when: one job records them, and another that looked before the first committed (a
-    # retried `mirror` beside its first attempt) records the same
+    # retried `copy` beside its first attempt) records the same
     assert record_offset_map(spark, flow, paths) == len(entries)
     assert record_offset_map(spark, flow, paths, after=-1) == 0
 
@@ -148,7 +148,7 @@ def test_a_retried_job_of_the_same_plan_still_counts_what_its_first_attempt_copi
     spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a copy job that copied and recorded its plan, then ran again with the same
-    # plan (a retried `mirror` task): every range already committed, recorded "skipped"
+    # plan (a retried `copy` task): every range already committed, recorded "skipped"
     from ferry.config import load_config
     from ferry.steps.cycle import Cycle, write_plan
     from ferry.steps.plan import prepare

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.local import spark_server
 from tests.support.cli import ferry
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
@@ -112,7 +112,7 @@ def _next_cycle(process: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def warm_flow(connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
-              count: int) -> tuple[str, MirrorConfig]:
+              count: int) -> tuple[str, Config]:
     """`count` records over two source partitions, and a config mirroring them on the warm
     Spark: the server's URL and the config."""
     url = _status(connect_home)["url"]

@@ -190,7 +190,7 @@ def test_a_flow_whose_clusters_live_in_airflow_connections_copies_exactly_under_
     tasks = scheduler.tasks(flow.dag_id, run_id)
     assert state == "success", tasks
     assert {task_id: t.state for task_id, t in tasks.items()} == {
-        "cycle": "success", "mirror": "success", "finish": "success"}
+        "cycle": "success", "copy": "success", "finish": "success"}
     assert not list(plans_dir(flow.flow).glob("*" + SNAPSHOT_SUFFIX))
     # and the remote topic holds every record once, in order, as the offset map says
     assert_exact(flow.flow, conns, flow.topic, 2)

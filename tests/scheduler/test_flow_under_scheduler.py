@@ -1,6 +1,6 @@
 """A flow's DAG under a real Airflow scheduler (the tier's scheduler, dag-processor and
 api-server, `conftest.py`, not dag.test()): what only the scheduler and the task supervisor
-do, the mirror task's execution_timeout and its retries, against real brokers, Spark and
+do, the copy task's execution_timeout and its retries, against real brokers, Spark and
 Delta, through two flows of the tier's config that only this module uses (`standalone`).
 
 The timeout test's run is triggered as soon as the module starts (`short_timeout_run`) and
@@ -50,7 +50,7 @@ def set_record_limit(bootstrap: str, topic: str, limit: int) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def short_timeout_run(standalone: Standalone, clusters: dict[str, str]) -> str:
     """The given and when of the timeout test (see the module's docstring); the run id."""
-    # given: a flow whose mirror task may run 2 s (ferry.mirror.timeout.seconds), less than
+    # given: a flow whose copy task may run 2 s (ferry.copy.timeout.seconds), less than
     # spark-submit needs to start, with records to copy
     flow = standalone.short_timeout
     create_topic(clusters["source"], flow.topic, 1)
@@ -76,7 +76,7 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
     run_id = standalone.trigger(flow.dag_id)
 
     def mirror_waits_for_its_retry() -> bool | None:
-        mirror = standalone.tasks(flow.dag_id, run_id)["mirror"]
+        mirror = standalone.tasks(flow.dag_id, run_id)["copy"]
         assert mirror.state not in ENDED, f"mirror ended {mirror.state} without a retry"
         return True if mirror.state == "up_for_retry" else None
 
@@ -87,7 +87,7 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
     state = standalone.finished(flow.dag_id, run_id, RUN_S)
 
     # then: the first attempt failed on the refusal and recorded its ranges as failed
-    first = standalone.task_log(flow.dag_id, run_id, "mirror", 1)
+    first = standalone.task_log(flow.dag_id, run_id, "copy", 1)
     assert f"refused the record of {flow.topic}-" in first, first
     planned = standalone.xcom(flow.dag_id, run_id, "cycle", key="plan")
     recorded = rows(StatePaths(flow.flow.ferry.state_dir).runs, flow.flow.name,
@@ -97,17 +97,17 @@ def test_a_mirror_retried_after_the_target_refused_its_records_is_recorded_by_it
     # the run succeeded on the retry, and `finish` reports that final attempt only
     tasks = standalone.tasks(flow.dag_id, run_id)
     assert state == "success", tasks
-    assert tasks["mirror"] == TaskTry("success", 2)
+    assert tasks["copy"] == TaskTry("success", 2)
     summary = standalone.xcom(flow.dag_id, run_id, "finish")["record"]
     assert summary["failed"] == [] and summary["records"] == 24, summary
     # and the remote topic holds every record once, in order, as the offset map says
     assert_exact(flow.flow, clusters, flow.topic, 2)
 
 
-def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_after_its_retry(
+def test_a_copy_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_after_its_retry(
     standalone: Standalone, clusters: dict[str, str], short_timeout_run: str
 ) -> None:
-    # given, when: `short_timeout_run`, a run of a flow whose mirror task may run 2 s
+    # given, when: `short_timeout_run`, a run of a flow whose copy task may run 2 s
     flow, run_id = standalone.short_timeout, short_timeout_run
     state = standalone.finished(flow.dag_id, run_id, RUN_S)
 
@@ -116,11 +116,11 @@ def test_a_mirror_task_past_its_timeout_is_stopped_with_its_spark_job_and_fails_
     tasks = standalone.tasks(flow.dag_id, run_id)
     assert state == "failed", tasks
     assert tasks["cycle"] == TaskTry("success", 1)
-    assert tasks["mirror"] == TaskTry("failed", 2)
+    assert tasks["copy"] == TaskTry("failed", 2)
     assert tasks["finish"].state == "upstream_failed"
     # each attempt was stopped by its timeout, and killed its spark-submit
     for attempt in (1, 2):
-        log = standalone.task_log(flow.dag_id, run_id, "mirror", attempt)
+        log = standalone.task_log(flow.dag_id, run_id, "copy", attempt)
         assert "AirflowTaskTimeout" in log and "Process timed out" in log, log
         assert "Sending kill signal to spark-submit" in log, log
     # and the copy job never went on without it: nothing copied, no runs recorded, and no

@@ -10,7 +10,7 @@ own state dir (one per module, as when each module had an Airflow of its own), s
 tests of one module cannot disturb the other's:
 
 - `tests/scheduler/test_flow_under_scheduler.py` (`standalone`):
-  - `short_timeout`: `ferry.mirror.timeout.seconds = 2`, less than spark-submit needs to
+  - `short_timeout`: `ferry.copy.timeout.seconds = 2`, less than spark-submit needs to
     start;
   - `unsynced_configs`: `sync.topic.configs.enabled = false`, so a remote topic keeps the
     configs a test gives it.
@@ -26,7 +26,7 @@ tests of one module cannot disturb the other's:
   a scraper holds SCRAPE_TOKEN (`FERRY_METRICS_TOKEN`).
 
 The `spark_default` connection is spark local[*] (the stack's default), so every copy here
-runs through spark-submit, `cycle` -> `mirror` -> `finish`, not through the session's warm
+runs through spark-submit, `cycle` -> `copy` -> `finish`, not through the session's warm
 Spark Connect server. The hand-off is what the timeout test, the retried mirror, the
 connected flow (its connections' snapshot beside the plan) and the refused failover and
 adoption (a run long enough to be still in progress) are about. The two tests left,
@@ -56,7 +56,7 @@ import pytest
 
 from ferry.airflow.adopt_dag import ADOPT_DAG
 from ferry.airflow.failover_dag import FAILOVER_DAG
-from ferry.config import Flow, MirrorConfig, load_config
+from ferry.config import Config, Flow, load_config
 from ferry.local.cluster import SecureClusters
 from tests.scheduler.stack import Airflow, keep_logs, running
 from tests.support.secure_data import SOURCE
@@ -69,7 +69,7 @@ SCRAPE_TOKEN = "scrape-" + secrets.token_hex(16)
 SHORT_TIMEOUT_S = 2
 
 RETRY_DELAY_S = 10
-"""The retry delay of the flows whose mirror task is retried (`ferry.task.retry.delay.
+"""The retry delay of the flows whose copy task is retried (`ferry.task.retry.delay.
 seconds`; the DAG's default of 30 s would only make their tests wait): long enough for the
 retry test to see its mirror wait for the retry and change the target meanwhile."""
 
@@ -140,7 +140,7 @@ class FlowUnderTest:
 class Stack(Airflow):
     """The session's Airflow, and every flow of its config."""
 
-    def __init__(self, airflow: Airflow, home: Path, config: MirrorConfig,
+    def __init__(self, airflow: Airflow, home: Path, config: Config,
                  flows: dict[str, FlowUnderTest], tag: str) -> None:
         super().__init__(airflow.url)
         self.home = home
@@ -158,7 +158,7 @@ class Stack(Airflow):
 
 
 def _config(base: Path, clusters: dict[str, str],
-            tag: str) -> tuple[MirrorConfig, dict[str, FlowUnderTest]]:
+            tag: str) -> tuple[Config, dict[str, FlowUnderTest]]:
     """The tier's config (aliases and topics unique to this stack: the brokers are shared),
     and each flow by name. `connected`'s clusters name connections only, and so does the
     source of `unconnected` (not in FLOWS), a connection Airflow does not have."""
@@ -183,7 +183,7 @@ def _config(base: Path, clusters: dict[str, str],
               f"{far}->{page_target}.topics = {topics['webui']}",
               f"{far}->{page_target}.ferry.state.dir = {base / FLOWS['webui'][2]}"]
     short, unsynced = "->".join(pairs["short_timeout"]), "->".join(pairs["unsynced_configs"])
-    lines += [f"{short}.ferry.mirror.timeout.seconds = {SHORT_TIMEOUT_S}",
+    lines += [f"{short}.ferry.copy.timeout.seconds = {SHORT_TIMEOUT_S}",
               f"{short}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.sync.topic.configs.enabled = false",

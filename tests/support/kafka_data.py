@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.config import Flow, MirrorConfig, load_config
+from ferry.config import Config, Flow, load_config
 from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer, lanes_of
 from ferry.core.offsetmap import decode, lookup
@@ -168,7 +168,7 @@ def wait_lso(bootstrap: Conn, topic: str, partition: int, end: int, timeout: flo
 
 
 def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "",
-                replicas: int = 1) -> MirrorConfig:
+                replicas: int = 1) -> Config:
     """A config mirroring `topics` from the session's source cluster to its target, its
     topics (remote, offset map, checkpoints) created with `replicas` replicas, its copies on
     the test's Spark (`tests.support.runner`: the warm server unless marked spark_submit).

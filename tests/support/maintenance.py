@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 from ferry.state.maintain import data_files
 
 FLOWS = ("A->B", "C->B")
@@ -43,7 +43,7 @@ _SAMPLE: dict[str, Any] = {"int": 1, "bigint": 2, "double": 0.5, "boolean": True
                            "timestamp": datetime(2026, 1, 1, tzinfo=UTC)}
 
 
-def state_config(tmp_path: Path) -> MirrorConfig:
+def state_config(tmp_path: Path) -> Config:
     """Two flows sharing `tmp_path/state` (maintenance never talks to the brokers)."""
     path = tmp_path / "mm2.properties"
     path.write_text(

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.config import Flow, MirrorConfig, load_config
+from ferry.config import Config, Flow, load_config
 from ferry.core.internal import offset_map_topic, positions_group, run_group
 from ferry.local.cluster import SecureClusters
 
@@ -40,7 +40,7 @@ def acl(kind: ResourceType, name: str, op: AclOperation, principal: str = "User:
 
 def secure_config(tmp: Path, sc: SecureClusters, topics: str, extra: str = "",
                   password: str | None = None, plain_target: str | None = None,
-                  tls: bool = True) -> MirrorConfig:
+                  tls: bool = True) -> Config:
     """A flow from the secure source (SCRAM-SHA-512 over SASL_SSL) to the secure target
     (PLAIN over SASL_SSL) as `ferry`, its password read with `${file:...}`; aliases unique
     to the test (what a flow keeps on the target is named by them). `plain_target`: a

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 from tests.support.kafka_data import create_topic, produce
 
 
 def fan_in(clusters: dict[str, str], third: str, topic: str, tmp: Path, records: int
-           ) -> tuple[MirrorConfig, dict[str, str], str]:
+           ) -> tuple[Config, dict[str, str], str]:
     """Two edges (the source and the third cluster) with `topic` (2 partitions, `records`
     and 1.5 x `records` records), flows edge->central into the target cluster:
     (config, edge alias -> servers, central alias)."""
@@ -30,7 +30,7 @@ QUIET = "emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false
 
 
 def multi_config(tmp: Path, bootstraps: dict[str, str], flows: dict[str, str],
-                 extra: str = "") -> MirrorConfig:
+                 extra: str = "") -> Config:
     """A config over `bootstraps` (alias -> servers) running `flows` (A->B -> topics)."""
     path = tmp / "mm2.properties"
     path.write_text(

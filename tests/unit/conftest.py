@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 
 BASE = """
 clusters = A, B
@@ -19,7 +19,7 @@ B.bootstrap.servers = b1:9092
 A->B.enabled = true
 """
 
-Loader = Callable[..., MirrorConfig]
+Loader = Callable[..., Config]
 
 SPAWNS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
           "os.forkpty", "pty.spawn")
@@ -49,7 +49,7 @@ def load(tmp_path: Path) -> Loader:
     """Write `text` to mm2.properties (plus `files`) in a temp dir and load it."""
 
     def _load(text: str, files: Mapping[str, str] | None = None,
-              env: Mapping[str, str] | None = None, name: str = "mm2.properties") -> MirrorConfig:
+              env: Mapping[str, str] | None = None, name: str = "mm2.properties") -> Config:
         for rel, content in (files or {}).items():
             path = tmp_path / rel
             path.parent.mkdir(parents=True, exist_ok=True)

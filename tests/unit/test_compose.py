@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yaml"
@@ -102,7 +102,7 @@ def mount_of(name: str, path: str) -> Mount:
 
 
 @cache
-def example() -> MirrorConfig:
+def example() -> Config:
     return load_config(EXAMPLE, env={})
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core.heartbeats import Heartbeat, encode
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapEntry, Segment
@@ -36,7 +36,7 @@ USER, PASSWORD = VIEWER, VIEWER_PASSWORD
 class AirflowServer:
     url: str
     """http://127.0.0.1:<port>, no trailing slash."""
-    config: MirrorConfig
+    config: Config
     """FERRY_CONFIG as the DAG file reads it: every flow the page shows."""
     flow: Flow
     """The flow whose lag the tests check."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ferry.airflow.tasks import ferry_dag, flow_param, form_flow, refuse_while_flow_runs, task_edge
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 ADOPT_DAG = "ferry_adopt"
 
@@ -48,7 +48,7 @@ def take_over(path: str) -> dict[str, Any]:
         return report.to_json()
 
 
-def build_adopt_dag(config: MirrorConfig, path: str) -> Any:
+def build_adopt_dag(config: Config, path: str) -> Any:
     from airflow.sdk import Param, task
 
     with ferry_dag(ADOPT_DAG, "adopt", __doc__ or "", max_active_runs=1, config=config,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 
 GROUP = "kafka"
 
@@ -34,7 +34,7 @@ def topic_uri(bootstrap_servers: str, topic: str) -> str:
     return f"kafka://{first.rpartition('://')[2]}/{topic}"
 
 
-def remote_topic_uri(config: MirrorConfig, flow: Flow, source_topic: str) -> str:
+def remote_topic_uri(config: Config, flow: Flow, source_topic: str) -> str:
     """The Asset URI of `source_topic`'s remote topic on the flow's target."""
     return topic_uri(config.clusters[flow.target].bootstrap_servers,
                      flow.remote_topic(source_topic))
@@ -47,7 +47,7 @@ def outlets(flow: Flow) -> list[Any]:
     return [AssetAlias(alias_name(flow))]
 
 
-def emit(config: MirrorConfig, flow: Flow, run_id: str,
+def emit(config: Config, flow: Flow, run_id: str,
          topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Add an event per remote topic that received records (`topics`: source topic ->
     records and partition ranges, as `Cycle.record` reports them) to the running task's

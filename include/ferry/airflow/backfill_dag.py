@@ -27,7 +27,7 @@ from ferry.airflow.tasks import (
     task_edge,
     warm_master,
 )
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 BACKFILL_DAG = "ferry_backfill"
 
@@ -109,7 +109,7 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
         return summary
 
 
-def build_backfill_dag(config: MirrorConfig, path: str) -> Any:
+def build_backfill_dag(config: Config, path: str) -> Any:
     from airflow.sdk import Param, task
 
     from ferry.airflow.copy_operator import CopyJobOperator

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 from ferry.config.connections import Connection, use
 
 
@@ -36,7 +36,7 @@ def lookup(conn_id: str) -> Connection | None:
 
 
 def load(path: str | Path, connections: bool | Collection[str] = True,
-         flow: str | None = None) -> MirrorConfig:
+         flow: str | None = None) -> Config:
     """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow (not
     at all without `connections`; with `flow`, those of its two clusters only: see
     `load_config`)."""

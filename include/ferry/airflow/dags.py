@@ -12,10 +12,10 @@ from ferry.airflow.flow_dag import build_dag
 from ferry.airflow.heartbeats_dag import HEARTBEATS_DAG, build_heartbeats_dag
 from ferry.airflow.tasks import config_path
 from ferry.airflow.verify_dag import VERIFY_DAG, build_verify_dag
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 
-def build_dags(config: MirrorConfig | None = None, path: str | None = None) -> dict[str, Any]:
+def build_dags(config: Config | None = None, path: str | None = None) -> dict[str, Any]:
     """dag_id -> DAG for every enabled flow of the config, `ferry_verify`, `ferry_backfill`,
     `ferry_maintenance`, `ferry_failover` and `ferry_adopt` (when there is a flow), and
     `ferry_heartbeats` when some pairs emit heartbeats without a data flow."""

@@ -20,7 +20,7 @@ from ferry.airflow.tasks import (
     spark_master,
     task_edge,
 )
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 FAILOVER_DAG = "ferry_failover"
 
@@ -49,7 +49,7 @@ def fail_over(path: str) -> dict[str, Any]:
         return report.to_json()
 
 
-def build_failover_dag(config: MirrorConfig, path: str) -> Any:
+def build_failover_dag(config: Config, path: str) -> Any:
     from airflow.sdk import Param, task
 
     with ferry_dag(FAILOVER_DAG, "failover", __doc__ or "", max_active_runs=1, config=config,

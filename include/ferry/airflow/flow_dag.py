@@ -1,4 +1,4 @@
-"""One Airflow DAG per enabled flow: `cycle` (-> `mirror` -> `finish` when the copy needs
+"""One Airflow DAG per enabled flow: `cycle` (-> `copy` -> `finish` when the copy needs
 spark-submit). Its steps are those of `ferry.steps.cycle`: heartbeat, sync, plan, copy,
 record, checkpoints.
 
@@ -7,7 +7,7 @@ record, checkpoints.
   a Spark Connect server (a `spark_connect` connection, or `ferry.spark.master=sc://...`
   without one), from this process: a warm Spark, no JVM either. Task processes cost seconds
   each under a real scheduler, so a run is one of them.
-- Otherwise `cycle` ends after the plan and branches to `mirror`: the Spark provider's
+- Otherwise `cycle` ends after the plan and branches to `copy`: the Spark provider's
   SparkSubmitOperator running `ferry/jobs/ferry_copy.py` (`spark_default` connection, `local[*]`
   in the embedded setup) with its own retry and timeout; then `finish` records the run and
   translates the groups. A failed copy leaves `finish` upstream_failed.
@@ -76,7 +76,7 @@ def _run_doc(flow: Flow) -> str:
                 "starts as it ends.")
     return ("Each run: **cycle** (heartbeat, sync of topics, partitions, configs and ACLs, "
             "exact ranges planned, then, when idle or on a warm Spark Connect server, the "
-            "copy, record and checkpoints) →\n**mirror** (spark-submit copy job) → "
+            "copy, record and checkpoints) →\n**copy** (spark-submit copy job) → "
             "**finish** (record, checkpoints), both skipped when `cycle` did it all.")
 
 
@@ -101,7 +101,7 @@ def _push(key: str, value: Any) -> None:
 def cycle(path: str, name: str) -> str | None:
     """Heartbeat, sync and plan; then, for an idle plan or a warm Spark, the copy, record
     and checkpoints too, and no task follows (None). With a copy for spark-submit, the
-    task to follow: `mirror` (the `plan` XCom then carries its plan file, jars and library
+    task to follow: `copy` (the `plan` XCom then carries its plan file, jars and library
     zip). A failed copy through Connect fails the task: its retry runs a new cycle, which
     resumes from what was committed."""
     from ferry.errors import TransientError
@@ -116,7 +116,7 @@ def cycle(path: str, name: str) -> str | None:
             _push("plan", planned.summary() | {"plan_path": planned.plan_path,
                                                **spark_job_files(spark_master())})
             _push("summary", result.steps())
-            return "mirror"
+            return "copy"
         if not run.copy(result, path):
             raise TransientError(f"the copy job through {warm} failed (exit "
                                  f"{result.copy_exit_code}): its lines are above; nothing past "
@@ -128,7 +128,7 @@ def cycle(path: str, name: str) -> str | None:
 
 
 def finish(path: str, name: str) -> dict[str, Any]:
-    """After `mirror`: the run as recorded (the last attempt at each range), a lag-history
+    """After `copy`: the run as recorded (the last attempt at each range), a lag-history
     point, and the flow's groups translated (checkpoints, and group offsets on the target
     with sync.group.offsets.enabled) when due."""
     from airflow.sdk import get_current_context
@@ -208,7 +208,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
-        timeout = timedelta(seconds=flow.ferry.mirror_timeout_seconds)
+        timeout = timedelta(seconds=flow.ferry.copy_timeout_seconds)
         # `cycle` plans, and on a Spark Connect server also copies and records: one cycle's
         # limit, or the copy's when that is longer. `finish` records: one cycle's limit.
         one_cycle = timedelta(seconds=flow.ferry.cycle_timeout_seconds)
@@ -217,12 +217,12 @@ def build_dag(flow: Flow, path: str) -> Any:
         whole: Callable[..., Any] = task.branch(task_id="cycle",
                                                 execution_timeout=max(timeout, one_cycle),
                                                 outlets=outlets(flow))(cycle)
-        mirror = SparkSubmitOperator(
-            task_id="mirror",
+        copy_job = SparkSubmitOperator(
+            task_id="copy",
             application_args=job_arguments(
                 path, flow.name, "{{ ti.xcom_pull(task_ids='cycle', key='plan')['plan_path'] }}"),
             name=f"ferry-copy {flow.name}",
-            retries=flow.ferry.mirror_retries,
+            retries=flow.ferry.copy_retries,
             # A hung copy must not hold the flow (max_active_runs=1) for ever; lanes also
             # fail on their own when a partition makes no progress for 120 s.
             execution_timeout=timeout,
@@ -230,7 +230,7 @@ def build_dag(flow: Flow, path: str) -> Any:
         )
         finished = task(task_id="finish", execution_timeout=one_cycle, outlets=outlets(flow))(
             finish)(path, flow.name)
-        whole(path, flow.name) >> mirror >> finished
+        whole(path, flow.name) >> copy_job >> finished
     return dag
 
 

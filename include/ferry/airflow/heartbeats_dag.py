@@ -8,7 +8,7 @@ from typing import Any
 
 from ferry.airflow.flow_dag import schedule_of
 from ferry.airflow.tasks import task_config, task_edge, team_args, team_tags
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 HEARTBEATS_DAG = "ferry_heartbeats"
 
@@ -22,7 +22,7 @@ def heartbeat(path: str) -> list[str]:
         return [f"{b.source}->{b.target}" for b in emit(heartbeat_only_pairs(config))]
 
 
-def build_heartbeats_dag(config: MirrorConfig, path: str) -> Any:
+def build_heartbeats_dag(config: Config, path: str) -> Any:
     """Heartbeats of the pairs without a data flow (MM2 emits them for every pair while
     emit.heartbeats.enabled), so each cluster's `heartbeats` topic has something to mirror."""
     from airflow.sdk import DAG, task

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.retention import (
     DEFAULT_RETENTION_HOURS,
     SAFE_MINIMUM_RETENTION_HOURS,
@@ -41,7 +41,7 @@ def maintain_table(path: str, table: str) -> dict[str, Any]:
         return report.to_json()
 
 
-def doc_md(config: MirrorConfig, path: str) -> str:
+def doc_md(config: Config, path: str) -> str:
     dirs = ", ".join(f"`{d}`" for d in state_dirs(config)) or "none (no enabled flow)"
     return f"""### Ferry: maintenance
 
@@ -58,7 +58,7 @@ Trigger with `dry_run` to see what would change. Same as `ferry maintain {path} 
 """
 
 
-def build_maintenance_dag(config: MirrorConfig, path: str) -> Any:
+def build_maintenance_dag(config: Config, path: str) -> Any:
     """`ferry_maintenance`: daily, one run at a time, a task per state table."""
     from airflow.sdk import Param, task
 

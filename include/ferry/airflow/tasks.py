@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.airflow.connections import load
-from ferry.config import CONFIG_ENV, Flow, MirrorConfig
+from ferry.config import CONFIG_ENV, Config, Flow
 
 SPARK_CONN = "spark_default"
 
@@ -54,7 +54,7 @@ def file_safe(run_id: str) -> str:
 
 
 def ferry_dag(dag_id: str, kind: str, doc_md: str, params: dict[str, Any],
-              schedule: str | None = None, *, config: MirrorConfig, **settings: Any) -> Any:
+              schedule: str | None = None, *, config: Config, **settings: Any) -> Any:
     """A Ferry DAG beside the flows' (verify, backfill, maintenance, failover): tagged
     `ferry` and `kind` (and the team's tags), its trigger form `params`, no catch-up;
     `settings` go to the DAG, the team's owner and failure callback into its default_args
@@ -112,7 +112,7 @@ def import_callback(path: str) -> Any:
     return found
 
 
-def flow_param(config: MirrorConfig, description: str) -> Any:
+def flow_param(config: Config, description: str) -> Any:
     """The trigger form's choice of one of the config's enabled flows (the first by
     default)."""
     from airflow.sdk import Param
@@ -121,7 +121,7 @@ def flow_param(config: MirrorConfig, description: str) -> Any:
     return Param(names[0], enum=names, description=description)
 
 
-def task_config(path: str, flow: str | None = None) -> MirrorConfig:
+def task_config(path: str, flow: str | None = None) -> Config:
     """The config a task reads. Ferry logs through the task's own log handlers first (so
     its lines keep their levels in the task log), and every secret the config holds is
     handed to Airflow's masker, which also masks what Airflow itself logs. A task of one
@@ -140,7 +140,7 @@ def task_config(path: str, flow: str | None = None) -> MirrorConfig:
     return config
 
 
-def form_flow(path: str) -> tuple[Any, dict[str, Any], MirrorConfig, Flow]:
+def form_flow(path: str) -> tuple[Any, dict[str, Any], Config, Flow]:
     """(context, params, config, flow) of a run triggered from a form whose `flow` param
     names the flow (A->B); only that flow's clusters' connections are looked up."""
     from airflow.sdk import get_current_context

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ferry.airflow.tasks import ferry_dag, flow_param, task_config, task_edge
-from ferry.config import MirrorConfig
+from ferry.config import Config
 
 VERIFY_DAG = "ferry_verify"
 
@@ -33,7 +33,7 @@ def verify_flow(path: str) -> dict[str, Any]:
                 "checked": sum(c.checked for c in checks)}
 
 
-def build_verify_dag(config: MirrorConfig, path: str) -> Any:
+def build_verify_dag(config: Config, path: str) -> Any:
     """`ferry_verify`: triggered from the UI with a flow (and optionally a topic); results
     go to the Delta `verify` table."""
     from airflow.sdk import Param, task

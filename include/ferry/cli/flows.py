@@ -25,7 +25,7 @@ from ferry.cli.verbs import (
 from ferry.errors import FerryError, UsageError
 
 if TYPE_CHECKING:
-    from ferry.config import Flow, MirrorConfig
+    from ferry.config import Config, Flow
     from ferry.steps.cycle import CycleResult
 
 
@@ -153,7 +153,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _mirror_continuously(args: argparse.Namespace, config: MirrorConfig, flow: Flow,
+def _mirror_continuously(args: argparse.Namespace, config: Config, flow: Flow,
                          for_s: float | None) -> int:
     import sys
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.errors import Problem
 
 _FEATURES = ("refresh_topics", "refresh_groups", "sync_topic_configs", "sync_topic_acls",
@@ -53,10 +53,10 @@ def flow_json(flow: Flow) -> dict[str, Any]:
             "sync.acls.groups": flow.ferry.sync_acls_groups,
             "identity.loops.accepted": flow.ferry.identity_loops_accepted,
             "kafka.retry.seconds": flow.ferry.kafka_retry_seconds,
-            "mirror.timeout.seconds": flow.ferry.mirror_timeout_seconds,
+            "copy.timeout.seconds": flow.ferry.copy_timeout_seconds,
             "continuous.run.seconds": flow.ferry.continuous_run_seconds,
             "task.retries": flow.ferry.task_retries,
-            "mirror.retries": flow.ferry.mirror_retries,
+            "copy.retries": flow.ferry.copy_retries,
             "task.retry.delay.seconds": flow.ferry.task_retry_delay_seconds,
             "task.pool": flow.ferry.task_pool or "(default_pool)",
             "task.queue": flow.ferry.task_queue or "(default queue)",
@@ -70,7 +70,7 @@ def flow_json(flow: Flow) -> dict[str, Any]:
     }
 
 
-def config_json(config: MirrorConfig) -> dict[str, Any]:
+def config_json(config: Config) -> dict[str, Any]:
     return {
         "ok": True,
         "path": config.path,
@@ -125,7 +125,7 @@ def flow_text(flow: Flow) -> list[str]:
     return lines
 
 
-def config_text(config: MirrorConfig) -> str:
+def config_text(config: Config) -> str:
     lines = [f"config: {config.path}  ({len(config.clusters)} clusters, "
              f"{len(config.enabled_flows)} enabled flows)", "clusters:"]
     for cluster in config.clusters.values():

@@ -17,7 +17,7 @@ from ferry.config.ferry_keys import KEYS as FERRY_KEYS
 from ferry.config.ferry_keys import FerrySettings
 from ferry.config.mm1 import Translation
 from ferry.config.mm2 import build_config
-from ferry.config.model import Cluster, Flow, Interval, MirrorConfig
+from ferry.config.model import Cluster, Config, Flow, Interval
 from ferry.config.properties import parse_properties
 from ferry.errors import ConfigError, Problem
 
@@ -28,11 +28,11 @@ __all__ = [
     "CONFIG_ENV",
     "FERRY_KEYS",
     "Cluster",
+    "Config",
     "ConfigError",
     "FerrySettings",
     "Flow",
     "Interval",
-    "MirrorConfig",
     "cluster_aliases",
     "load_config",
 ]
@@ -40,7 +40,7 @@ __all__ = [
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
                 connections: bool | Collection[str] = True,
-                flow: str | None = None) -> MirrorConfig:
+                flow: str | None = None) -> Config:
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`. Without
     `connections`, clusters' `ferry.connection`s are not looked up (a DAG file's parse: no
     call to a secrets backend), so those clusters have no client settings; with a collection

@@ -222,8 +222,8 @@ KEYS: tuple[FerryKey, ...] = (
              "metadata again before the next try. Denied access and other lasting errors fail "
              "at once.",
              _positive_seconds, "300"),
-    FerryKey("ferry.mirror.timeout.seconds", "21600",
-             "The longest a flow's copy (the DAG's mirror task, or its cycle task on a Spark "
+    FerryKey("ferry.copy.timeout.seconds", "21600",
+             "The longest a flow's copy (the DAG's copy task, or its cycle task on a Spark "
              "Connect server) may run before Airflow stops it as hung (its execution_timeout): the "
              "flow's next run can start and resumes from what was committed. Size it above your "
              "largest backlog's copy time.",
@@ -231,8 +231,8 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.task.retries", "2",
              "How often Airflow retries a failed task of the flow's DAG (cycle, finish, "
              "mirror_continuously); a retry resumes from what was committed.", _retries, "3"),
-    FerryKey("ferry.mirror.retries", "1",
-             "How often Airflow retries a failed mirror task (the spark-submit copy); it "
+    FerryKey("ferry.copy.retries", "1",
+             "How often Airflow retries a failed copy task (the spark-submit copy); it "
              "copies the same ranges again, which the transactions make safe.", _retries, "2"),
     FerryKey("ferry.task.retry.delay.seconds", "30",
              "How long Airflow waits before retrying a task of the flow's DAG.",
@@ -264,7 +264,7 @@ KEYS: tuple[FerryKey, ...] = (
              "@continuous DAG) a longer cycle is abandoned as hung: the next cycle starts at once; "
              "its writers hold the same writer ids, so they fence the hung cycle's. In a flow's "
              "DAG it is the execution_timeout of finish, and of cycle unless "
-             "ferry.mirror.timeout.seconds is longer. Size it well above a cycle's copy of "
+             "ferry.copy.timeout.seconds is longer. Size it well above a cycle's copy of "
              "ferry.range.max.records.",
              _positive_seconds, "1800"),
     FerryKey("ferry.continuous.run.seconds", "600",
@@ -293,12 +293,12 @@ class FerrySettings:
     identity_loops_accepted: bool = False
     kafka_retry_seconds: float = 120.0
     """`ferry.kafka.retry.seconds`: the budget for waiting out transient Kafka states."""
-    mirror_timeout_seconds: float = 21600.0
-    """`ferry.mirror.timeout.seconds`: the mirror task's execution_timeout."""
+    copy_timeout_seconds: float = 21600.0
+    """`ferry.copy.timeout.seconds`: the copy task's execution_timeout."""
     continuous_run_seconds: float = 600.0
     """`ferry.continuous.run.seconds`: one @continuous DAG run's span of cycles."""
     task_retries: int = 2
-    mirror_retries: int = 1
+    copy_retries: int = 1
     task_retry_delay_seconds: float = 30.0
     task_pool: str = ""
     """`ferry.task.pool`; "" is Airflow's default_pool."""
@@ -345,10 +345,10 @@ def resolve_ferry_settings(
         sync_acls_groups=parsed["ferry.sync.acls.groups"],
         identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
         kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
-        mirror_timeout_seconds=parsed["ferry.mirror.timeout.seconds"],
+        copy_timeout_seconds=parsed["ferry.copy.timeout.seconds"],
         continuous_run_seconds=parsed["ferry.continuous.run.seconds"],
         task_retries=parsed["ferry.task.retries"],
-        mirror_retries=parsed["ferry.mirror.retries"],
+        copy_retries=parsed["ferry.copy.retries"],
         task_retry_delay_seconds=parsed["ferry.task.retry.delay.seconds"],
         task_pool=parsed["ferry.task.pool"],
         task_queue=parsed["ferry.task.queue"],

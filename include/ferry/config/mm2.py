@@ -36,7 +36,7 @@ from ferry.config.connections import expand as expand_connections
 from ferry.config.ferry_keys import resolve_ferry_settings
 from ferry.config.findings import Findings
 from ferry.config.mm1 import Translation
-from ferry.config.model import Cluster, Flow, MirrorConfig
+from ferry.config.model import Cluster, Config, Flow
 from ferry.config.providers import Providers
 from ferry.config.reader import Reader
 from ferry.config.values import Props, Value
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 def build_config(
     raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
     translation: Translation | None = None, *, connections: bool | Collection[str] = True,
-) -> MirrorConfig:
+) -> Config:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
     `translation`: what the settings of an MM1 setup became (its warnings join the config's).
     `connections`: whose `ferry.connection` is looked up now: every cluster's (True), none
@@ -112,7 +112,7 @@ def build_config(
             p.key.startswith(f"{a}.") and not p.key.startswith(f"{a}.ferry.")
             for a in deferred)]
     findings.raise_problems(path)
-    return MirrorConfig(path, clusters, flows, findings.distinct_warnings(),
+    return Config(path, clusters, flows, findings.distinct_warnings(),
                         tuple(translation.became) if translation else (),
                         translation.kind if translation else "", used,
                         tuple(dict.fromkeys((*profiles, *client_profiles))))

@@ -132,7 +132,7 @@ def _ident(alias: str) -> str:
 
 
 @dataclass(frozen=True)
-class MirrorConfig:
+class Config:
     """A whole `mm2.properties` (or Strimzi resource), resolved and validated."""
 
     path: str

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.tables import StatePaths
 from ferry.errors import UsageError
 
@@ -53,7 +53,7 @@ def state_tables(paths: type[StatePaths] = StatePaths) -> tuple[str, ...]:
                  if isinstance(member, property) and getattr(probe, name) == probe.table(name))
 
 
-def state_dirs(config: MirrorConfig) -> tuple[str, ...]:
+def state_dirs(config: Config) -> tuple[str, ...]:
     """The distinct `ferry.state.dir` of the enabled flows (flows may share one)."""
     return tuple(sorted({flow.ferry.state_dir for flow in config.enabled_flows}))
 

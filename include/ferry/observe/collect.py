@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.errors import FerryError
 from ferry.observe.snapshot import FlowSnapshot
 
@@ -29,12 +29,12 @@ LAG_WINDOW = timedelta(hours=24)
 """How much lag history the page's chart shows."""
 
 
-Resolve = Callable[[Collection[str]], MirrorConfig]
+Resolve = Callable[[Collection[str]], Config]
 """The config with these clusters' connections looked up (`load_config(connections=...)`);
 raises a FerryError when one of them is missing or broken."""
 
 
-def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
+def collect(config: Config, lag_window: timedelta | None = LAG_WINDOW,
             resolve: Resolve | None = None) -> list[FlowSnapshot]:
     """A snapshot of every enabled flow; `lag_window` None skips the lag history (metrics
     do not need it). With `resolve`, `config` need not have its connections looked up:
@@ -51,7 +51,7 @@ def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
         together = _resolved(config, flows, resolve)
         seen: Topology | FerryError | None = None
         for named in flows:
-            looked_up = together if isinstance(together, MirrorConfig) \
+            looked_up = together if isinstance(together, Config) \
                 else _resolved(config, [named], resolve)
             try:
                 if isinstance(looked_up, FerryError):
@@ -78,8 +78,8 @@ def collect(config: MirrorConfig, lag_window: timedelta | None = LAG_WINDOW,
     return [found[named.name] for named in config.enabled_flows]
 
 
-def _resolved(config: MirrorConfig, flows: list[Flow], resolve: Resolve | None
-              ) -> MirrorConfig | FerryError:
+def _resolved(config: Config, flows: list[Flow], resolve: Resolve | None
+              ) -> Config | FerryError:
     """The config with the clusters of `flows` looked up (`config` itself without
     `resolve`), or why one of them cannot be."""
     if resolve is None:
@@ -92,7 +92,7 @@ def _resolved(config: MirrorConfig, flows: list[Flow], resolve: Resolve | None
         return FerryError(str(exc))
 
 
-def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | None = None,
+def snapshot(config: Config, flow: Flow, seen: Topology | FerryError | None = None,
              lag_window: timedelta | None = LAG_WINDOW) -> FlowSnapshot:
     """One flow: its status from the clusters (or the error that prevented it) and its
     rows of the state tables."""
@@ -125,7 +125,7 @@ def snapshot(config: MirrorConfig, flow: Flow, seen: Topology | FerryError | Non
     return snap
 
 
-def metric_families(config: MirrorConfig, resolve: Resolve | None = None) -> list[Family]:
+def metric_families(config: Config, resolve: Resolve | None = None) -> list[Family]:
     """Every metric of the config's enabled flows, read now (`resolve`: see `collect`)."""
     from ferry.observe.metrics import families
 

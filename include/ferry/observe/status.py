@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.steps.lag import PartitionStatus, partition_lag
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class FlowStatus:
         return "\n".join(lines)
 
 
-def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) -> FlowStatus:
+def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> FlowStatus:
     """`seen`: the target's topology, when the caller has read it already."""
     from ferry.core.heartbeats import sources_of
     from ferry.core.tables import RangeOutcome, StatePaths, final_attempts
@@ -80,7 +80,7 @@ def flow_status(config: MirrorConfig, flow: Flow, seen: Topology | None = None) 
     return found
 
 
-def status(config: MirrorConfig) -> list[FlowStatus]:
+def status(config: Config) -> list[FlowStatus]:
     from ferry.steps.heartbeats import topology
 
     targets = {f.target for f in config.enabled_flows}  # each target's heartbeats read once

@@ -131,7 +131,7 @@ def run_copy(config_path: str, flow: str, plan_path: str, master: str,
     result file after spark-submit; none when the job left none). `keep_session`: a Connect
     session stays open for this process's next job; `loaded` spares it reading the config
     again. `connections`: the Airflow connections of the config
-    (`MirrorConfig.connections`), handed to the job in a snapshot beside its plan for as
+    (`Config.connections`), handed to the job in a snapshot beside its plan for as
     long as it runs."""
     from ferry.config.connections import remove_snapshot, write_snapshot
 

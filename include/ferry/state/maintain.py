@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.retention import (
     DEFAULT_RETENTION_HOURS,
     WHOLE_TABLE,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def maintain(config: MirrorConfig, retention_hours: int = DEFAULT_RETENTION_HOURS,
+def maintain(config: Config, retention_hours: int = DEFAULT_RETENTION_HOURS,
              dry_run: bool = False, *, tables: Sequence[str] | None = None,
              policy: CompactionPolicy | None = None,
              option: str = "--retention-hours") -> MaintenanceReport:

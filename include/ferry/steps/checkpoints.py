@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core.checkpoints import (
     Checkpoint,
     Translated,
@@ -151,7 +151,7 @@ def _fail_back_entries(flow: Flow, reverse: Flow | None, remotes: set[str],
     return found
 
 
-def reverse_of(config: MirrorConfig, flow: Flow) -> Flow | None:
+def reverse_of(config: Config, flow: Flow) -> Flow | None:
     """The enabled flow target->source, whose offset map serves fail-back."""
     return next((f for f in config.enabled_flows
                  if (f.source, f.target) == (flow.target, flow.source)), None)

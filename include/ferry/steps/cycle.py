@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.errors import FerryError
@@ -105,7 +105,7 @@ class Clusters:
 class Cycle:
     """The steps of one run of `flow` (`run_id` tags everything they record)."""
 
-    def __init__(self, config: MirrorConfig, flow: Flow, run_id: str | None = None,
+    def __init__(self, config: Config, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
                  clusters: Clusters | None = None, runner: CopyRunner | None = None,
                  state: StateStore | None = None) -> None:
@@ -185,7 +185,7 @@ class Cycle:
     def record(self, idle: bool, copied: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
         history. `copied`: the run as its copy job recorded it, when the job ran in this
-        cycle; else (the DAG's `finish`, after a `mirror` task that may have been retried)
+        cycle; else (the DAG's `finish`, after a `copy` task that may have been retried)
         it is read back from Delta."""
         from ferry.core.job import run_summary
         from ferry.core.tables import final_attempts
@@ -356,7 +356,7 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
                            prepared.details())
 
 
-def run(config_path: str, config: MirrorConfig, flow: Flow,
+def run(config_path: str, config: Config, flow: Flow,
         master: str | None = None, keep_session: bool = False,
         pace: Pace | None = None, clusters: Clusters | None = None,
         run_id: str | None = None, runner: CopyRunner | None = None) -> CycleResult:
@@ -372,7 +372,7 @@ def run(config_path: str, config: MirrorConfig, flow: Flow,
     return cycle.finish(result)
 
 
-def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
+def run_continuously(config_path: str, config: Config, flow: Flow,
                      on_cycle: Callable[[CycleResult, float], None],
                      master: str | None = None, for_s: float | None = None,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
@@ -407,7 +407,7 @@ def run_continuously(config_path: str, config: MirrorConfig, flow: Flow,
     return last
 
 
-def run_all(config_path: str, config: MirrorConfig,
+def run_all(config_path: str, config: Config,
             on_cycle: Callable[[CycleResult, float], None],
             on_heartbeats: Callable[[list[str]], None],
             on_error: Callable[[Flow, FerryError], None],
@@ -478,7 +478,7 @@ class _Looped:
         self.flow, self.pace, self.clusters = flow, Pace(), Clusters.of(flow)
         self.runner = runner
 
-    def cycle(self, config_path: str, config: MirrorConfig, master: str | None,
+    def cycle(self, config_path: str, config: Config, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True
               ) -> CycleResult:
         """One cycle (`run`), reported to `on_cycle`. Looping, it keeps its session and

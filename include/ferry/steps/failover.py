@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core.checkpoints import Checkpoint
 from ferry.core.failover import (
     AtRisk,
@@ -78,7 +78,7 @@ class FailoverReport:
         return "\n".join(lines)
 
 
-def planned(config_path: str, config: MirrorConfig, flow: Flow, *, groups: str | None = None,
+def planned(config_path: str, config: Config, flow: Flow, *, groups: str | None = None,
             deadline_s: float = 600.0, master: str | None = None, execute: bool = False,
             target: CheckpointsTarget | None = None) -> FailoverReport:
     """Cycles until the flow is caught up, then every matching group translated and
@@ -106,7 +106,7 @@ def planned(config_path: str, config: MirrorConfig, flow: Flow, *, groups: str |
     return _finish(config, flow, report)
 
 
-def unplanned(config: MirrorConfig, flow: Flow, *, groups: str | None = None,
+def unplanned(config: Config, flow: Flow, *, groups: str | None = None,
               execute: bool = False, target: CheckpointsTarget | None = None,
               state: StateStore | None = None) -> FailoverReport:
     """The groups' latest translations committed on the target without a word to the
@@ -135,7 +135,7 @@ def unplanned(config: MirrorConfig, flow: Flow, *, groups: str | None = None,
     return _finish(config, flow, report)
 
 
-def _catch_up(config_path: str, config: MirrorConfig, flow: Flow, deadline_s: float,
+def _catch_up(config_path: str, config: Config, flow: Flow, deadline_s: float,
               master: str | None, run_cycle: Any) -> int:
     """Whole cycles until one plans nothing to copy; the number run. Past the deadline, or
     after a failed copy, a TerminalError says how far behind the flow still is."""
@@ -187,7 +187,7 @@ def _commit(flow: Flow, found: list[tuple[str, str, int, int, str, str]],
     return lines
 
 
-def _finish(config: MirrorConfig, flow: Flow, report: FailoverReport) -> FailoverReport:
+def _finish(config: Config, flow: Flow, report: FailoverReport) -> FailoverReport:
     back = next((f for f in config.flows if (f.source, f.target) == (flow.target, flow.source)),
                 None)
     name = f"{flow.target}->{flow.source}"

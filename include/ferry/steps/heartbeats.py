@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.config.clients import ClientConfig
 from ferry.core.heartbeats import (
     Heartbeat,
@@ -38,7 +38,7 @@ from ferry.steps.ports import EntriesOf, HeartbeatsReader, HeartbeatsTarget
 log = logging.getLogger(__name__)
 
 
-def heartbeat_only_pairs(config: MirrorConfig) -> list[Flow]:
+def heartbeat_only_pairs(config: Config) -> list[Flow]:
     """Pairs that emit heartbeats but have no DAG of their own (data flow off)."""
     return [f for f in config.flows if not f.enabled and f.emit_heartbeats.active]
 
@@ -101,14 +101,14 @@ class Topology:
         return "\n".join(lines)
 
 
-def _policy_for(config: MirrorConfig, cluster: str) -> ReplicationPolicy:
+def _policy_for(config: Config, cluster: str) -> ReplicationPolicy:
     for flow in config.flows:
         if cluster in (flow.target, flow.source):
             return flow.policy
     return DefaultReplicationPolicy()
 
 
-def topology(config: MirrorConfig, cluster: str, *, client: HeartbeatsReader | None = None,
+def topology(config: Config, cluster: str, *, client: HeartbeatsReader | None = None,
              entries_of: EntriesOf | None = None) -> Topology:
     """What `cluster`'s heartbeat topics say about the clusters upstream of it. `client`
     defaults to the cluster's admin client, `entries_of` to the offset maps as
@@ -143,7 +143,7 @@ def topology(config: MirrorConfig, cluster: str, *, client: HeartbeatsReader | N
     return found
 
 
-def _arrivals(config: MirrorConfig, policy: ReplicationPolicy, cluster: str, topic: str,
+def _arrivals(config: Config, policy: ReplicationPolicy, cluster: str, topic: str,
               offsets: set[int], entries_of: EntriesOf) -> dict[int, int]:
     """Each of `offsets` in `topic` -> when the flow that filled it committed it (ms)."""
     sources = sources_of(policy, topic)

@@ -44,7 +44,7 @@ from tests.unit.conftest import BASE, Loader
          "custom filter classes are Java-only"),
         ("clusters = A, A.b\nA.bootstrap.servers=a:1\n", "clusters", "may use only letters"),
         (BASE + "ferry.task.retries = -1\n", "ferry.task.retries", "from 0 to 100"),
-        (BASE + "A->B.ferry.mirror.retries = twice\n", "A->B.ferry.mirror.retries",
+        (BASE + "A->B.ferry.copy.retries = twice\n", "A->B.ferry.copy.retries",
          "from 0 to 100"),
         (BASE + "ferry.task.pool = kafka mirrors\n", "ferry.task.pool",
          "must be a name of letters"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import MirrorConfig, load_config
+from ferry.config import Config, load_config
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import ConfigError
 from ferry.steps.heartbeats import heartbeat_only_pairs
@@ -15,7 +15,7 @@ from ferry.steps.heartbeats import heartbeat_only_pairs
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
-def config(tmp_path: Path, text: str) -> MirrorConfig:
+def config(tmp_path: Path, text: str) -> Config:
     path = tmp_path / "mm2.properties"
     path.write_text(text)
     return load_config(path)

@@ -12,7 +12,7 @@ import pytest
 import ferry.kafka.admin
 import ferry.kafka.mm2topics
 import ferry.kafka.records
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from tests.unit.conftest import Loader, forbidden
 
 
@@ -34,13 +34,13 @@ def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
 
 
-ConfigWith = Callable[[str], MirrorConfig]
+ConfigWith = Callable[[str], Config]
 
 
 @pytest.fixture
 def config_with(load: Loader, state_dir: Path) -> ConfigWith:
     """A->B mirroring every topic, its state (Delta) in a temp dir, plus the lines given."""
-    def make(extra: str = "") -> MirrorConfig:
+    def make(extra: str = "") -> Config:
         return load(f"""
 clusters = A, B
 A.bootstrap.servers = a:9092
@@ -53,6 +53,6 @@ ferry.state.dir = {state_dir}
 
 
 @pytest.fixture
-def config(config_with: ConfigWith) -> MirrorConfig:
+def config(config_with: ConfigWith) -> Config:
     """A->B mirroring every topic, its state (Delta) in a temp dir."""
     return config_with()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core.checkpoints import Checkpoint, Translated
 from ferry.core.tables import StatePaths
 from ferry.errors import TerminalError, UsageError
@@ -40,7 +40,7 @@ TRANSACTIONAL = FakeOffsetMaps([entry("orders", 0, (0, 35), [(0, 0, 20), (29, 20
          "ahead-of-the-mirror"],
 )
 def test_a_group_offset_translates_to_the_first_mirrored_record_at_or_after_it(
-    config: MirrorConfig, committed: int, target: int, status: str
+    config: Config, committed: int, target: int, status: str
 ) -> None:
     # given
     source = source_with({"app": {("orders", 0): (committed, "meta")}})
@@ -52,7 +52,7 @@ def test_a_group_offset_translates_to_the_first_mirrored_record_at_or_after_it(
 
 
 def test_a_partition_nothing_was_mirrored_of_yet_is_not_mirrored_and_gets_no_checkpoint(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = source_with({"app": {("orders", 1): (5, "")}})
 
@@ -63,7 +63,7 @@ def test_a_partition_nothing_was_mirrored_of_yet_is_not_mirrored_and_gets_no_che
 
 
 def test_only_groups_the_group_filter_accepts_on_mirrored_topics_are_translated(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = source_with({"app": {("orders", 0): (3, ""), ("local.internal", 0): (3, "")},
                           "connect-sink": {("orders", 0): (3, "")},
@@ -77,13 +77,13 @@ def test_only_groups_the_group_filter_accepts_on_mirrored_topics_are_translated(
     assert maps.asked == [("A->B", frozenset({"orders"}))]  # only the map it needs
 
 
-def test_naming_a_group_the_filter_refuses_is_a_usage_error(config: MirrorConfig) -> None:
+def test_naming_a_group_the_filter_refuses_is_a_usage_error(config: Config) -> None:
     with pytest.raises(UsageError, match="does not pass the flow's group filter"):
         translate_groups(config.flow("A->B"), "connect-sink", source=source_with({}),
                          entries_of=FakeOffsetMaps())
 
 
-def test_naming_one_group_translates_only_that_group(config: MirrorConfig) -> None:
+def test_naming_one_group_translates_only_that_group(config: Config) -> None:
     source = source_with({"app": {("orders", 0): (3, "")}, "other": {("orders", 0): (4, "")}})
     maps = FakeOffsetMaps([entry("orders", 0, (0, 10), [(0, 0, 10)])])
 
@@ -112,7 +112,7 @@ def test_an_offset_on_a_topic_that_came_from_the_target_fails_back_through_the_r
 
 
 def test_without_the_reverse_flow_an_offset_on_a_topic_from_the_target_is_skipped(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = FakeCluster("A", groups={"app": {("B.orders", 0): (12, "")}}).topic(
         "B.orders", 50)
@@ -126,7 +126,7 @@ MAPS = FakeOffsetMaps([entry("orders", 0, (0, 100), [(0, 0, 100)]),
 
 
 def test_a_run_emits_a_checkpoint_per_translated_partition_to_the_checkpoints_topic(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = source_with({"app": {("orders", 0): (30, "a"), ("orders", 1): (40, "b")}})
     target = FakeCluster("B")
@@ -158,7 +158,7 @@ class NewTarget(FakeCluster):
 
 
 def test_the_first_run_does_not_read_back_the_checkpoints_topic_it_created(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     # given: a target without the checkpoints topic
     source = source_with({"app": {("orders", 0): (30, "a")}})
@@ -179,7 +179,7 @@ def test_the_first_run_does_not_read_back_the_checkpoints_topic_it_created(
     ids=["unchanged-is-not-repeated", "advanced-is-emitted", "rewound-on-the-source-is-emitted"],
 )
 def test_a_checkpoint_is_emitted_again_only_when_the_group_moved(
-    config: MirrorConfig, first: int, then: int, emitted: bool
+    config: Config, first: int, then: int, emitted: bool
 ) -> None:
     source = source_with({"app": {("orders", 0): (first, "")}})
     target = FakeCluster("B")
@@ -192,7 +192,7 @@ def test_a_checkpoint_is_emitted_again_only_when_the_group_moved(
 
 
 @pytest.fixture
-def syncing(load: Loader, state_dir: Path) -> MirrorConfig:
+def syncing(load: Loader, state_dir: Path) -> Config:
     return load(f"clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = "
                 f"b:9092\nA->B.enabled = true\nsync.group.offsets.enabled = true\n"
                 f"ferry.state.dir = {state_dir}\n")
@@ -205,7 +205,7 @@ def syncing(load: Loader, state_dir: Path) -> MirrorConfig:
          "active-group-is-left-alone"],
 )
 def test_group_offsets_are_synced_only_into_idle_target_groups_and_only_forward(
-    syncing: MirrorConfig, state: str, on_target: int | None, committed: int | None
+    syncing: Config, state: str, on_target: int | None, committed: int | None
 ) -> None:
     # given
     source = source_with({"app": {("orders", 0): (30, "m")}})
@@ -220,7 +220,7 @@ def test_group_offsets_are_synced_only_into_idle_target_groups_and_only_forward(
     assert report.active == (["app"] if state == "STABLE" else [])
 
 
-def test_group_offsets_are_not_synced_unless_enabled(config: MirrorConfig) -> None:
+def test_group_offsets_are_not_synced_unless_enabled(config: Config) -> None:
     source = source_with({"app": {("orders", 0): (30, "")}})
     target = FakeCluster("B")
 
@@ -231,7 +231,7 @@ def test_group_offsets_are_not_synced_unless_enabled(config: MirrorConfig) -> No
 
 
 def test_every_translation_is_recorded_with_whether_it_was_emitted_and_synced(
-    syncing: MirrorConfig, state_dir: Path
+    syncing: Config, state_dir: Path
 ) -> None:
     source = source_with({"app": {("orders", 0): (30, ""), ("orders", 1): (7, "")}})
     maps = FakeOffsetMaps([entry("orders", 0, (0, 100), [(0, 0, 100)])])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import ferry.steps.lag
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.sync.schedule import Pace
 from ferry.errors import TransientError
 from ferry.steps.cycle import Clusters, Cycle
@@ -18,7 +18,7 @@ from tests.unit.steps.fakes import FakeCluster
 
 
 def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
-    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch
+    config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given: a continuous loop's pace, and a target that fails the first lag point
     flow = config.flow("A->B")
@@ -80,7 +80,7 @@ THREE_CLUSTERS = ("clusters = A, B, C\nC.bootstrap.servers = c:9092\nA->C.enable
 """A->B and A->C mirror; B->A, B->C, C->A and C->B only emit heartbeats (MM2's default)."""
 
 
-def every_flow(config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, fails: set[tuple[int, str]],
+def every_flow(config: Config, monkeypatch: pytest.MonkeyPatch, fails: set[tuple[int, str]],
                **loop: Any) -> tuple[bool, list[tuple[str, Any]]]:
     """`run_all` over `config` with cycles that succeed, except (round, flow) in `fails`,
     which raise; (its outcome, what happened in order)."""
@@ -93,7 +93,7 @@ def every_flow(config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, fails: set
     events: list[tuple[str, Any]] = []
     rounds: dict[str, int] = {}
 
-    def run(_path: str, _config: MirrorConfig, flow: Any, **kw: Any) -> CycleResult:
+    def run(_path: str, _config: Config, flow: Any, **kw: Any) -> CycleResult:
         rounds[flow.name] = rounds.get(flow.name, 0) + 1
         events.append(("cycle", flow.name))
         if (rounds[flow.name], flow.name) in fails:

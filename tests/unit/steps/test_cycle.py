@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import ferry.spark.submit
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.core.job import Copied, result_path, run_summary
 from ferry.core.positions import encode_position
@@ -63,7 +63,7 @@ def jobs(monkeypatch: pytest.MonkeyPatch) -> Jobs:
 
 
 def test_a_cycle_lists_each_clusters_topics_once_for_its_sync_and_its_plan(
-    config: MirrorConfig, jobs: Jobs
+    config: Config, jobs: Jobs
 ) -> None:
     both = clusters(5, 0, 7)
 
@@ -73,7 +73,7 @@ def test_a_cycle_lists_each_clusters_topics_once_for_its_sync_and_its_plan(
 
 
 def test_an_idle_cycle_writes_no_plan_and_starts_no_job(
-    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+    config: Config, jobs: Jobs, tmp_path: Path
 ) -> None:
     both = clusters(0, 0)
     for partition in (0, 1):  # both partitions were copied up to their (empty) end
@@ -89,7 +89,7 @@ def test_an_idle_cycle_writes_no_plan_and_starts_no_job(
 
 
 def test_a_cycle_with_work_hands_its_exact_ranges_to_the_copy_job(
-    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+    config: Config, jobs: Jobs, tmp_path: Path
 ) -> None:
     result = run(str(tmp_path / "mm2.properties"), config, config.flow("A->B"),
                  master="local[1]", clusters=clusters(5, 0, 7), run_id="r1")
@@ -103,7 +103,7 @@ def test_a_cycle_with_work_hands_its_exact_ranges_to_the_copy_job(
 
 
 def test_a_failed_copy_stops_the_run_before_record_and_checkpoints(
-    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(ferry.spark.submit, "run_copy", Jobs(exit_code=1))
     monkeypatch.setattr(Cycle, "finish", lambda *_: pytest.fail("finish ran after a failed copy"))
@@ -116,7 +116,7 @@ def test_a_failed_copy_stops_the_run_before_record_and_checkpoints(
 
 
 def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
-    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+    config: Config, jobs: Jobs, tmp_path: Path
 ) -> None:
     # given: a snapshot a killed backfill chunk's job left two days ago
     flow = config.flow("A->B")
@@ -134,7 +134,7 @@ def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
                      clusters=clusters(5), run_id=run_id)
         assert result.recorded["run_id"] == run_id
         assert result.planned is not None and result.planned.plan_path is not None
-        # as an Airflow `mirror` task's job leaves it: its `finish` reads Delta instead
+        # as an Airflow `copy` task's job leaves it: its `finish` reads Delta instead
         Path(result_path(result.planned.plan_path)).write_text("{}")
 
     # then: the newest plans are kept for inspection, the stale snapshot is gone, and the
@@ -147,7 +147,7 @@ def test_recorded_runs_keep_only_the_newest_plan_files_and_no_stale_snapshot(
 
 
 def test_a_run_is_recorded_from_its_jobs_result_without_reading_the_runs_table_back(
-    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(ferry.spark.submit, "run_copy", Jobs(records=4))
     monkeypatch.setattr("ferry.state.reader.rows",
@@ -163,7 +163,7 @@ def test_a_run_is_recorded_from_its_jobs_result_without_reading_the_runs_table_b
 
 
 def test_a_job_that_left_no_result_is_recorded_from_the_state_last_attempt_first(
-    config: MirrorConfig, jobs: Jobs, tmp_path: Path
+    config: Config, jobs: Jobs, tmp_path: Path
 ) -> None:
     # given: the runs table as a job retried by Airflow leaves it: partition 0 failed, then
     # copied on retry; partition 1 copied, then found committed (skipped) on retry
@@ -202,7 +202,7 @@ class Runner:
 
 
 def test_a_cycle_runs_its_copy_through_the_runner_it_is_given(
-    config: MirrorConfig, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(ferry.spark.submit, "run_copy",
                         lambda *_: pytest.fail("Spark ran though a runner was given"))
@@ -221,7 +221,7 @@ def test_a_cycle_runs_its_copy_through_the_runner_it_is_given(
 @pytest.mark.parametrize("call", ["write_positions", "read_checkpoints", "write_checkpoints",
                                   "map_cursor", "map_entries"])
 def test_a_flows_own_target_state_is_never_touched_through_another_cluster(
-    config: MirrorConfig, call: str
+    config: Config, call: str
 ) -> None:
     from ferry.steps.clusters import Cluster
 

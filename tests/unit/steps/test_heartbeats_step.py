@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.config.clients import ClientConfig
 from ferry.core.heartbeats import Heartbeat, decode, encode
 from ferry.errors import UsageError
@@ -24,7 +24,7 @@ C.bootstrap.servers = c:9092
 
 
 @pytest.fixture
-def three(load: Loader) -> MirrorConfig:
+def three(load: Loader) -> Config:
     """A->B and B->C mirror; C->A mirrors without heartbeats; every other pair only emits
     heartbeats (MM2's default, emit.heartbeats.enabled)."""
     return load(CLUSTERS + "A->B.enabled = true\nB->C.enabled = true\nC->A.enabled = true\n"
@@ -45,7 +45,7 @@ class Clusters:
 
 
 def test_each_pair_writes_one_heartbeat_to_heartbeats_on_its_target(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     # given
     clusters = Clusters()
@@ -74,7 +74,7 @@ def test_a_heartbeat_carries_the_aliases_mm2s_connectors_would(load: Loader) -> 
 
 
 def test_a_pair_with_heartbeats_off_writes_none_and_touches_no_cluster(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     clusters = Clusters()
 
@@ -95,7 +95,7 @@ def test_the_heartbeats_topic_is_created_with_its_replication_factor_setting(
 
 
 def test_pairs_without_a_data_flow_that_emit_heartbeats_are_the_heartbeat_only_pairs(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     assert [f.name for f in heartbeat_only_pairs(three)] == ["A->C", "B->A", "C->B"]
 
@@ -105,7 +105,7 @@ def beat(cluster: FakeCluster, topic: str, source: str, target: str, at_ms: int)
 
 
 def test_the_heartbeat_topics_name_the_clusters_upstream_and_their_hops(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     c = FakeCluster("C").topic("heartbeats", 2).topic("B.heartbeats", 1).topic(
         "B.A.heartbeats", 1).topic("orders", 9)
@@ -116,7 +116,7 @@ def test_the_heartbeat_topics_name_the_clusters_upstream_and_their_hops(
 
 
 def test_the_latest_heartbeat_of_each_pair_shows_its_age_and_for_a_mirrored_one_its_latency(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     # given: on C, B->C's own heartbeats, and A->B's that B->C mirrored (B.heartbeats)
     now = int(time.time() * 1000)
@@ -140,7 +140,7 @@ def test_the_latest_heartbeat_of_each_pair_shows_its_age_and_for_a_mirrored_one_
 
 
 def test_a_mirrored_heartbeat_the_offset_map_does_not_know_has_no_latency(
-    three: MirrorConfig
+    three: Config
 ) -> None:
     c = FakeCluster("C").topic("B.heartbeats", 1)
     beat(c, "B.heartbeats", "A", "B", int(time.time() * 1000))
@@ -150,6 +150,6 @@ def test_a_mirrored_heartbeat_the_offset_map_does_not_know_has_no_latency(
     assert isinstance(seen, SeenHeartbeat) and seen.latency_s is None
 
 
-def test_topology_of_a_cluster_not_in_the_config_is_a_usage_error(three: MirrorConfig) -> None:
+def test_topology_of_a_cluster_not_in_the_config_is_a_usage_error(three: Config) -> None:
     with pytest.raises(UsageError, match="no cluster 'D'"):
         topology(three, "D", client=FakeCluster("D"), entries_of=FakeOffsetMaps())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.tables import StatePaths
 from ferry.state.reader import rows
 from ferry.steps.lag import PartitionStatus, partition_lag, record_lag
@@ -37,7 +37,7 @@ def now_ms() -> int:
          "nothing-copied-and-records-expired", "position-past-the-end", "empty-partition"],
 )
 def test_lag_in_records_is_the_source_end_minus_the_position_from_the_log_start(
-    config: MirrorConfig, low: int, end: int, position: int | None, lag: int
+    config: Config, low: int, end: int, position: int | None, lag: int
 ) -> None:
     # given
     source = FakeCluster("A").topic("orders", end, start=low)
@@ -51,7 +51,7 @@ def test_lag_in_records_is_the_source_end_minus_the_position_from_the_log_start(
 
 
 def test_lag_in_seconds_is_the_age_of_the_oldest_record_not_mirrored(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = FakeCluster("A").topic("orders", 10)
     source.stamps[("orders", 0)] = {4: now_ms() - 90_000, 5: now_ms() - 30_000,
@@ -65,7 +65,7 @@ def test_lag_in_seconds_is_the_age_of_the_oldest_record_not_mirrored(
 
 
 def test_a_partition_caught_up_is_zero_seconds_behind_without_reading_a_record(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = FakeCluster("A").topic("orders", 10)
     source.stamps[("orders", 0)] = {9: now_ms() - 60_000}
@@ -78,7 +78,7 @@ def test_a_partition_caught_up_is_zero_seconds_behind_without_reading_a_record(
 
 
 def test_each_mirrored_partition_is_reported_with_its_remote_topic_and_no_other(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source = FakeCluster("A").topic("orders", 5, 7).topic("__consumer_offsets", 3)
     target = FakeCluster("B", groups={GROUP: {("A.orders", 1): (7, "")}})
@@ -90,7 +90,7 @@ def test_each_mirrored_partition_is_reported_with_its_remote_topic_and_no_other(
 
 
 def test_the_lag_history_gets_one_row_per_partition_tagged_with_the_run(
-    config: MirrorConfig, state_dir: Path
+    config: Config, state_dir: Path
 ) -> None:
     source = FakeCluster("A").topic("orders", 5, 7)
     target = FakeCluster("B", groups={GROUP: {("A.orders", 0): (2, "")}})
@@ -105,7 +105,7 @@ def test_the_lag_history_gets_one_row_per_partition_tagged_with_the_run(
 
 
 def test_each_partition_carries_its_source_topics_retention_by_time(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     # given: one topic deleting records after an hour, one kept for ever
     from ferry.core.sync.configs import ConfigValue

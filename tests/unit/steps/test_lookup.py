@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.offsetmap import MapCursor, MapEntry
 from ferry.core.tables import OFFSET_MAP_DDL, StatePaths, offset_map_row
 from ferry.errors import TransientError
@@ -68,7 +68,7 @@ SECOND = entry("orders", 0, (10, 20), [(10, 9, 10)], run="r2")
          "a-marker-points-to-the-next-mirrored-record", "past-the-mirror"],
 )
 def test_a_source_offset_is_answered_from_delta_completed_from_the_offset_map_topic(
-    config: MirrorConfig, state_dir: Path, offset: int, status: str, target: int | None,
+    config: Config, state_dir: Path, offset: int, status: str, target: int | None,
     extra: dict[str, object]
 ) -> None:
     # given: Delta holds the first entry; the second is only on the offset-map topic
@@ -82,7 +82,7 @@ def test_a_source_offset_is_answered_from_delta_completed_from_the_offset_map_to
     assert {k: getattr(answer, k) for k in extra} == extra
 
 
-def test_nothing_mirrored_of_a_partition_says_so(config: MirrorConfig) -> None:
+def test_nothing_mirrored_of_a_partition_says_so(config: Config) -> None:
     answer = find(config.flow("A->B"), "orders", 3, 0, source=SOURCE, target=target_with())
 
     assert (answer.status, answer.mirrored_up_to) == ("not-mirrored", None)
@@ -90,7 +90,7 @@ def test_nothing_mirrored_of_a_partition_says_so(config: MirrorConfig) -> None:
 
 
 def test_the_entry_written_later_wins_where_entries_overlap(
-    config: MirrorConfig, state_dir: Path
+    config: Config, state_dir: Path
 ) -> None:
     # a positions reset copied offsets 0-9 again, to 100-109
     in_delta(state_dir, (0, entry("orders", 0, (0, 10), [(0, 0, 10)]), "map-id"))
@@ -103,7 +103,7 @@ def test_the_entry_written_later_wins_where_entries_overlap(
 
 
 def test_rows_of_an_earlier_offset_map_topic_come_before_those_of_the_current_one(
-    config: MirrorConfig, state_dir: Path
+    config: Config, state_dir: Path
 ) -> None:
     # the offset-map topic was recreated: its old rows have higher offsets, yet are older
     old = entry("orders", 0, (0, 10), [(0, 0, 10)], run="old", committed_at_ms=1_000)
@@ -125,7 +125,7 @@ def test_rows_of_an_earlier_offset_map_topic_come_before_those_of_the_current_on
          "a-recreated-source-is-never-claimed"],
 )
 def test_only_entries_of_the_current_topic_incarnations_count(
-    config: MirrorConfig, source_id: str, target_id: str, claims: bool, kept: bool
+    config: Config, source_id: str, target_id: str, claims: bool, kept: bool
 ) -> None:
     written = entry("orders", 0, (0, 10), [(0, 0, 10)], source_id=source_id,
                     target_id=target_id)
@@ -142,7 +142,7 @@ class Unreachable:
 
 
 def test_without_the_source_cluster_the_source_ids_are_not_checked(
-    config: MirrorConfig, caplog: pytest.LogCaptureFixture
+    config: Config, caplog: pytest.LogCaptureFixture
 ) -> None:
     written = entry("orders", 0, (0, 10), [(0, 0, 10)], source_id="s0")
 
@@ -154,7 +154,7 @@ def test_without_the_source_cluster_the_source_ids_are_not_checked(
 
 
 def test_a_backfill_into_a_topic_of_its_own_answers_only_for_that_topic(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     mirror = entry("orders", 0, (0, 10), [(0, 0, 10)])
     backfill = entry("orders", 0, (0, 10), [(0, 0, 10)], target="investigation.orders",
@@ -168,7 +168,7 @@ def test_a_backfill_into_a_topic_of_its_own_answers_only_for_that_topic(
                              source=SOURCE, target=target) == {("orders", 0): [backfill]}
 
 
-def test_only_the_topics_asked_for_are_read(config: MirrorConfig) -> None:
+def test_only_the_topics_asked_for_are_read(config: Config) -> None:
     orders = entry("orders", 0, (0, 10), [(0, 0, 10)])
     payments = entry("payments", 0, (0, 5), [(0, 0, 5)])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.errors import TerminalError, UsageError
 from ferry.steps.positions import Reset, reset
 from tests.unit.steps.fakes import FakeCluster
@@ -29,7 +29,7 @@ def clusters() -> tuple[FakeCluster, FakeCluster]:
          "the-log-start-itself", "the-end-itself"],
 )
 def test_a_reset_moves_every_partition_of_the_remote_topic_to_the_chosen_position(
-    config: MirrorConfig, to: str, after: int
+    config: Config, to: str, after: int
 ) -> None:
     # given
     source, target = clusters()
@@ -44,7 +44,7 @@ def test_a_reset_moves_every_partition_of_the_remote_topic_to_the_chosen_positio
 @pytest.mark.parametrize("to", ["9", "51", "-1"],
                          ids=["below-the-log-start", "past-the-end", "negative"])
 def test_an_offset_outside_what_the_source_holds_is_refused_and_nothing_changes(
-    config: MirrorConfig, to: str
+    config: Config, to: str
 ) -> None:
     source, target = clusters()
 
@@ -54,7 +54,7 @@ def test_an_offset_outside_what_the_source_holds_is_refused_and_nothing_changes(
     assert target.altered == []
 
 
-def test_a_dry_run_reports_the_reset_and_changes_nothing(config: MirrorConfig) -> None:
+def test_a_dry_run_reports_the_reset_and_changes_nothing(config: Config) -> None:
     source, target = clusters()
 
     resets = reset(config.flow("A->B"), "orders", "earliest", dry_run=True, source=source,
@@ -66,7 +66,7 @@ def test_a_dry_run_reports_the_reset_and_changes_nothing(config: MirrorConfig) -
 
 
 def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of_the_reset(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     from ferry.core.offsetmap import RESET_LANE
     from ferry.core.positions import decode_position
@@ -92,7 +92,7 @@ def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of
 
 
 def test_a_position_a_run_moved_meanwhile_is_left_and_the_reset_fails_naming_it(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     # given: a run commits partition 0 at 45 between the reset's read and its write
     source, target = clusters()
@@ -114,7 +114,7 @@ def test_a_position_a_run_moved_meanwhile_is_left_and_the_reset_fails_naming_it(
 
 @pytest.mark.parametrize("to", ["next", "1.5", ""], ids=["a-word", "a-fraction", "nothing"])
 def test_a_position_that_is_not_earliest_latest_or_an_offset_is_a_usage_error(
-    config: MirrorConfig, to: str
+    config: Config, to: str
 ) -> None:
     source, target = clusters()
 
@@ -127,7 +127,7 @@ def test_a_position_that_is_not_earliest_latest_or_an_offset_is_a_usage_error(
 @pytest.mark.parametrize("topic", ["missing", "__consumer_offsets"],
                          ids=["not-on-the-source", "excluded-by-the-topic-filter"])
 def test_a_topic_the_flow_does_not_mirror_is_a_usage_error_naming_those_it_does(
-    config: MirrorConfig, topic: str
+    config: Config, topic: str
 ) -> None:
     source, target = clusters()
     source.topic("__consumer_offsets", 5)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import Flow, MirrorConfig
+from ferry.config import Config, Flow
 from ferry.core import plan_file
 from ferry.core.internal import positions_group
 from ferry.core.planner import Range, TopicPartition, Watermarks
@@ -28,7 +28,7 @@ GROUP = "__ferry-positions.A"
 
 
 @pytest.fixture
-def flow(config: MirrorConfig) -> Flow:
+def flow(config: Config) -> Flow:
     assert positions_group(config.flow("A->B")) == GROUP
     return config.flow("A->B")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import AlterTopicConfig, ConfigValue, ReplaceTopicConfig
 from ferry.errors import TerminalError
@@ -32,7 +32,7 @@ def clusters() -> tuple[FakeCluster, FakeCluster]:
     return source, target
 
 
-def test_a_dry_run_reports_every_change_and_changes_nothing(config: MirrorConfig) -> None:
+def test_a_dry_run_reports_every_change_and_changes_nothing(config: Config) -> None:
     source, target = clusters()
 
     report = sync_flow(config.flow("A->B"), apply=False, source=source, target=target)
@@ -47,7 +47,7 @@ def test_a_dry_run_reports_every_change_and_changes_nothing(config: MirrorConfig
 
 
 def test_a_sync_creates_remote_topics_then_the_offset_map_topic_and_grows_partitions(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source, target = clusters()
 
@@ -60,7 +60,7 @@ def test_a_sync_creates_remote_topics_then_the_offset_map_topic_and_grows_partit
     assert report.steps == {"topics": "done", "configs": "done", "acls": "done"}
 
 
-def test_a_sync_limited_to_no_steps_only_reads_both_clusters(config: MirrorConfig) -> None:
+def test_a_sync_limited_to_no_steps_only_reads_both_clusters(config: Config) -> None:
     source, target = clusters()
 
     report = sync_flow(config.flow("A->B"), apply=True, source=source, target=target,
@@ -72,7 +72,7 @@ def test_a_sync_limited_to_no_steps_only_reads_both_clusters(config: MirrorConfi
 
 
 def test_topic_configs_of_topics_on_both_sides_follow_the_source_incrementally(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     source, target = clusters()
     source.configs["payments"] = {"cleanup.policy": ConfigValue("compact")}
@@ -93,7 +93,7 @@ def test_topic_configs_of_topics_on_both_sides_follow_the_source_incrementally(
     ids=["requested-falls-back-to-alter-configs-with-a-warning", "required-fails-naming-the-fix"],
 )
 def test_a_target_without_incremental_alter_configs_follows_the_mode(
-    load: Loader, config: MirrorConfig, mode: str, outcome: str
+    load: Loader, config: Config, mode: str, outcome: str
 ) -> None:
     flow = load(Path(config.path).read_text() + f"use.incremental.alter.configs = {mode}\n"
                 ).flow("A->B")
@@ -111,7 +111,7 @@ def test_a_target_without_incremental_alter_configs_follows_the_mode(
     assert any(outcome in w for w in report.warnings)
 
 
-def test_acls_follow_the_source_without_ever_granting_write(config: MirrorConfig) -> None:
+def test_acls_follow_the_source_without_ever_granting_write(config: Config) -> None:
     source, target = clusters()
     source.acl_list = [acl("orders", "READ"), acl("orders", "WRITE"), acl("orders", "ALL")]
 
@@ -128,7 +128,7 @@ def test_acls_follow_the_source_without_ever_granting_write(config: MirrorConfig
          "source-without-authorizer-has-nothing-to-copy"],
 )
 def test_acl_sync_is_skipped_where_a_cluster_has_no_authorizer(
-    config: MirrorConfig, source_acls: list[Acl] | None, target_acls: list[Acl] | None,
+    config: Config, source_acls: list[Acl] | None, target_acls: list[Acl] | None,
     warned: bool
 ) -> None:
     source, target = clusters()

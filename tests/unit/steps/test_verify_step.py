@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.config import MirrorConfig
+from ferry.config import Config
 from ferry.core.tables import StatePaths
 from ferry.errors import UsageError
 from ferry.state.reader import rows
@@ -36,7 +36,7 @@ def mirrored(source_digests: dict[int, bytes], at: int = 100) -> dict[int, bytes
          "records-the-source-deleted-are-not-checked"],
 )
 def test_each_mirrored_record_is_compared_with_the_one_the_offset_map_names(
-    config: MirrorConfig, low: int, target: dict[int, bytes], checked: int,
+    config: Config, low: int, target: dict[int, bytes], checked: int,
     mismatches: list[tuple[int, int, str]], skipped: list[tuple[int, int]], extra: int
 ) -> None:
     # given: source orders-0 holds offsets low..5; the map covers 0..5, records 0..4 at 100..
@@ -61,7 +61,7 @@ def test_each_mirrored_record_is_compared_with_the_one_the_offset_map_names(
 
 
 def test_a_target_record_the_map_does_not_name_is_reported_as_extra_not_as_a_failure(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     flow = config.enabled_flows[0]
     source = FakeCluster("A").topic("orders", 2)
@@ -83,7 +83,7 @@ def test_a_target_record_the_map_does_not_name_is_reported_as_extra_not_as_a_fai
 @pytest.mark.parametrize(("stray", "extra"), [({}, 0), ({104: b"dup"}, 1)],
                          ids=["every-record-paired", "a-record-nobody-mapped-between"])
 def test_a_map_whose_later_range_was_written_first_is_still_checked_record_by_record(
-    config: MirrorConfig, stray: dict[int, bytes], extra: int
+    config: Config, stray: dict[int, bytes], extra: int
 ) -> None:
     # given: source 3..5 went to the remote topic (100..102) before source 0..2 (110..112),
     # as a refill of a recreated remote topic writes an earlier range after a later one
@@ -105,7 +105,7 @@ def test_a_map_whose_later_range_was_written_first_is_still_checked_record_by_re
     assert (check.skipped, check.extra) == ([], extra)
 
 
-def test_every_partition_is_checked_and_recorded_once(config: MirrorConfig) -> None:
+def test_every_partition_is_checked_and_recorded_once(config: Config) -> None:
     flow = config.enabled_flows[0]
     source = FakeCluster("A").topic("orders", 1, 1)
     source.digested = {("orders", 0): {0: b"a"}, ("orders", 1): {0: b"b"}}
@@ -123,7 +123,7 @@ def test_every_partition_is_checked_and_recorded_once(config: MirrorConfig) -> N
                   for r in recorded) == [("v1", 0, 0, "ok"), ("v1", 1, 1, "mismatch")]
 
 
-def test_a_topic_the_flow_never_mirrored_is_a_usage_error(config: MirrorConfig) -> None:
+def test_a_topic_the_flow_never_mirrored_is_a_usage_error(config: Config) -> None:
     flow = config.enabled_flows[0]
     claims = FakeOffsetMaps([entry("orders", 0, (0, 1), [(0, 0, 1)])])
     with pytest.raises(UsageError, match="has mirrored nothing of a topic 'payments'"):
@@ -133,7 +133,7 @@ def test_a_topic_the_flow_never_mirrored_is_a_usage_error(config: MirrorConfig) 
 
 
 def test_runs_of_bad_records_are_named_as_ranges_counted_and_recorded(
-    config: MirrorConfig
+    config: Config
 ) -> None:
     # given: of source 0..9, the map pairs 0..7 with 100..107; 0..2 and 5 are gone from the
     # target, 6 is altered, and 8..9 were never mirrored
