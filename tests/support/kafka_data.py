@@ -342,13 +342,33 @@ def down_cluster(how: str) -> Iterator[str]:
 
 
 def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
-    """One cycle in-process: prepare (`restore`: commit expired positions back from the
-    offset map), then every lane in turn. Returns records copied."""
+    """One cycle's plan and copy in-process, through the real steps: the plan step
+    (`prepare`: sync, then exact ranges; `restore`: commit expired positions back from the
+    offset map) writes its plan file as a cycle does, and the copy job's own lanes run it
+    (`LanesHere`: the flow's newest run named, the plan's lanes side by side, each writing
+    its slots with `write_slots`). Nothing is appended to Delta (no Spark). Returns the
+    records copied; a writer that failed raises its error, as the lane raised it."""
+    from ferry.steps.cycle import write_plan
+
     prepared = prepare(flow, run_id=run_id, restore=restore)
-    copied = 0
-    for ranges in by_writer(prepared.plan.ranges, flow.ferry.writers).values():
-        copied += Lane(flow, ranges, prepared.run_id).run().records
-    return copied
+    if not prepared.plan.ranges:
+        return 0
+    failures: list[FerryError] = []
+
+    class Kept(Lane):
+        """A lane whose failure is kept for the caller (`write_slots` records it)."""
+
+        def run(self) -> Any:
+            try:
+                return super().run()
+            except FerryError as exc:
+                failures.append(exc)
+                raise
+
+    copied = LanesHere(flow, writer=Kept).run(write_plan(flow, prepared))
+    if failures:
+        raise failures[0]
+    return int(copied.summary["records"])
 
 
 def assert_exact(flow: Flow, clusters: Mapping[str, Conn], topic: str, partitions: int) -> None:
