@@ -147,6 +147,56 @@ def test_a_failure_callback_that_does_not_import_is_the_dag_files_error_naming_t
     assert "no_such_team.alerts:page does not import" in problem.message
 
 
+def note_retry(context: dict[str, Any]) -> None:
+    """A team's retry callback, named in `ferry.dag.default.args`."""
+
+
+def test_a_teams_default_args_reach_every_task_of_every_dag(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + 'ferry.dag.default.args = {"email": ["oncall@example.com"], '
+                    '"email_on_failure": true, "retry_exponential_backoff": true, '
+                    '"max_retry_delay": 600, '
+                    '"on_retry_callback": "tests.dags.test_flow_dags:note_retry"}\n')
+    dags = build_dags(path=str(path))
+
+    for dag_id in ("ferry_A_to_B", "ferry_verify", "ferry_backfill"):
+        for task in dags[dag_id].tasks:
+            # (a mapped task holds the backoff as its multiplier: 2.0 for true)
+            assert (task.email, task.email_on_failure, bool(task.retry_exponential_backoff),
+                    task.max_retry_delay) == (["oncall@example.com"], True, True,
+                                              timedelta(seconds=600)), (dag_id, task.task_id)
+            found = task.on_retry_callback
+            assert (list(found) if isinstance(found, list | tuple) else [found]) == [note_retry]
+    # Ferry's own settings stay Ferry's
+    assert {t.task_id: t.retries for t in dags["ferry_A_to_B"].tasks} == {
+        "cycle": 2, "copy": 1, "finish": 2}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ('{"emial": ["oncall@example.com"]}', "emial is not an argument of Airflow's operators"),
+    ('{"on_retry_callback": "no_such_team.alerts:note"}',
+     "no_such_team.alerts:note does not import"),
+])
+def test_a_default_arg_airflow_would_drop_or_cannot_import_is_the_dag_files_error(
+    tmp_path: Path, args: str, says: str
+) -> None:
+    from ferry.airflow.dags import build_dags
+    from ferry.errors import ConfigError
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + f"ferry.dag.default.args = {args}\n")
+    with pytest.raises(ConfigError) as refused:
+        build_dags(path=str(path))
+    (problem,) = refused.value.problems
+    assert problem.key == "ferry.dag.default.args" and says in problem.message, problem.message
+    if "emial" in args:
+        assert problem.fix == "did you mean email?"
+
+
 def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags
     from ferry.errors import ConfigError

@@ -17,7 +17,7 @@ from confluent_kafka import (
 
 from ferry.cli.main import main
 from ferry.core.checkpoints import Translated
-from ferry.steps.checkpoints import run, translate_groups
+from ferry.steps.checkpoints import checkpoints_topic, run, translate_groups
 from tests.support.failover import (
     SYNC,
     assert_exact_failover,
@@ -206,6 +206,56 @@ def test_group_offset_sync_leaves_an_active_group_alone_and_moves_an_empty_one_f
         assert check.committed([TopicPartition(remote, 0)], timeout=30)[0].offset == 55
     finally:
         check.close()
+
+
+def test_ferry_checkpoints_shows_what_it_would_do_and_acts_only_with_execute(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given: a mirrored topic, a group that committed on the source, group offset sync on
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), i % 2) for i in range(20)])
+    config = flow_config(tmp_path, clusters, topic_name, SYNC)
+    flow = config.enabled_flows[0]
+    run_cycle(flow)
+    group = f"{topic_name}-app"
+    commit_source(clusters["source"], group, topic_name, {0: 4, 1: 10})
+    remote = flow.remote_topic(topic_name)
+
+    def on_target() -> dict[int, int]:
+        check = Consumer({"bootstrap.servers": clusters["target"], "group.id": group})
+        try:
+            return {tp.partition: tp.offset for tp in check.committed(
+                [TopicPartition(remote, p) for p in (0, 1)], timeout=30)}
+        finally:
+            check.close()
+
+    def ours() -> list[tuple[str, int, int]]:
+        listed = Consumer({"bootstrap.servers": clusters["target"], "group.id": group})
+        try:
+            if checkpoints_topic(flow) not in listed.list_topics(timeout=30).topics:
+                return []  # not even created
+        finally:
+            listed.close()
+        return [c for c in read_checkpoints(clusters, flow) if c[0] == group]
+
+    # when: run without --execute
+    assert main(["checkpoints", config.path, "--flow", flow.name, "--json"]) == 0
+
+    # then: it names the translations it would make, and neither emits nor commits any
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["dry_run"] is True
+    assert sorted((t["group"], t["partition"], t["target_offset"])
+                  for t in shown["translations"] if t["group"] == group) == [
+        (group, 0, 4), (group, 1, 10)]
+    assert ours() == []
+    assert on_target() == {0: -1001, 1: -1001}
+
+    # and with --execute it does what it showed
+    assert main(["checkpoints", config.path, "--flow", flow.name, "--execute", "--json"]) == 0
+    capsys.readouterr()
+    assert sorted(ours()) == [(group, 4, 4), (group, 10, 10)]
+    assert on_target() == {0: 4, 1: 10}
 
 
 def test_ferry_translate_prints_each_partition(

@@ -85,3 +85,42 @@ def test_two_jobs_first_appends_into_one_fresh_state_folder_both_land(
         found = DeltaTable(path).to_pyarrow_table().to_pylist()
         assert sorted((r["flow"], r["n"]) for r in found) == sorted(
             (f"edge{i}->central", n) for i in range(2) for n in range(50))
+
+
+@pytest.mark.parametrize(("table", "added_later"), [
+    ("runs", ["duplicates"]),
+    ("offset_map", ["target_end", "source_topic_id", "target_topic_id", "map_topic_id"]),
+])
+def test_the_copy_jobs_append_adds_a_new_releases_columns_to_a_table_an_older_one_wrote(
+    spark: SparkSession, tmp_path: Path, table: str, added_later: list[str]
+) -> None:
+    from deltalake import DeltaTable
+
+    from ferry.core.tables import OFFSET_MAP_DDL, RUNS_DDL
+    from ferry.spark.copy_job import _append
+
+    # given: the table as a release without the columns added later wrote it (Spark appends)
+    ddl = {"runs": RUNS_DDL, "offset_map": OFFSET_MAP_DDL}[table]
+    older = ", ".join(c for c in ddl.split(", ") if c.split(" ")[0] not in added_later)
+    path = str(tmp_path / table)
+    assert _append(spark, [_row(older, "old")], older, path)
+
+    # when: this release's copy job appends its rows
+    assert _append(spark, [_row(ddl, "new")], ddl, path)
+
+    # then: both are there; the older row reads the new columns as null
+    found = {r["run_id"]: r for r in DeltaTable(path).to_pyarrow_table().to_pylist()}
+    assert set(found) == {"old", "new"}
+    assert all(found["old"][c] is None and found["new"][c] is not None for c in added_later)
+    assert found["old"]["records"] == found["new"]["records"] == 1
+
+
+def _row(ddl: str, run_id: str) -> dict[str, object]:
+    """A row of every column of `ddl` (`name type, ...`), each set to a value of its type."""
+    from datetime import UTC, datetime
+
+    values: dict[str, object] = {"string": "x", "int": 1, "bigint": 1, "double": 1.0,
+                                 "boolean": True, "timestamp": datetime.now(UTC)}
+    columns = [c.split(" ", 1) for c in ddl.split(", ")]
+    return {name: ([] if kind.startswith("array<") else values[kind])
+            for name, kind in columns} | {"flow": "A->B", "run_id": run_id}

@@ -79,9 +79,12 @@ def team_tags(flows: Sequence[Flow]) -> list[str]:
 
 
 def team_args(flows: Sequence[Flow]) -> dict[str, Any]:
-    """The default_args a team set for `flows` (`ferry.dag.owner`,
+    """The default_args a team set for `flows` (`ferry.dag.default.args`, `ferry.dag.owner`,
     `ferry.dag.on.failure.callback`), each when every flow has the same."""
     args: dict[str, Any] = {}
+    extra = {f.ferry.dag_default_args for f in flows}
+    if len(extra) == 1 and (text := extra.pop()):
+        args |= default_args(text)
     owners = {f.ferry.dag_owner for f in flows}
     if len(owners) == 1:
         args["owner"] = owners.pop()
@@ -91,8 +94,39 @@ def team_args(flows: Sequence[Flow]) -> dict[str, Any]:
     return args
 
 
-def import_callback(path: str) -> Any:
-    """The function `module:function` names; a ConfigError naming the key when it does not
+DEFAULT_ARGS_KEY = "ferry.dag.default.args"
+
+
+def default_args(text: str) -> dict[str, Any]:
+    """`ferry.dag.default.args` (canonical JSON) as Airflow default_args: each name one that
+    Airflow's operators take, `*_callback` names imported. A ConfigError naming the key and
+    the argument otherwise (the DAG file's import error): Airflow itself would drop a
+    misspelt default argument without a word."""
+    import difflib
+    import inspect
+    import json
+
+    from airflow.sdk import BaseOperator
+
+    from ferry.errors import ConfigError, Problem
+
+    known = set(inspect.signature(BaseOperator.__init__).parameters) - {
+        "self", "task_id", "dag", "default_args", "kwargs", "task_group", "params"}
+    args: dict[str, Any] = json.loads(text)
+    for name, value in sorted(args.items()):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), 1)
+            raise ConfigError([Problem(
+                DEFAULT_ARGS_KEY, f"{name} is not an argument of Airflow's operators",
+                f"did you mean {close[0]}?" if close else "remove it (see the arguments of "
+                "Airflow's BaseOperator)", text)])
+        if name.endswith("_callback"):
+            args[name] = import_callback(value, DEFAULT_ARGS_KEY)
+    return args
+
+
+def import_callback(path: str, key: str = "ferry.dag.on.failure.callback") -> Any:
+    """The function `module:function` names; a ConfigError naming `key` when it does not
     import (the DAG file's import error)."""
     import importlib
 
@@ -102,12 +136,11 @@ def import_callback(path: str) -> Any:
     try:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError([Problem("ferry.dag.on.failure.callback",
-                                   f"{path} does not import ({exc})",
+        raise ConfigError([Problem(key, f"{path} does not import ({exc})",
                                    "install it where Airflow parses and runs the DAGs, or "
                                    "correct the name", path)]) from None
     if not callable(found):
-        raise ConfigError([Problem("ferry.dag.on.failure.callback", f"{path} is not a function",
+        raise ConfigError([Problem(key, f"{path} is not a function",
                                    "name a function taking Airflow's context", path)])
     return found
 

@@ -48,13 +48,20 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
     connections of that flow's two clusters are looked up: what one flow's cycle, tasks and
     copy job need, so another cluster's missing connection fails only its own flows.
     KeyError when the config has no such flow."""
-    raw, translation = _raw_properties(path, env)
+    raw, translation, origins = _raw_properties(path, env)
     base = Path(path).resolve().parent
-    if flow is not None and connections is True:
-        named = build_config(raw, str(path), base, env, translation,
-                             connections=False).flow(flow)
-        connections = (named.source, named.target)
-    return build_config(raw, str(path), base, env, translation, connections=connections)
+    try:
+        if flow is not None and connections is True:
+            named = build_config(raw, str(path), base, env, translation,
+                                 connections=False).flow(flow)
+            connections = (named.source, named.target)
+        return build_config(raw, str(path), base, env, translation, connections=connections)
+    except ConfigError as exc:
+        if not origins:
+            raise
+        from ferry.config.strimzi import yaml_terms
+
+        raise yaml_terms(exc, origins) from None
 
 
 def cluster_aliases(path: str | Path) -> tuple[str, ...]:
@@ -71,9 +78,10 @@ def cluster_aliases(path: str | Path) -> tuple[str, ...]:
 
 
 def _raw_properties(path: str | Path, env: Mapping[str, str] | None
-                    ) -> tuple[dict[str, str], Translation | None]:
+                    ) -> tuple[dict[str, str], Translation | None, dict[str, str]]:
     """The file's properties as written (a Strimzi resource or an MM1 command line
-    translated to MM2's keys), and for an MM1 setup what each of its settings became."""
+    translated to MM2's keys), for an MM1 setup what each of its settings became, and for
+    a Strimzi resource the YAML path of each property it set."""
     file = Path(path)
     try:
         data = file.read_bytes()
@@ -97,8 +105,8 @@ def _raw_properties(path: str | Path, env: Mapping[str, str] | None
         findings = Findings()
         raw, translation = command_line(text, str(path), base_dir, findings)
         findings.raise_problems(str(path))
-        return raw, translation
-    return parse_properties(text), None
+        return raw, translation, {}
+    return parse_properties(text), None, {}
 
 
 def _is_mm1_command_line(text: str) -> bool:

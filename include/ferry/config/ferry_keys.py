@@ -9,6 +9,7 @@ keys table in docs/configure.md is this module's `KEYS`. Unknown `ferry.` keys a
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,6 +156,37 @@ def _callable_path(text: str) -> str:
     return value
 
 
+OWNED_TASK_ARGS = {
+    "retries": "ferry.task.retries (ferry.copy.retries for the copy task)",
+    "retry_delay": "ferry.task.retry.delay.seconds", "pool": "ferry.task.pool",
+    "queue": "ferry.task.queue", "owner": "ferry.dag.owner",
+    "on_failure_callback": "ferry.dag.on.failure.callback",
+    "execution_timeout": "ferry.copy.timeout.seconds or ferry.cycle.timeout.seconds",
+}
+"""Airflow task arguments Ferry sets from keys of its own: `ferry.dag.default.args` may
+not set them."""
+
+
+def _default_args(text: str) -> str:
+    """A JSON object of Airflow task arguments, returned as canonical JSON ("" for none).
+    Arguments named `*_callback` take `module:function`."""
+    value = text.strip()
+    if not value:
+        return ""
+    try:
+        args = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"must be a JSON object ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(args, dict):
+        raise ValueError('must be a JSON object, e.g. {"email": ["kafka-oncall@example.com"]}')
+    for name, arg in args.items():
+        if name in OWNED_TASK_ARGS:
+            raise ValueError(f"{name} is set by {OWNED_TASK_ARGS[name]}: use that key")
+        if name.endswith("_callback"):
+            _callable_path(arg if isinstance(arg, str) else "?")
+    return json.dumps(args, sort_keys=True)
+
+
 KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.state.dir", "ferry-state",
              "Where the Delta state tables (offset map, runs, gaps, ...) live: a local path "
@@ -259,6 +291,16 @@ KEYS: tuple[FerryKey, ...] = (
              "does not import is the DAG file's import error, naming this key. The other "
              "Ferry DAGs take it when every flow has the same.", _callable_path,
              "my_team.alerts:page_on_call"),
+    FerryKey("ferry.dag.default.args", "",
+             "More default_args for every task of the flow's DAG, as a JSON object of Airflow "
+             "task arguments (email, email_on_failure, retry_exponential_backoff, "
+             "max_retry_delay in seconds, depends_on_past, ...); an argument named *_callback "
+             "takes module:function. Arguments Ferry sets from its own keys (retries, "
+             "retry_delay, pool, queue, owner, on_failure_callback, execution_timeout) are "
+             "refused, naming the key; a name Airflow's operators do not take is the DAG "
+             "file's import error. The other Ferry DAGs take it when every flow has the same.",
+             _default_args,
+             '{"email": ["kafka-oncall@example.com"], "email_on_failure": true}'),
     FerryKey("ferry.cycle.timeout.seconds", "900",
              "The longest one cycle may take. In a continuous loop (ferry mirror --continuous, the "
              "@continuous DAG) a longer cycle is abandoned as hung: the next cycle starts at once; "
@@ -314,6 +356,8 @@ class FerrySettings:
     dag_tags: tuple[str, ...] = ()
     dag_on_failure_callback: str = ""
     """`ferry.dag.on.failure.callback`: module:function, or "" for none."""
+    dag_default_args: str = ""
+    """`ferry.dag.default.args`: canonical JSON of more task arguments, or "" for none."""
 
 
 def resolve_ferry_settings(
@@ -358,6 +402,7 @@ def resolve_ferry_settings(
         dag_owner=parsed["ferry.dag.owner"],
         dag_tags=parsed["ferry.dag.tags"],
         dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
+        dag_default_args=parsed["ferry.dag.default.args"],
     )
 
 

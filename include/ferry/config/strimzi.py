@@ -33,9 +33,11 @@ STRIMZI_OFFSETS_TOPIC, STRIMZI_CONNECT_GROUP = "mirrormaker2-cluster-offsets", \
 
 
 def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, str]
-                       ) -> tuple[dict[str, str], Translation | None]:
-    """MM2 properties equivalent to the resource, and for a MirrorMaker 1 resource what each
-    of its settings became; ConfigError lists what is wrong."""
+                       ) -> tuple[dict[str, str], Translation | None, dict[str, str]]:
+    """MM2 properties equivalent to the resource, for a MirrorMaker 1 resource what each
+    of its settings became, and where in the YAML each property came from (property ->
+    YAML path, for problems found later: `yaml_terms`); ConfigError lists what is
+    wrong."""
     doc = _mirror_resource(text, path)
     secrets = Path(env.get("FERRY_SECRETS_DIR") or base_dir / "secrets")
     mapper = _Mapper(secrets)
@@ -43,7 +45,20 @@ def strimzi_properties(text: str, path: str, base_dir: Path, env: Mapping[str, s
     if mapper.findings.problems:
         # all of them as found (raise_problems would also drop repeats)
         raise ConfigError(mapper.findings.problems, source=path)
-    return mapper.props, mapper.translation
+    return mapper.props, mapper.translation, mapper.origins
+
+
+def yaml_terms(error: ConfigError, origins: Mapping[str, str]) -> ConfigError:
+    """`error` told in the resource's terms: a problem of a property the resource set names
+    its YAML path, and its fix says `path: value` instead of `property=value`."""
+    told = []
+    for problem in error.problems:
+        path = origins.get(problem.key)
+        if path is not None:
+            fix = problem.fix.replace(f"{problem.key}=", f"{path}: ").replace(problem.key, path)
+            problem = Problem(path, problem.message, fix, problem.value)
+        told.append(problem)
+    return ConfigError(told, source=error.source)
 
 
 MIRROR_KINDS = ("KafkaMirrorMaker2", "KafkaMirrorMaker")
@@ -86,6 +101,12 @@ class _Mapper:
         }
         self.findings = Findings()
         self.translation: Translation | None = None
+        self.origins: dict[str, str] = {}
+        """property -> the YAML path it came from"""
+
+    def put(self, key: str, value: str, origin: str) -> None:
+        self.props[key] = value
+        self.origins[key] = origin
 
     def need(self, node: Mapping[str, Any], key: str, where: str) -> Any:
         value = node.get(key)
@@ -208,7 +229,7 @@ class _Mapper:
             return None
         alias = str(alias)
         if bootstrap:
-            self.props[f"{alias}.bootstrap.servers"] = str(bootstrap)
+            self.put(f"{alias}.bootstrap.servers", str(bootstrap), f"{where}.bootstrapServers")
         tls = cluster.get("tls")
         auth = cluster.get("authentication") or {}
         sasl = self.authentication(alias, auth, f"{where}.authentication", tls is not None)
@@ -217,7 +238,7 @@ class _Mapper:
         protocol = ("SASL_" if sasl else "") + ("SSL" if tls is not None else "PLAINTEXT")
         self.props[f"{alias}.security.protocol"] = protocol
         for key, value in (cluster.get("config") or {}).items():
-            self.props[f"{alias}.{key}"] = mm1.text_of(value)
+            self.put(f"{alias}.{key}", mm1.text_of(value), f"{where}.config.{key}")
         return alias
 
     def secret(self, ref: Any, key_field: str, where: str) -> str | None:
@@ -242,8 +263,9 @@ class _Mapper:
                       "org.apache.kafka.common.security.scram.ScramLoginModule")
             self.props[f"{alias}.sasl.mechanism"] = kind.upper()
             if user and password:
-                self.props[f"{alias}.sasl.jaas.config"] = (
-                    f'{module} required username="{user}" password="{password}";')
+                self.put(f"{alias}.sasl.jaas.config",
+                         f'{module} required username="{user}" password="{password}";',
+                         f"{where}.passwordSecret")
             return True
         if kind == "tls":
             if not tls:
@@ -296,7 +318,8 @@ class _Mapper:
                 refs.append(ref)
         if refs:
             self.props[f"{alias}.ssl.truststore.type"] = "PEM"
-            self.props[f"{alias}.ssl.truststore.certificates"] = "\n".join(refs)
+            self.put(f"{alias}.ssl.truststore.certificates", "\n".join(refs),
+                     f"{where}.trustedCertificates")
 
     def mirror(self, mirror: Any, where: str, target_alias: str | None) -> None:
         if not isinstance(mirror, dict):
@@ -320,25 +343,25 @@ class _Mapper:
             if not isinstance(connector, dict):
                 continue
             if name == "sourceConnector" and connector.get("tasksMax") is not None:
-                self.props[f"{flow}.tasks.max"] = mm1.text_of(connector["tasksMax"])
+                self.put(f"{flow}.tasks.max", mm1.text_of(connector["tasksMax"]),
+                         f"{where}.{name}.tasksMax")
             for key, value in (connector.get("config") or {}).items():
                 # Each connector's config is its own: the data clients are the source
                 # connector's, so other connectors' client settings must not leak into them.
                 if name != "sourceConnector" and key.startswith(_CLIENT_PREFIXES):
                     continue
-                self.props[f"{flow}.{key}"] = mm1.text_of(value)
+                self.put(f"{flow}.{key}", mm1.text_of(value), f"{where}.{name}.config.{key}")
         # Strimzi puts the patterns after the connector config: they win.
         patterns = {
-            "topics": mirror.get("topicsPattern"),
-            "topics.exclude": mirror.get("topicsExcludePattern",
-                                         mirror.get("topicsBlacklistPattern")),
-            "groups": mirror.get("groupsPattern"),
-            "groups.exclude": mirror.get("groupsExcludePattern",
-                                         mirror.get("groupsBlacklistPattern")),
+            "topics": ("topicsPattern",),
+            "topics.exclude": ("topicsExcludePattern", "topicsBlacklistPattern"),
+            "groups": ("groupsPattern",),
+            "groups.exclude": ("groupsExcludePattern", "groupsBlacklistPattern"),
         }
-        for key, value in patterns.items():
-            if value is not None:
-                self.props[f"{flow}.{key}"] = str(value)
+        for key, fields in patterns.items():
+            field = next((f for f in fields if mirror.get(f) is not None), None)
+            if field is not None:
+                self.put(f"{flow}.{key}", str(mirror[field]), f"{where}.{field}")
 
 
 _MM1_FIELDS = {

@@ -251,3 +251,34 @@ def test_a_teams_dag_settings_are_read_and_a_callback_must_name_module_and_funct
         load(BASE + "ferry.dag.on.failure.callback = page_someone\n")
     (problem,) = refused.value.problems
     assert problem.key == "ferry.dag.on.failure.callback" and "module:function" in problem.message
+
+
+@pytest.mark.parametrize(("value", "read"), [
+    ("", ""),
+    ('{"email_on_failure": true, "email": ["oncall@example.com"]}',
+     '{"email": ["oncall@example.com"], "email_on_failure": true}'),
+    ('{"on_retry_callback": "my_team.alerts:note"}',
+     '{"on_retry_callback": "my_team.alerts:note"}'),
+])
+def test_a_teams_default_args_are_read_as_canonical_json(load: Loader, value: str,
+                                                         read: str) -> None:
+    flow = load(BASE + f"ferry.dag.default.args = {value}\n").flow("A->B")
+    assert flow.ferry.dag_default_args == read
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("email=x", "must be a JSON object (Expecting value at character 0)"),
+    ('["email"]', "must be a JSON object, e.g."),
+    ('{"retries": 5}', "retries is set by ferry.task.retries"),
+    ('{"pool": "p"}', "pool is set by ferry.task.pool: use that key"),
+    ('{"owner": "me"}', "owner is set by ferry.dag.owner"),
+    ('{"on_success_callback": "page_someone"}', "must be module:function"),
+])
+def test_default_args_that_are_not_an_object_or_that_ferry_sets_itself_are_refused(
+        load: Loader, value: str, says: str) -> None:
+    from ferry.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        load(BASE + f"ferry.dag.default.args = {value}\n")
+    (problem,) = refused.value.problems
+    assert problem.key == "ferry.dag.default.args" and says in problem.message, problem.message

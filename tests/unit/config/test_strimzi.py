@@ -130,7 +130,29 @@ def test_missing_secret_file_is_an_error_naming_the_secret(load: Loader) -> None
         load(RESOURCE, files={k: v for k, v in SECRETS.items() if "writer" not in k},
              name="mm2.yaml")
     assert "secrets/writer" in str(err.value)
-    assert "dst.sasl.jaas.config" in str(err.value)
+    # named where the YAML user wrote it, not by the property it became
+    assert "spec.clusters[1].authentication.passwordSecret = " in str(err.value)
+    assert "dst.sasl.jaas.config" not in str(err.value)
+
+
+@pytest.mark.parametrize(("before", "after", "problem"), [
+    ("sync.topic.acls.enabled: false", "sync.topic.acls.enabled: maybe",
+     "spec.mirrors[0].sourceConnector.config.sync.topic.acls.enabled = 'maybe': must be true "
+     "or false; set spec.mirrors[0].sourceConnector.config.sync.topic.acls.enabled: true"),
+    ("replication.factor: 1", "replication.factor: one",
+     "spec.mirrors[0].sourceConnector.config.replication.factor = 'one': must be a whole "
+     "number; e.g. spec.mirrors[0].sourceConnector.config.replication.factor: 2"),
+    ("tasksMax: 3", "tasksMax: three",
+     "spec.mirrors[0].sourceConnector.tasksMax = 'three': must be a whole number"),
+    ("emit.checkpoints.interval.seconds: 30", "emit.checkpoints.interval.seconds: soon",
+     "spec.mirrors[0].checkpointConnector.config.emit.checkpoints.interval.seconds = 'soon'"),
+], ids=["boolean", "replication-factor", "tasks-max", "checkpoint-interval"])
+def test_a_problem_in_a_resource_names_its_yaml_path_and_a_fix_in_yaml(
+        load: Loader, before: str, after: str, problem: str) -> None:
+    assert before in RESOURCE
+    with pytest.raises(ConfigError) as err:
+        load(RESOURCE.replace(before, after), files=SECRETS, name="mm2.yaml")
+    assert problem in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize(
