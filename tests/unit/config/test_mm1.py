@@ -50,6 +50,18 @@ SECRETS = {
 }
 
 
+def test_a_kafkamirrormaker_is_read_out_of_a_file_of_several_resources(load: Loader) -> None:
+    kafka = "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata: {name: central}\n"
+    user = ("apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaUser\n"
+            "metadata: {name: mirror}\nspec: {authentication: {type: scram-sha-512}}\n")
+
+    config = load("---\n".join([kafka, V1BETA2.lstrip(), user]), files=SECRETS,
+                  name="central.yaml")
+
+    assert [f.name for f in config.enabled_flows] == ["legacy->target"]
+    assert config.translated_from == "Strimzi KafkaMirrorMaker"
+
+
 def test_a_strimzi_kafkamirrormaker_becomes_one_identity_flow(load: Loader) -> None:
     config = load(V1BETA2, files=SECRETS, name="mm1.yaml")
 
