@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.config import Flow, load_config
+from ferry.config.clients import LIBRDKAFKA_LOG
 
 TOPICS = {
     "orders": (3, {}),
@@ -23,13 +25,14 @@ TOPICS = {
 
 def seed(flow: Flow) -> None:
     bootstrap = str(flow.consumer.settings["bootstrap.servers"])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOG}
+    admin = AdminClient(conf)
     futures = admin.create_topics([NewTopic(name, parts, 1, config=cfg)
                                    for name, (parts, cfg) in TOPICS.items()])
     for future in futures.values():
         future.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "log_level": 3})
+                         "log_level": 3, "logger": LIBRDKAFKA_LOG})
     for i in range(3000):  # headers, null keys, CreateTime
         producer.produce("orders", key=None if i % 10 == 0 else f"order-{i}".encode(),
                          value=f'{{"order": {i}, "amount": {i % 97}}}'.encode(),
@@ -40,7 +43,7 @@ def seed(flow: Flow) -> None:
                          f'{{"customer": {i % 50}, "version": {i // 50}}}'.encode())
     producer.flush(30)
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ferry-demo-payments",
-                    "log_level": 3})
+                    "log_level": 3, "logger": LIBRDKAFKA_LOG})
     txn.init_transactions(30)
     for batch, commit in ((0, True), (1, False), (2, True)):  # one aborted transaction
         txn.begin_transaction()
@@ -56,7 +59,7 @@ def seed(flow: Flow) -> None:
 def _count(bootstrap: str, topic: str, partitions: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ferry-demo-count",
                          "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "logger": LIBRDKAFKA_LOG})
     total = 0
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
