@@ -157,8 +157,8 @@ def test_a_teams_default_args_reach_every_task_of_every_dag(tmp_path: Path) -> N
     from ferry.airflow.dags import build_dags
 
     path = tmp_path / "mm2.properties"
-    path.write_text(MULTI + 'ferry.dag.default.args = {"email": ["oncall@example.com"], '
-                    '"email_on_failure": true, "retry_exponential_backoff": true, '
+    path.write_text(MULTI + 'ferry.dag.default.args = {"priority_weight": 10, '
+                    '"depends_on_past": true, "retry_exponential_backoff": true, '
                     '"max_retry_delay": 600, '
                     '"on_retry_callback": "tests.dags.test_flow_dags:note_retry"}\n')
     dags = build_dags(path=str(path))
@@ -166,9 +166,9 @@ def test_a_teams_default_args_reach_every_task_of_every_dag(tmp_path: Path) -> N
     for dag_id in ("ferry_A_to_B", "ferry_verify", "ferry_backfill"):
         for task in dags[dag_id].tasks:
             # (a mapped task holds the backoff as its multiplier: 2.0 for true)
-            assert (task.email, task.email_on_failure, bool(task.retry_exponential_backoff),
-                    task.max_retry_delay) == (["oncall@example.com"], True, True,
-                                              timedelta(seconds=600)), (dag_id, task.task_id)
+            assert (task.priority_weight, task.depends_on_past,
+                    bool(task.retry_exponential_backoff), task.max_retry_delay) == (
+                10, True, True, timedelta(seconds=600)), (dag_id, task.task_id)
             found = task.on_retry_callback
             assert (list(found) if isinstance(found, list | tuple) else [found]) == [note_retry]
     # Ferry's own settings stay Ferry's
@@ -177,7 +177,7 @@ def test_a_teams_default_args_reach_every_task_of_every_dag(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    ('{"emial": ["oncall@example.com"]}', "emial is not an argument of Airflow's operators"),
+    ('{"priority_wieght": 10}', "priority_wieght is not an argument of Airflow's operators"),
     ('{"on_retry_callback": "no_such_team.alerts:note"}',
      "no_such_team.alerts:note does not import"),
 ])
@@ -193,8 +193,8 @@ def test_a_default_arg_airflow_would_drop_or_cannot_import_is_the_dag_files_erro
         build_dags(path=str(path))
     (problem,) = refused.value.problems
     assert problem.key == "ferry.dag.default.args" and says in problem.message, problem.message
-    if "emial" in args:
-        assert problem.fix == "did you mean email?"
+    if "wieght" in args:
+        assert problem.fix == "did you mean priority_weight?"
 
 
 def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ def _default_args(text: str) -> str:
     except json.JSONDecodeError as exc:
         raise ValueError(f"must be a JSON object ({exc.msg} at character {exc.pos})") from None
     if not isinstance(args, dict):
-        raise ValueError('must be a JSON object, e.g. {"email": ["kafka-oncall@example.com"]}')
+        raise ValueError('must be a JSON object, e.g. {"retry_exponential_backoff": true}')
     for name, arg in args.items():
         if name in OWNED_TASK_ARGS:
             raise ValueError(f"{name} is set by {OWNED_TASK_ARGS[name]}: use that key")
@@ -293,14 +293,15 @@ KEYS: tuple[FerryKey, ...] = (
              "my_team.alerts:page_on_call"),
     FerryKey("ferry.dag.default.args", "",
              "More default_args for every task of the flow's DAG, as a JSON object of Airflow "
-             "task arguments (email, email_on_failure, retry_exponential_backoff, "
-             "max_retry_delay in seconds, depends_on_past, ...); an argument named *_callback "
-             "takes module:function. Arguments Ferry sets from its own keys (retries, "
-             "retry_delay, pool, queue, owner, on_failure_callback, execution_timeout) are "
+             "task arguments (retry_exponential_backoff, max_retry_delay in seconds, "
+             "priority_weight, depends_on_past, ...); an argument named *_callback (a Slack "
+             "or SMTP notifier's on_retry_callback, ...) takes module:function. Arguments "
+             "Ferry sets from its own keys (retries, retry_delay, pool, queue, owner, "
+             "on_failure_callback, execution_timeout) are "
              "refused, naming the key; a name Airflow's operators do not take is the DAG "
              "file's import error. The other Ferry DAGs take it when every flow has the same.",
              _default_args,
-             '{"email": ["kafka-oncall@example.com"], "email_on_failure": true}'),
+             '{"retry_exponential_backoff": true, "max_retry_delay": 600}'),
     FerryKey("ferry.cycle.timeout.seconds", "900",
              "The longest one cycle may take. In a continuous loop (ferry mirror --continuous, the "
              "@continuous DAG) a longer cycle is abandoned as hung: the next cycle starts at once; "

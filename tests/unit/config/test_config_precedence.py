@@ -255,8 +255,8 @@ def test_a_teams_dag_settings_are_read_and_a_callback_must_name_module_and_funct
 
 @pytest.mark.parametrize(("value", "read"), [
     ("", ""),
-    ('{"email_on_failure": true, "email": ["oncall@example.com"]}',
-     '{"email": ["oncall@example.com"], "email_on_failure": true}'),
+    ('{"priority_weight": 10, "depends_on_past": true}',
+     '{"depends_on_past": true, "priority_weight": 10}'),
     ('{"on_retry_callback": "my_team.alerts:note"}',
      '{"on_retry_callback": "my_team.alerts:note"}'),
 ])
@@ -267,8 +267,8 @@ def test_a_teams_default_args_are_read_as_canonical_json(load: Loader, value: st
 
 
 @pytest.mark.parametrize(("value", "says"), [
-    ("email=x", "must be a JSON object (Expecting value at character 0)"),
-    ('["email"]', "must be a JSON object, e.g."),
+    ("backoff=x", "must be a JSON object (Expecting value at character 0)"),
+    ('["priority_weight"]', "must be a JSON object, e.g."),
     ('{"retries": 5}', "retries is set by ferry.task.retries"),
     ('{"pool": "p"}', "pool is set by ferry.task.pool: use that key"),
     ('{"owner": "me"}', "owner is set by ferry.dag.owner"),
