@@ -5,6 +5,11 @@ and its age, whatever the clusters do (a cluster that is down makes a collection
 One collection runs at a time, `interval_s` after the previous one ended. A collection that
 fails keeps the previous result (its age grows) and is logged; one that fails on the config
 itself is served as that error, since no metric of a broken config can be trusted.
+
+A collector nobody asked for `idle_s` pauses: an api-server process whose metrics were
+scraped once (a person opening the endpoint, a scrape job since removed) does not read the
+clusters every 15 s for the rest of its life. The next scrape gets the last collection at
+once, its age saying how old it is, and the collection starts again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ log = logging.getLogger("ferry.metrics")
 
 REFRESH_SECONDS = 15.0
 """The default pause between two collections."""
+IDLE_SECONDS = 600.0
+"""How long a collector goes on without being asked before it pauses: well above any
+scrape interval in use (Prometheus's default is 1 minute)."""
 
 
 @dataclass(frozen=True)
@@ -37,17 +45,28 @@ class Collector:
 
     def __init__(self, collect: Callable[[], list[Family]],
                  interval_s: float = REFRESH_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 idle_s: float = IDLE_SECONDS) -> None:
         self._collect, self.interval_s, self._clock = collect, interval_s, clock
+        self.idle_s = idle_s
+        self._asked = time.monotonic()
+        self._paused = False
         self._latest: Collected | None = None
         self._config_error: ConfigError | None = None
         self._changed = threading.Condition()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> Collector:
-        """Start collecting (once; later calls do nothing)."""
+    @property
+    def paused(self) -> bool:
+        """Whether it paused for want of scrapes (`idle_s`)."""
         with self._changed:
+            return self._paused
+
+    def start(self) -> Collector:
+        """Start collecting (once; later calls do nothing while it runs)."""
+        with self._changed:
+            self._paused = False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ferry-metrics",
                                                 daemon=True)
@@ -60,7 +79,10 @@ class Collector:
     def latest(self, wait_s: float = 0.0) -> list[Family] | None:
         """The latest collection's metrics with its age and duration, waiting up to
         `wait_s` for a first one (None when there is none yet). Raises the ConfigError of a
-        collection that found the config broken."""
+        collection that found the config broken. Starts a collector that paused again."""
+        self._asked = time.monotonic()
+        if self.paused:
+            self.start()
         with self._changed:
             self._changed.wait_for(lambda: self._latest is not None
                                    or self._config_error is not None, timeout=wait_s)
@@ -97,7 +119,15 @@ class Collector:
     def _run(self) -> None:
         while not self._stopped.is_set():
             self.collect_once()
-            self._stopped.wait(self.interval_s)
+            if self._stopped.wait(self.interval_s):
+                return
+            with self._changed:
+                idle = time.monotonic() - self._asked
+                if idle > self.idle_s:
+                    self._thread, self._paused = None, True
+                    log.info("metrics not asked for in %.0f s: collection paused until the "
+                             "next scrape", idle)
+                    return
 
 
 def _gauge(name: str, value: float) -> Family:

@@ -4,6 +4,7 @@ the clusters; it gets the latest collection with its age."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -88,3 +89,36 @@ def test_a_failed_collection_keeps_the_previous_metrics_and_a_broken_config_is_r
         collector.latest()
     collector.collect_once()  # fixed again
     assert values(collector.latest())["ferry_flow_up"] == 0
+
+
+def test_a_collector_nobody_asks_pauses_and_the_next_scrape_starts_it_again() -> None:
+    # given: a collector scraped once, then not asked for longer than its idle time
+    calls: list[float] = []
+
+    def collect() -> list[Family]:
+        calls.append(time.monotonic())
+        return up(len(calls))
+
+    collector = Collector(collect, interval_s=0.01, idle_s=0.2).start()
+    try:
+        assert collector.latest(wait_s=5) is not None
+        deadline = time.monotonic() + 10
+        while not collector.paused:  # collections go on until it pauses
+            assert time.monotonic() < deadline, "it never paused"
+            time.sleep(0.01)
+        made = len(calls)
+        time.sleep(0.1)
+        assert len(calls) == made  # paused: the clusters are not read
+
+        # when: scraped again
+        found = collector.latest()
+
+        # then: at once, the last collection; and collecting resumed
+        assert values(found)["ferry_flow_up"] == made
+        deadline = time.monotonic() + 10
+        while len(calls) == made:
+            assert time.monotonic() < deadline, "it never resumed"
+            time.sleep(0.01)
+        assert not collector.paused
+    finally:
+        collector.stop()
