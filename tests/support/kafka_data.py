@@ -20,7 +20,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer, lanes_of
 from ferry.core.offsetmap import decode, lookup
 from ferry.core.planner import Range
-from ferry.errors import FerryError
+from ferry.errors import FerryError, WriterTaken
 from ferry.kafka.lane import Lane
 from ferry.kafka.lane_state import Part
 from ferry.steps.plan import prepare
@@ -356,18 +356,24 @@ def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
     failures: list[FerryError] = []
 
     class Kept(Lane):
-        """A lane whose failure is kept for the caller (`write_slots` records it)."""
+        """A lane whose failure is kept for the caller (`write_slots` records it). A slot a
+        newer writer took is not a failure by itself: the job may take it back."""
 
         def run(self) -> Any:
             try:
                 return super().run()
+            except WriterTaken:
+                raise
             except FerryError as exc:
                 failures.append(exc)
                 raise
 
-    copied = LanesHere(flow, writer=Kept).run(write_plan(flow, prepared))
+    runner = LanesHere(flow, writer=Kept)
+    copied = runner.run(write_plan(flow, prepared))
     if failures:
         raise failures[0]
+    if copied.exit_code:  # ranges left failed without a writer's error: say why
+        raise FerryError("; ".join(runner.failures))
     return int(copied.summary["records"])
 
 

@@ -15,6 +15,7 @@ flow, and heartbeats/checkpoints are on only with their connectors.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,18 @@ def yaml_terms(error: ConfigError, origins: Mapping[str, str]) -> ConfigError:
     for problem in error.problems:
         path = origins.get(problem.key)
         if path is not None:
-            fix = problem.fix.replace(f"{problem.key}=", f"{path}: ").replace(problem.key, path)
-            problem = Problem(path, problem.message, fix, problem.value)
+            problem = Problem(path, problem.message, _in_yaml(problem.fix, problem.key, path),
+                              problem.value)
         told.append(problem)
     return ConfigError(told, source=error.source)
+
+
+def _in_yaml(fix: str, key: str, path: str) -> str:
+    """`fix` with `key=value` as `path: value`, and `key` as `path`: the key as a whole word
+    only, not inside a longer key it begins (`A->B.topics` in `A->B.topics.exclude`)."""
+    word = rf"(?<![\w.>-]){re.escape(key)}(?![\w.])"
+    fix = re.sub(word + "=", lambda _: f"{path}: ", fix)
+    return re.sub(word, lambda _: path, fix)
 
 
 MIRROR_KINDS = ("KafkaMirrorMaker2", "KafkaMirrorMaker")

@@ -12,7 +12,9 @@ of wall time as is, 1.7 s and 1.0 s with the archive. The test suite starts some
   The partial archive is checked by a JVM that must map it (`-Xshare:on`) and only then
   renamed into place, so no node ever maps a half-written file.
 - Training holds a lock file: concurrent `ferry local up`s (parallel test workers) train
-  once, the others wait and use its archive.
+  once, the others wait and use its archive. A training that made no archive leaves a
+  marker, and none is tried again for an hour: a JDK that cannot make one costs one
+  training, not one per `up`.
 - A node maps the archive with `-XX:SharedArchiveFile`. The JVM checks it against its own
   version and class path and runs without it when they differ; a training that fails is
   logged and the nodes start without an archive. Neither costs correctness.
@@ -39,6 +41,9 @@ from ferry.spark.jars import cache_dir
 
 SUFFIX = ".jsa"
 PARTIAL = ".partial"
+FAILED = ".failed"
+RETRY_SECONDS = 3600.0
+"""How long after a training that made no archive none is tried again."""
 
 
 def directory() -> Path:
@@ -55,26 +60,31 @@ def archive_path(jars: Path) -> Path | None:
     digest = hashlib.sha256()
     stat = Path(java).stat()
     digest.update(f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{jars.resolve()}".encode())
-    for jar in sorted(jars.glob("*.jar")):
-        digest.update(f"{jar.name}:{jar.stat().st_size}".encode())
+    for jar in sorted(jars.glob("*.jar")):  # the JVM checks each jar's size and mtime
+        stat = jar.stat()
+        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return folder / f"kafka-{digest.hexdigest()[:16]}{SUFFIX}"
 
 
-def java_options(jars: Path) -> list[str]:
-    """The JVM options of a local node's JVMs on `jars`: the archive's when it exists, then
-    `KAFKA_OPTS`."""
+def java_options(jars: Path, dump_to: Path | None = None) -> list[str]:
+    """The JVM options of a local node's JVMs on `jars`: the archive's when it exists (or,
+    with `dump_to`, writing one there at exit), then `KAFKA_OPTS`."""
     archive = archive_path(jars)
-    mapped = [QUIET, f"-XX:SharedArchiveFile={archive}"] if archive and archive.is_file() \
-        else []
+    if dump_to is not None:
+        mapped = [f"-XX:ArchiveClassesAtExit={dump_to}"]
+    elif archive and archive.is_file():
+        mapped = [QUIET, f"-XX:SharedArchiveFile={archive}"]
+    else:
+        mapped = []
     return [*mapped, *shlex.split(os.environ.get("KAFKA_OPTS", ""))]
 
 
 @contextlib.contextmanager
 def training(jars: Path) -> Iterator[Path | None]:
-    """Under the archive's lock: None when the archive exists or cannot be made, else the
-    partial archive a training node is to write (`-XX:ArchiveClassesAtExit`). After the
-    block, a partial the JVM wrote is checked and adopted; one left unwritten or broken is
-    deleted."""
+    """Under the archive's lock: None when the archive exists, cannot be made, or a training
+    failed within the hour; else the partial archive a training node is to write
+    (`-XX:ArchiveClassesAtExit`). After the block, a partial the JVM wrote is checked and
+    adopted; one left unwritten or broken is deleted, and the failure marked."""
     archive = archive_path(jars)
     if archive is None:
         yield None
@@ -82,7 +92,9 @@ def training(jars: Path) -> Iterator[Path | None]:
     archive.parent.mkdir(parents=True, exist_ok=True)
     with open(archive.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if archive.is_file():
+        failed = archive.with_suffix(FAILED)
+        if archive.is_file() or (failed.is_file()
+                                 and time.time() - failed.stat().st_mtime < RETRY_SECONDS):
             yield None
             return
         partial = archive.with_name(f"{archive.stem}.{uuid.uuid4().hex[:8]}{SUFFIX}{PARTIAL}")
@@ -90,7 +102,10 @@ def training(jars: Path) -> Iterator[Path | None]:
             yield partial
             if partial.is_file() and _maps(partial, jars):
                 partial.replace(archive)
+                failed.unlink(missing_ok=True)
                 _prune(archive)
+            else:
+                failed.touch()
         finally:
             partial.unlink(missing_ok=True)
 

@@ -51,6 +51,7 @@ from ferry.local.layout import (
 )
 from ferry.local.pids import runs_with
 from ferry.local.tls import TlsFiles, ensure_tls, write_atomic
+from ferry.spark.classdata import java_binary
 from ferry.spark.jars import kafka_jars, log4j_config
 
 # The name these lines have always carried (`ferry.local.cluster`, the public face): log
@@ -138,7 +139,9 @@ def _cluster_id() -> str:
 
 
 def _java() -> str:
-    java = shutil.which("java")
+    """The `java` the nodes run: `$JAVA_HOME/bin/java`, else the one on PATH (the same one
+    their class-data archive is keyed on and checked with)."""
+    java = java_binary()
     if java is None:
         raise TerminalError("java is not installed: install a JDK >= 17 (Kafka 4 needs it)")
     return java
@@ -148,8 +151,7 @@ def _run_java(args: list[str], jars: Path, log_file: Path | None = None,
               detach: bool = False, dump_to: Path | None = None) -> subprocess.Popen[bytes]:
     """A JVM on Kafka's `jars` running `args`, mapping the class-data archive, or writing
     one to `dump_to` at its exit (`ferry.local.classdata`)."""
-    options = ([f"-XX:ArchiveClassesAtExit={dump_to}"] if dump_to
-               else classdata.java_options(jars))
+    options = classdata.java_options(jars, dump_to)
     cmd = [_java(), "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
            *options, f"-Dlog4j2.configurationFile={log4j_config()}", "-cp", f"{jars}/*",
            *args]
@@ -248,21 +250,27 @@ def _train_class_data(jars: Path) -> None:
     A failure is logged; nodes then start without the archive."""
     from ferry.local.probe import wait_ready
 
-    with classdata.training(jars) as partial:
-        if partial is None:
-            return
-        root = Path(tempfile.mkdtemp(prefix="ferry-classdata-"))
-        try:
-            state = _start_one(root, "training", jars, dump_to=partial)
-            wait_ready(state.bootstrap, time.monotonic() + READY_TIMEOUT_S,
-                       lambda: all_running(state), {}, brokers=1)
-            stop_node(state, 1)  # SIGTERM: the JVM writes the archive as it exits
-            log.info("local brokers: class-data archive made (%s)", partial.parent)
-        except (FerryError, OSError, subprocess.SubprocessError) as exc:
-            log.warning("local brokers start without a class-data archive: %s", exc)
-        finally:
-            down(root, wipe=True)
-            shutil.rmtree(root, ignore_errors=True)
+    try:
+        with classdata.training(jars) as partial:
+            if partial is None:
+                return
+            root = Path(tempfile.mkdtemp(prefix="ferry-classdata-"))
+            try:
+                state = _start_one(root, "training", jars, dump_to=partial)
+                wait_ready(state.bootstrap, time.monotonic() + READY_TIMEOUT_S,
+                           lambda: all_running(state), {}, brokers=1)
+                stop_node(state, 1)  # SIGTERM: the JVM writes the archive as it exits
+            finally:
+                down(root, wipe=True)
+                shutil.rmtree(root, ignore_errors=True)
+        archive = classdata.archive_path(jars)
+        if archive is not None and archive.is_file():
+            log.info("local brokers: class-data archive made (%s)", archive)
+        else:
+            log.warning("local brokers start without a class-data archive: the training "
+                        "node made none (not tried again for an hour)")
+    except (FerryError, OSError, subprocess.SubprocessError) as exc:
+        log.warning("local brokers start without a class-data archive: %s", exc)
 
 
 def stop_node(state: ClusterState, node_id: int, hard: bool = False,

@@ -183,3 +183,22 @@ def test_patterns_win_over_connector_config_and_other_connectors_keep_their_clie
     assert not flow.topics.accepts("other")  # topicsPattern wins over config.topics
     assert flow.consumer.settings["isolation.level"] == "read_committed"
     assert flow.sync_group_offsets.active
+
+
+@pytest.mark.parametrize(("fix", "told"), [
+    ("set A->B.topics=orders", "set spec.mirrors[0].topicsPattern: orders"),
+    ("e.g. A->B.topics=x, or A->B.topics.exclude=y",
+     "e.g. spec.mirrors[0].topicsPattern: x, or A->B.topics.exclude=y"),
+    ("remove A->B.topics", "remove spec.mirrors[0].topicsPattern"),
+    ("see X->A->B.topics", "see X->A->B.topics"),
+], ids=["assignment", "a-longer-key-left-alone", "the-key-alone", "inside-another-key"])
+def test_a_problem_is_told_in_yaml_terms_only_for_the_key_as_a_whole_word(
+        fix: str, told: str) -> None:
+    from ferry.config.strimzi import yaml_terms
+    from ferry.errors import Problem
+
+    error = ConfigError([Problem("A->B.topics", "is wrong", fix, "v")], "m.yaml")
+
+    (problem,) = yaml_terms(error, {"A->B.topics": "spec.mirrors[0].topicsPattern"}).problems
+
+    assert (problem.key, problem.fix) == ("spec.mirrors[0].topicsPattern", told)

@@ -15,9 +15,13 @@ from ferry.local import classdata
 
 @pytest.fixture
 def jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A cache of its own, and a folder of two jars."""
+    """A cache of its own, a `java` of its own (no JDK needed), and a folder of two jars."""
     monkeypatch.setenv("FERRY_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_bytes(b"#!")
+    monkeypatch.setattr(classdata, "java_binary", lambda: str(java))
     folder = tmp_path / "kafka-4.2.0"
     folder.mkdir()
     for name in ("kafka_2.13-4.2.0.jar", "kafka-clients-4.2.0.jar"):
@@ -29,6 +33,7 @@ def jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("nothing", True),
     ("a jar added", False),
     ("a jar of another size", False),
+    ("a jar written again", False),
 ])
 def test_the_archive_is_keyed_on_the_jars(jars: Path, change: str, same: bool) -> None:
     before = classdata.archive_path(jars)
@@ -36,6 +41,10 @@ def test_the_archive_is_keyed_on_the_jars(jars: Path, change: str, same: bool) -
         (jars / "zstd-jni-1.5.7.jar").write_bytes(b"PK")
     elif change == "a jar of another size":
         (jars / "kafka-clients-4.2.0.jar").write_bytes(b"PK\x03\x04")
+    elif change == "a jar written again":  # same size, a new mtime: the JVM would refuse
+        import os
+
+        os.utime(jars / "kafka-clients-4.2.0.jar", ns=(1, 1))
 
     after = classdata.archive_path(jars)
 
@@ -70,11 +79,31 @@ def test_a_nodes_jvm_options_map_the_archive_when_made_then_kafka_opts(
     assert classdata.java_options(jars) == [w.format(archive=path) for w in wanted]
 
 
-def test_a_training_whose_jvm_wrote_nothing_adopts_nothing(jars: Path) -> None:
+def test_a_training_whose_jvm_wrote_nothing_adopts_nothing_and_waits_an_hour_to_retry(
+        jars: Path) -> None:
+    import os
+    import time
+
     with classdata.training(jars) as partial:
         assert partial is not None and partial.name.endswith(".jsa.partial")
 
-    assert [p.name for p in classdata.directory().iterdir() if p.suffix != ".lock"] == []
+    archive = classdata.archive_path(jars)
+    assert archive is not None
+    assert sorted(p.name for p in classdata.directory().iterdir() if p.suffix != ".lock") == [
+        archive.with_suffix(".failed").name]
+    with classdata.training(jars) as again:
+        assert again is None  # within the hour: no second training
+    hour_ago = time.time() - classdata.RETRY_SECONDS - 60
+    os.utime(archive.with_suffix(".failed"), (hour_ago, hour_ago))
+    with classdata.training(jars) as later:
+        assert later is not None
+
+
+def test_the_training_node_gets_kafka_opts_too(jars: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_OPTS", "-Xss2m")
+    assert classdata.java_options(jars, Path("/cache/k.jsa.partial")) == [
+        "-XX:ArchiveClassesAtExit=/cache/k.jsa.partial", "-Xss2m"]
 
 
 def test_an_archive_in_place_is_not_trained_again(jars: Path) -> None:
