@@ -4,6 +4,7 @@ and the Spark connection and job files the copy tasks use."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -103,15 +104,11 @@ def default_args(text: str) -> dict[str, Any]:
     the argument otherwise (the DAG file's import error): Airflow itself would drop a
     misspelt default argument without a word."""
     import difflib
-    import inspect
     import json
-
-    from airflow.sdk import BaseOperator
 
     from ferry.errors import ConfigError, Problem
 
-    known = set(inspect.signature(BaseOperator.__init__).parameters) - {
-        "self", "task_id", "dag", "default_args", "kwargs", "task_group", "params"}
+    known = operator_args()
     args: dict[str, Any] = json.loads(text)
     for name, value in sorted(args.items()):
         if name not in known:
@@ -123,6 +120,18 @@ def default_args(text: str) -> dict[str, Any]:
         if name.endswith("_callback"):
             args[name] = import_callback(value, DEFAULT_ARGS_KEY)
     return args
+
+
+@functools.cache
+def operator_args() -> frozenset[str]:
+    """The task arguments Airflow's operators take, as default_args may give them (read
+    once per process: every DAG of the file asks)."""
+    import inspect
+
+    from airflow.sdk import BaseOperator
+
+    return frozenset(inspect.signature(BaseOperator.__init__).parameters) - {
+        "self", "task_id", "dag", "default_args", "kwargs", "task_group", "params"}
 
 
 def import_callback(path: str, key: str = "ferry.dag.on.failure.callback") -> Any:

@@ -36,11 +36,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from ferry.spark.classdata import QUIET, STALE_SECONDS, java_binary
+from ferry.spark.classdata import PARTIAL, QUIET, SUFFIX, java_binary, prune
 from ferry.spark.jars import cache_dir
 
-SUFFIX = ".jsa"
-PARTIAL = ".partial"
 FAILED = ".failed"
 RETRY_SECONDS = 3600.0
 """How long after a training that made no archive none is tried again."""
@@ -103,7 +101,7 @@ def training(jars: Path) -> Iterator[Path | None]:
             if partial.is_file() and _maps(partial, jars):
                 partial.replace(archive)
                 failed.unlink(missing_ok=True)
-                _prune(archive)
+                prune(archive)
             else:
                 failed.touch()
         finally:
@@ -119,13 +117,3 @@ def _maps(archive: Path, jars: Path) -> bool:
                             "-cp", f"{jars}/*", "-version"],
                            capture_output=True, check=False, timeout=60)
     return check.returncode == 0
-
-
-def _prune(keep: Path) -> None:
-    """Delete other archives, and partials a killed training left over a day ago."""
-    now = time.time()
-    for path in keep.parent.glob("kafka-*"):
-        with contextlib.suppress(FileNotFoundError):  # another process pruned it
-            stale = path.name.endswith(PARTIAL) and now - path.stat().st_mtime > STALE_SECONDS
-            if path != keep and (path.name.endswith(SUFFIX) or stale):
-                path.unlink()

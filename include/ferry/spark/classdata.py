@@ -103,11 +103,13 @@ def adopt(partial: str | None) -> bool:
         source.unlink(missing_ok=True)
         return False
     source.replace(archive)
-    _prune(archive)
+    prune(archive)
     return True
 
 
-def _prune(keep: Path) -> None:
+def prune(keep: Path) -> None:
+    """Delete the other archives in `keep`'s folder, and partial archives a job or a
+    training left there over a day ago."""
     now = time.time()
     for path in keep.parent.iterdir():
         if path == keep:
