@@ -153,6 +153,7 @@ def test_continuous_mode_killed_mid_cycle_loses_and_doubles_nothing(
         if json.loads(again.stdout)["idle"]:
             break
     assert_exact(flow, clusters, topic_name, 2)
+    assert _behind(config, flow.name) == 0  # what the killed loop had not recorded is
 
 
 _seen: dict[int, str] = {}
@@ -287,3 +288,68 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
                                                         "replaced": True}
     assert "reconnecting and running the job again" in job.stderr
     assert_exact(flow, clusters, topic_name, 2)
+
+
+def _delta_run_ids(flow: Any, table: str) -> set[str]:
+    from ferry.state.store import DeltaStore
+
+    try:
+        return {str(r["run_id"]) for r in DeltaStore.of(flow).rows(table, flow.name)}
+    except Exception:  # not created yet
+        return set()
+
+
+def _behind(config: Config, flow_name: str) -> int:
+    answer = ferry("status", config.path, "--json")
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    found = [f for f in json.loads(answer.stdout)["flows"] if f["flow"] == flow_name]
+    return int(found[0]["state_behind_entries"])
+
+
+def test_a_continuous_loop_records_delta_behind_its_copies_and_all_of_it_as_it_stops(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a loop on the warm Spark whose Delta batches are an hour apart: the first is
+    # written at once, the next only as the loop stops
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2) for i in range(300)])
+    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n"
+                         "ferry.state.record.interval.seconds = 3600\n")
+    flow = config.enabled_flows[0]
+    running = _continuous(config.path, flow.name, "--pause", "0.2")
+    try:
+        first = _next_cycle(running)
+        assert first["idle"] is False and first["job_exit_code"] == 0
+        deadline = time.monotonic() + 120
+        while first["run_id"] not in _delta_run_ids(flow, "runs"):
+            assert time.monotonic() < deadline, "the first batch was never written"
+            time.sleep(0.5)
+
+        # when: more records are copied by the next cycles
+        produce(clusters["source"], topic_name,
+                [(None, f"b{i}".encode(), i % 2) for i in range(200)])
+        later = _next_cycle(running)
+        while later["idle"]:
+            later = _next_cycle(running)
+        assert later["job_exit_code"] == 0
+
+        # then: committed on the target, and shown as Delta's lag, not yet in Delta
+        assert_exact(flow, clusters, topic_name, 2)
+        assert later["run_id"] not in _delta_run_ids(flow, "offset_map")
+        assert _behind(config, flow.name) > 0
+
+        # when: the loop stops
+        running.send_signal(signal.SIGTERM)
+        out, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    assert running.returncode == 0, err[-3000:]
+
+    # then: its last batch recorded every copy: runs and offset map, nothing behind
+    copied = {first["run_id"], later["run_id"]} | {
+        c["run_id"] for c in map(json.loads, out.splitlines()) if not c["idle"]}
+    assert copied <= _delta_run_ids(flow, "runs")
+    assert copied <= _delta_run_ids(flow, "offset_map")
+    assert _behind(config, flow.name) == 0
+    assert "recorded behind the copy" in err

@@ -43,6 +43,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seconds_or_zero(text: str) -> float:
+    value = float(text.strip())
+    if value < 0:
+        raise ValueError("must be a number of seconds, 0 or above")
+    return value
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -315,6 +322,16 @@ KEYS: tuple[FerryKey, ...] = (
              "cycle in one task, before it ends and Airflow's continuous schedule starts the "
              "next run (each run is a bounded, retried piece of history).",
              _positive_seconds, "900"),
+    FerryKey("ferry.state.record.interval.seconds", "10",
+             "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
+             "@continuous DAG): how often the runs and the offset map are appended to Delta, "
+             "in one batch, behind the copy instead of in every cycle. The records, their "
+             "offset-map entries and positions are committed to Kafka in every cycle as "
+             "always; Delta is rebuilt from the target's offset-map topic, so nothing is lost "
+             "when the process dies before a batch. Delta is at most about this far behind "
+             "(ferry status: state behind); a cycle waits when the batch before is still "
+             "being written after twice as long. 0 records in every cycle.",
+             _seconds_or_zero, "30"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -359,6 +376,9 @@ class FerrySettings:
     """`ferry.dag.on.failure.callback`: module:function, or "" for none."""
     dag_default_args: str = ""
     """`ferry.dag.default.args`: canonical JSON of more task arguments, or "" for none."""
+    state_record_interval_seconds: float = 10.0
+    """`ferry.state.record.interval.seconds`: a warm continuous loop's Delta batches (0:
+    every cycle records its own)."""
 
 
 def resolve_ferry_settings(
@@ -404,6 +424,7 @@ def resolve_ferry_settings(
         dag_tags=parsed["ferry.dag.tags"],
         dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
         dag_default_args=parsed["ferry.dag.default.args"],
+        state_record_interval_seconds=parsed["ferry.state.record.interval.seconds"],
     )
 
 

@@ -28,6 +28,10 @@ class FlowStatus:
     heartbeat_latency_s: float | None = None
     heartbeat_age_s: float | None = None
     checkpoint_age_s: float | None = None
+    state_behind_entries: int | None = None
+    """Offset-map entries committed on the target that Delta does not hold yet (a warm
+    continuous loop appends them in batches, `ferry.state.record.interval.seconds`); None
+    when the target could not be read."""
 
     @property
     def lag_records(self) -> int:
@@ -43,7 +47,10 @@ class FlowStatus:
         lines = [f"flow {self.flow}: lag {self.lag_records:,} records; last run "
                  f"{self.last_run or '-'} {self.last_run_outcome or ''}; heartbeat latency "
                  f"{secs(self.heartbeat_latency_s)} (age {secs(self.heartbeat_age_s)}); "
-                 f"checkpoints age {secs(self.checkpoint_age_s)}"]
+                 f"checkpoints age {secs(self.checkpoint_age_s)}"
+                 + ("" if not self.state_behind_entries else
+                    f"; Delta behind the target by {self.state_behind_entries:,} "
+                    "offset-map entries")]
         lines += [f"  {p.topic}-{p.partition}: end {p.source_end:,}, mirrored to "
                   f"{'-' if p.position is None else f'{p.position:,}'}, lag "
                   f"{p.lag_records:,} records / {p.lag_seconds:.0f}s" for p in self.partitions]
@@ -70,6 +77,7 @@ def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> Flo
     translated = newest(paths.checkpoints, flow.name, "translated_at")
     if translated is not None:
         found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)
+    found.state_behind_entries = _state_behind(flow)
     seen = seen or topology(config, flow.target)
     beats = [h for h in seen.heartbeats
              if sources_of(flow.policy, h.topic)[:1] == [flow.named_source]]
@@ -78,6 +86,16 @@ def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> Flo
         found.heartbeat_latency_s = newest_beat.latency_s
         found.heartbeat_age_s = newest_beat.age_s
     return found
+
+
+def _state_behind(flow: Flow) -> int | None:
+    from ferry.errors import FerryError
+    from ferry.steps.cycle import offset_map_lag
+
+    try:
+        return offset_map_lag(flow)
+    except FerryError:  # the partitions' lag already says the target cannot be read
+        return None
 
 
 def status(config: Config) -> list[FlowStatus]:

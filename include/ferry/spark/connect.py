@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ferry.core.job import Copied
+from ferry.errors import FerryError
 from ferry.spark.session import spark_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ferry.config import Flow
+    from ferry.spark.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,28 @@ def _library() -> str:
 
 _kept: dict[str, SparkSession] = {}
 """Sessions kept for the next job of this process (continuous mode), by URL."""
+_recorders: dict[tuple[str, str], Recorder] = {}
+"""The Delta recorders of this process's continuous loops, by (URL, flow)."""
+
+
+def records_behind(url: str, flow_name: str) -> bool:
+    """Whether a recorder of this process appends `flow_name`'s Delta behind its copies
+    (`ferry.spark.recorder`): it records what the target committed, so a cycle needs no
+    job of its own for an offset map Delta does not hold yet."""
+    return (url, flow_name) in _recorders
+
+
+def _recorder(url: str, flow: Flow) -> Recorder | None:
+    """The flow's recorder in a continuous loop (made on first use), unless its
+    `ferry.state.record.interval.seconds` is 0."""
+    from ferry.spark.recorder import Recorder
+
+    if flow.ferry.state_record_interval_seconds <= 0:
+        return None
+    key = (url, flow.name)
+    if key not in _recorders:
+        _recorders[key] = Recorder(flow)
+    return _recorders[key]
 
 
 def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
@@ -158,8 +182,10 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     fails the run, 2 for bad config) and the run as the job recorded it; its lines go to
     stderr, as the job's do.
     `keep_session`: the session stays open for this process's next job (back-to-back
-    cycles); else it is closed (the server and its Spark stay warm either way). `loaded`:
-    the flow as this process already loaded it (the config is then not read again)."""
+    cycles), and the runs and the offset map are appended to Delta behind the copies, in
+    batches (`ferry.spark.recorder`; `close_sessions` writes the last); else it is closed
+    (the server and its Spark stay warm either way). `loaded`: the flow as this process
+    already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
     flow = loaded or load_flow(config_path, flow_name, plan_path)
@@ -167,8 +193,10 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
         return Copied(2)
     kept = _kept.pop(url, None)
     spark = kept or remote_session(url)
+    recorder = _recorder(url, flow) if keep_session else None
     try:
-        copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+        copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
+                                recorder=recorder)
     except Exception as exc:
         _stop(spark)
         if kept is None:
@@ -181,7 +209,8 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
                     else type(exc).__name__, extra={"flow": flow.name})
         spark = remote_session(url)
         try:
-            copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+            copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
+                                    recorder=recorder)
         except BaseException:
             _stop(spark)
             raise
@@ -196,7 +225,15 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
 
 
 def close_sessions() -> None:
-    """Close the sessions kept for later jobs."""
+    """Write the recorders' last batches, then close the sessions kept for later jobs. A
+    last batch that fails is logged, not raised: what it held is rebuilt from the
+    target's offset-map topic by the flow's next run."""
+    while _recorders:
+        (_, name), recorder = _recorders.popitem()
+        try:
+            recorder.close()
+        except FerryError as exc:
+            log.error("%s", exc, extra={"flow": name})
     while _kept:
         _, spark = _kept.popitem()
         _stop(spark)

@@ -55,13 +55,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class RecordsBehind(Protocol):
+    """Appends a flow's runs and offset map to Delta behind its copies
+    (`ferry.spark.recorder.Recorder`)."""
+
+    def add(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
+        """Take a copy job's `runs` rows; its offset-map entries are on the target."""
+        ...
+
+
 @dataclass(frozen=True)
 class JobResult:
     summary: dict[str, Any]
     """The run as recorded (`ferry.core.job.run_summary`): what its cycle reports."""
     failed: list[str]
     """`topic-partition, ...: error`, one per distinct reason ranges failed."""
-    offset_map_rows: int
+    offset_map_rows: int | None
+    """None: left to the flow's recorder, behind the copy (`RecordsBehind`)."""
     gaps: tuple[Gap, ...]
 
     @property
@@ -323,11 +333,12 @@ def _outcome(future: Future[bool] | None) -> Exception | None:
 
 
 def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
-                 plan_path: str) -> JobResult:
+                 plan_path: str, recorder: RecordsBehind | None = None) -> JobResult:
     """Copy the plan's ranges, then record gaps, runs and the offset map. A plan with a
     `role` (a backfill chunk) copies with that role's transactional ids. `flow` is the
     driver's, loaded once; the lane tasks get `config_path` and load it themselves, so
-    secrets never travel in Spark closures."""
+    secrets never travel in Spark closures. With a `recorder` (a continuous loop), the
+    runs and the offset map are handed to it, to be appended behind the copy."""
     from functools import partial
 
     plan = plan_file.read(plan_path)
@@ -350,6 +361,11 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                        lanes, plan.role)
         # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
         runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
+    failed = failures(runs)
+    summary = run_summary(run_id, runs, len(new_gaps))
+    if recorder is not None:
+        recorder.add(spark, runs)
+        return JobResult(summary, failed, None, tuple(gaps))
     # The runs first, then the offset map: a job killed between the two leaves the map
     # behind, which the next job appends from the offset-map topic (its runs recorded, so
     # none is rebuilt twice). The other way round, the next job's cursor would be past
@@ -360,8 +376,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
     mapped = record_offset_map(spark, flow, paths, runs=appended)
-    failed = failures(runs)
-    return JobResult(run_summary(run_id, runs, len(new_gaps)), failed, mapped, tuple(gaps))
+    return JobResult(summary, failed, mapped, tuple(gaps))
 
 
 def failures(runs: list[dict[str, Any]]) -> list[str]:
@@ -389,13 +404,14 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
 
 
 def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path: str,
-                   out: TextIO | None = None) -> Copied:
+                   out: TextIO | None = None, recorder: RecordsBehind | None = None) -> Copied:
     """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to
     stderr, one line each, no traceback). Returns the job's exit code (0, or 1 when a lane
     failed or the plan found a gap that fails the run, `ferry.on.gap=fail`) with the run as
-    recorded (none when the job failed before recording it)."""
+    recorded (none when the job failed before recording it). `recorder`: see
+    `run_copy_job`."""
     try:
-        result = run_copy_job(spark, config_path, flow, plan_path)
+        result = run_copy_job(spark, config_path, flow, plan_path, recorder)
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return Copied(1)
@@ -404,9 +420,10 @@ def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path:
 
 def _report(result: JobResult, flow: Flow, out: TextIO | None) -> int:
     from ferry.core.planner import describe_gaps
+    mapped = ("offset map recorded behind the copy" if result.offset_map_rows is None
+              else f"{result.offset_map_rows} offset-map rows recorded")
     print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
-          f"{result.ranges} ranges, {result.offset_map_rows} offset-map rows recorded, "
-          f"{len(result.gaps)} gaps", file=out or sys.stdout)
+          f"{result.ranges} ranges, {mapped}, {len(result.gaps)} gaps", file=out or sys.stdout)
     for failure in result.failed:
         print(f"ferry copy job: failed: {failure}", file=sys.stderr)
     if result.failed:

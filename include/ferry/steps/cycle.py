@@ -43,7 +43,9 @@ class Planned:
     """The plan step's outcome: the plan, and its file when there is work for the copy."""
 
     prepared: Prepared
-    offset_map_lag: int
+    offset_map_lag: int | None
+    """Offset-map entries on the target not yet in Delta (None: not read, as a recorder
+    appends them behind the copies, `ferry.spark.recorder`)."""
     plan_path: str | None
     """None for an idle run: the copy step is skipped."""
 
@@ -108,12 +110,13 @@ class Cycle:
     def __init__(self, config: Config, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
                  clusters: Clusters | None = None, runner: CopyRunner | None = None,
-                 state: StateStore | None = None) -> None:
+                 state: StateStore | None = None, keep_session: bool = False) -> None:
         """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
         where every step runs when its config says). `clusters`: the flow's, made on first
         use when not given. `runner`: what runs the copy job (None: Spark on `master`, made
         by `copy` with the config's path). `state`: the flow's state (None: its Delta
-        tables)."""
+        tables). `keep_session`: a long-running loop's, whose Spark session stays open for
+        its next cycle (see `copy`)."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
@@ -121,6 +124,7 @@ class Cycle:
         self._clusters = clusters
         self.runner = runner
         self.store = state or DeltaStore.of(flow)
+        self.keep_session = keep_session
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
@@ -176,11 +180,24 @@ class Cycle:
                            sync=False, source=self.clusters.source,
                            target=self.clusters.target, synced=self._synced,
                            state=self.store)
-        lag = offset_map_lag(self.flow, self.clusters.target)
-        work = needs_job(prepared, lag)
+        # Recorded behind the copies, Delta's lag is the recorder's to close, and is not
+        # read in every cycle (it grows between batches, and so would its reading).
+        behind = self._records_behind()
+        lag = None if behind else offset_map_lag(self.flow, self.clusters.target)
+        work = needs_job(prepared, lag or 0)
         if not work:
             log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
         return Planned(prepared, lag, write_plan(self.flow, prepared) if work else None)
+
+    def _records_behind(self) -> bool:
+        """Whether this process appends the flow's Delta behind its copies (a warm
+        continuous loop, `ferry.spark.recorder`): an offset map Delta does not hold yet
+        is then its recorder's to write, not a reason for a job."""
+        if not self.keep_session or self.runner is not None:
+            return False
+        from ferry.spark.connect import is_connect, records_behind
+
+        return is_connect(self.master) and records_behind(self.master, self.flow.name)
 
     def record(self, idle: bool, copied: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
@@ -252,7 +269,8 @@ class Cycle:
             result.heartbeats = beat.result()
         return result
 
-    def copy(self, result: CycleResult, config_path: str, keep_session: bool = False) -> bool:
+    def copy(self, result: CycleResult, config_path: str, keep_session: bool | None = None
+             ) -> bool:
         """The copy job of the started `result`'s plan, when it has one, through this
         cycle's runner (by default on its master: in this process through a Spark Connect
         server, else through spark-submit); its exit code and the run as it recorded it go
@@ -264,7 +282,8 @@ class Cycle:
         plan = planned.prepared.plan
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": self.flow.name})
-        runner = self.runner or self._spark_runner(config_path, keep_session)
+        keep = self.keep_session if keep_session is None else keep_session
+        runner = self.runner or self._spark_runner(config_path, keep)
         copied = runner.run(planned.plan_path)
         result.copy_exit_code, result.copied = copied.exit_code, copied.summary
         return result.ok
@@ -365,9 +384,9 @@ def run(config_path: str, config: Config, flow: Flow,
     stops there, as the DAG's record and checkpoints do not run after a failed copy.
     `pace`, `clusters` and `runner`: see `Cycle`."""
     cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters,
-                  runner=runner)
+                  runner=runner, keep_session=keep_session)
     result = cycle.start()
-    if not cycle.copy(result, config_path, keep_session):
+    if not cycle.copy(result, config_path):
         return result
     return cycle.finish(result)
 

@@ -1,0 +1,62 @@
+"""When a continuous loop appends its runs and offset map to Delta behind the copy.
+
+Every cycle commits its records, their offset-map entries and the positions to Kafka in one
+transaction (G1); Delta is a record of what the target committed, rebuilt from its
+offset-map topic (G9). So in a loop that keeps its Spark session, the Delta appends need
+not sit between one cycle's copy and the next cycle's plan: they are taken in batches, one
+batch per interval, while the loop copies on.
+
+- The first batch is due at once: whatever an earlier process left behind is recorded
+  first.
+- Then a batch is due when the interval has passed since the last one started, and there
+  is something to record.
+- The batches are bounded: a cycle that hands over its rows waits while the batch being
+  written has taken longer than twice the interval, so Delta never falls further behind
+  than that, whatever the rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BEHIND_FACTOR = 2.0
+"""How many intervals a batch may take before the copies wait for it."""
+
+
+@dataclass
+class Batching:
+    """The schedule of one flow's batches (times from a monotonic clock, in seconds)."""
+
+    interval_s: float
+    last_started: float | None = None
+    """When the last batch started (None: none yet)."""
+    writing_since: float | None = None
+    """When the batch being written started (None: none is)."""
+    pending: bool = False
+    """Whether cycles handed over work since the last batch started."""
+
+    def due(self, now: float, flushing: bool = False) -> bool:
+        """Whether a batch starts now: work pending, none being written, and the interval
+        passed since the last one started (at once when `flushing`, or for the first)."""
+        if not self.pending or self.writing_since is not None:
+            return False
+        return (flushing or self.last_started is None
+                or now - self.last_started >= self.interval_s)
+
+    def wait_for_next(self, now: float) -> float:
+        """Seconds until a pending batch is due (0: due now or nothing is pending)."""
+        if not self.pending or self.last_started is None:
+            return 0.0
+        return max(0.0, self.last_started + self.interval_s - now)
+
+    def holds_back(self, now: float) -> bool:
+        """Whether a cycle handing over its rows now waits: the batch being written has
+        taken longer than BEHIND_FACTOR intervals."""
+        return (self.writing_since is not None
+                and now - self.writing_since > BEHIND_FACTOR * self.interval_s)
+
+    def started(self, now: float) -> None:
+        self.last_started, self.writing_since, self.pending = now, now, False
+
+    def ended(self) -> None:
+        self.writing_since = None

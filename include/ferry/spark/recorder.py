@@ -1,0 +1,173 @@
+"""A flow's runs and offset map appended to Delta behind its copies (adapter).
+
+A continuous loop on a Spark Connect server hands each copy job's `runs` rows to the
+flow's `Recorder` instead of appending them itself; a thread of the loop's process appends
+them in one batch per `ferry.state.record.interval.seconds` (`ferry.core.recording`), with
+the offset map recorded from the target's offset-map topic as a job does
+(`record_offset_map`). The copy's critical path is then lanes only: the records, their
+offset-map entries and positions are committed to Kafka in the cycle, as always.
+
+Nothing is lost to a batch not yet written: the offset map and the runs of the copies that
+committed are rebuilt from the offset-map topic by the next job or batch of any process
+(`record_offset_map`); only a failed range's row of an unwritten batch is gone (its
+failure was the cycle's result, and logged). A batch that fails is reported to the next
+cycle that hands over rows, which fails with it, as a job whose append failed does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.recording import Batching
+from ferry.core.tables import RUNS_DDL, StatePaths
+from ferry.errors import FerryError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ferry.config import Flow
+
+log = logging.getLogger(__name__)
+
+
+class Recorder:
+    """Appends one flow's runs and offset map to Delta in batches, in a thread of its own."""
+
+    def __init__(self, flow: Flow, clock: Callable[[], float] = time.monotonic,
+                 write: Callable[[SparkSession, list[dict[str, Any]]], None] | None = None
+                 ) -> None:
+        """`write(spark, rows)`: appends one batch (default: the runs rows, then the offset
+        map from the target's offset-map topic); rows it raises on without appending go
+        back to the head of the next batch only when it says so (`Unwritten`)."""
+        self.flow = flow
+        self._write = write or self._record
+        self.paths = StatePaths(flow.ferry.state_dir)
+        self._clock = clock
+        self._batching = Batching(flow.ferry.state_record_interval_seconds)
+        self._rows: list[dict[str, Any]] = []
+        self._spark: SparkSession | None = None
+        self._failure: Exception | None = None
+        self._flushing = self._closed = False
+        self._batches = 0
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"ferry-record-{flow.name}")
+        self._thread.start()
+
+    @property
+    def batches(self) -> int:
+        """Batches written so far."""
+        return self._batches
+
+    def add(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
+        """Hand over a copy job's `runs` rows (its offset-map entries are on the target),
+        to be appended with the next batch through `spark`. Waits while the batch being
+        written has taken more than twice the interval (Delta is kept that close). Raises
+        the failure of the last batch, once."""
+        with self._changed:
+            self._raise_failure()
+            self._spark = spark
+            self._rows.extend(rows)
+            self._batching.pending = True
+            self._changed.notify_all()
+            while self._batching.holds_back(self._clock()) and not self._closed:
+                self._changed.wait(0.1)
+
+    def flush(self) -> None:
+        """Write what is pending now and wait until it is written; raise a batch's failure."""
+        with self._changed:
+            self._raise_failure()
+            self._flushing = True
+            self._changed.notify_all()
+            while (self._batching.pending or self._batching.writing_since is not None) \
+                    and self._failure is None:
+                self._changed.wait(0.1)
+            self._flushing = False
+            self._raise_failure()
+
+    def close(self) -> None:
+        """`flush`, then end the thread."""
+        try:
+            self.flush()
+        finally:
+            with self._changed:
+                self._closed = True
+                self._changed.notify_all()
+            self._thread.join(60)
+
+    def _raise_failure(self) -> None:
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise FerryError(f"flow {self.flow.name}: recording the runs and the offset map "
+                             f"in Delta ({self.paths.root}) failed: {_first_line(failure)} "
+                             "(the copies are committed on the target; the next run "
+                             "records them from its offset-map topic)") from failure
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                # no batch while a failure is unreported: it is retried after it was
+                while not self._closed and (self._failure is not None or not self._batching.due(
+                        self._clock(), self._flushing)):
+                    self._changed.wait(self._batching.wait_for_next(self._clock()) or None)
+                if self._closed:
+                    return
+                rows, self._rows = self._rows, []
+                spark = self._spark
+                self._batching.started(self._clock())
+            try:
+                assert spark is not None, "add() gives the session"
+                self._write(spark, rows)
+                failure = None
+            except Unwritten as exc:  # the rows go with the next batch
+                with self._changed:
+                    self._rows[:0] = rows
+                    self._batching.pending = True
+                failure = exc.cause
+            except Exception as exc:  # handed to the loop's next cycle
+                failure = exc
+            with self._changed:
+                self._batching.ended()
+                if failure is not None:
+                    log.error("flow %s: a Delta batch failed: %s", self.flow.name,
+                              _first_line(failure), extra={"flow": self.flow.name})
+                    self._failure = failure
+                else:
+                    self._batches += 1
+                self._changed.notify_all()
+
+    def _record(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
+        from ferry.spark.copy_job import _append, record_offset_map
+
+        started = self._clock()
+        appended: Future[bool] = Future()
+        try:
+            appended.set_result(_append(spark, rows, RUNS_DDL, self.paths.runs))
+        except Exception as exc:  # rebuilt from the entries by record_offset_map
+            appended.set_exception(exc)
+        try:
+            mapped = record_offset_map(spark, self.flow, self.paths, runs=appended)
+        except Exception as exc:
+            if appended.exception() is not None:  # not written: the next batch tries again
+                raise Unwritten(exc) from exc
+            raise
+        log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs",
+                 len(rows), mapped, self._clock() - started, extra={"flow": self.flow.name})
+
+
+class Unwritten(Exception):
+    """A batch that failed before its runs rows were appended: they go with the next."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,120 @@
+"""A warm continuous loop's Delta recorder, its batches written by a scripted writer: rows
+of cycles within one interval go in one batch, a flush writes what is pending, and a batch
+that fails fails the next cycle that hands over rows, its rows kept for the next batch when
+they were not written. The same on a real server: tests/integration/test_spark_connect.py."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ferry.config import Flow
+from ferry.errors import FerryError
+from ferry.spark.recorder import Recorder, Unwritten
+from tests.unit.conftest import BASE, Loader
+
+SPARK: Any = object()  # the writer is scripted: no session is used
+
+
+class Writes:
+    """Records each batch; fails the batches named in `fail` (by number, from 1)."""
+
+    def __init__(self, fail: dict[int, Exception] | None = None) -> None:
+        self.batches: list[list[str]] = []
+        self.fail = fail or {}
+        self.calls = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self.writing = threading.Event()
+
+    def __call__(self, _spark: Any, rows: list[dict[str, Any]]) -> None:
+        self.calls += 1
+        self.writing.set()
+        self.gate.wait(10)
+        if self.calls in self.fail:
+            raise self.fail[self.calls]
+        self.batches.append([r["run_id"] for r in rows])
+
+
+def rows(run_id: str) -> list[dict[str, Any]]:
+    return [{"run_id": run_id}]
+
+
+@pytest.fixture
+def flow(load: Loader) -> Flow:
+    return load(BASE + "ferry.state.record.interval.seconds = 3600\n").flow("A->B")
+
+
+@pytest.fixture
+def recorder_of(flow: Flow) -> Iterator[Any]:
+    made: list[Recorder] = []
+
+    def make(writes: Writes) -> Recorder:
+        made.append(Recorder(flow, write=writes))
+        return made[-1]
+
+    yield make
+    for recorder in made:
+        recorder._closed = True  # end the thread without a last batch
+        with recorder._changed:
+            recorder._changed.notify_all()
+
+
+def test_the_first_batch_is_written_at_once_and_later_cycles_wait_for_the_interval(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, rows("r1"))
+    recorder.flush()  # waits for the batch under way
+    recorder.add(SPARK, rows("r2"))
+    recorder.add(SPARK, rows("r3"))
+    assert writes.batches == [["r1"]]  # an hour's interval: r2 and r3 are pending
+    recorder.flush()
+    assert writes.batches == [["r1"], ["r2", "r3"]]  # one batch for both cycles
+    assert recorder.batches == 2
+
+
+def test_a_failed_batch_fails_the_next_cycle_once_and_its_rows_go_with_the_next_batch(
+    recorder_of: Any
+) -> None:
+    writes = Writes({1: Unwritten(RuntimeError("DELTA_CONCURRENT_APPEND\nat ..."))})
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, rows("r1"))
+    with pytest.raises(FerryError) as failed:
+        recorder.flush()
+    assert str(failed.value) == (
+        "flow A->B: recording the runs and the offset map in Delta "
+        f"({recorder.paths.root}) failed: DELTA_CONCURRENT_APPEND (the copies are committed "
+        "on the target; the next run records them from its offset-map topic)")
+    recorder.add(SPARK, rows("r2"))  # the failure was reported once
+    recorder.flush()
+    assert writes.batches == [["r1", "r2"]]
+
+
+def test_a_batch_that_failed_after_writing_its_rows_does_not_write_them_twice(
+    recorder_of: Any
+) -> None:
+    writes = Writes({1: RuntimeError("offset map append failed")})
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, rows("r1"))
+    with pytest.raises(FerryError, match="offset map append failed"):
+        recorder.flush()
+    recorder.add(SPARK, rows("r2"))
+    recorder.flush()
+    assert writes.batches == [["r2"]]
+
+
+def test_copies_go_on_while_a_batch_is_written(recorder_of: Any) -> None:
+    writes = Writes()
+    writes.gate.clear()  # the first batch is slow
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, rows("r1"))
+    assert writes.writing.wait(10)
+    recorder.add(SPARK, rows("r2"))  # returns at once: the batch has not taken an hour
+    writes.gate.set()
+    recorder.flush()
+    assert writes.batches == [["r1"], ["r2"]]
