@@ -2,11 +2,16 @@
 (dedicated mode, from the Kafka jars Ferry fetches) in the same run.
 
     .venv/bin/python bench/latency.py [--mode cli|continuous|schedule] [--seconds 180]
-                                      [--rate 200] [--warmup 60]
+                                      [--rate 200 | --rate bare:0.5] [--warmup 60]
+                                      [--no-mm2]
 
 A producer writes `--rate` records/s (each value its sequence number) over 4 partitions
-for `--seconds`. Ferry mirrors them as flow `source->target` through a local Spark Connect
-server, MM2 as `mm2src->target`, into the same target cluster. `--mode` says how Ferry runs:
+for `--seconds`. `--rate bare:F` first measures the bare transactional copy loop
+(confluent-kafka, one process per core, no bookkeeping) on 200,000 records of the same
+size on the same clusters, and streams at F times its rate. Ferry mirrors them as flow
+`source->target` through a local Spark Connect server, MM2 as `mm2src->target`, into the
+same target cluster (`--no-mm2` leaves MM2 out, for rates that two mirrors and the stream
+cannot share on a small machine). `--mode` says how Ferry runs:
 
 - `cli`: `ferry mirror --continuous`, one process;
 - `continuous`: the flow's DAG with `ferry.schedule = @continuous` under a real Airflow
@@ -17,8 +22,11 @@ server, MM2 as `mm2src->target`, into the same target cluster. `--mode` says how
 
 A reader follows both remote topics (read_committed) and takes each record's latency as its
 arrival time minus its CreateTime (both mirrors keep it). Records produced during
-`--warmup` are left out of the percentiles; all are counted for lost and doubled. Under
-Airflow, the DAG runs' durations and task processes are printed too.
+`--warmup` are left out of the percentiles; all are counted for lost and doubled. Printed
+too: the rate each mirror delivered while the stream ran and how far behind it was when
+the stream stopped; with `cli`, where a cycle's time goes (its parts, from each cycle's
+`timings`: start = heartbeat, sync and plan; copy = the lanes; finish = record and
+checkpoints); under Airflow, the DAG runs' durations and task processes.
 """
 
 from __future__ import annotations
@@ -52,19 +60,61 @@ LABELS = {"cli": "ferry mirror --continuous", "continuous": "Ferry DAG, @continu
           "schedule": "Ferry DAG, every minute"}
 
 
-def stream(bootstrap: str, rate: int, seconds: float, stop: threading.Event) -> int:
+SIZE = 16
+"""Bytes per record value: its sequence number, zero-padded."""
+
+
+def value(sequence: int) -> bytes:
+    return f"{sequence:0{SIZE}d}".encode()
+
+
+def stream(bootstrap: str, rate: float, seconds: float, stop: threading.Event) -> int:
     """Write `rate` records/s for `seconds`; returns how many."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
     started, sent = time.monotonic(), 0
     while not stop.is_set() and time.monotonic() - started < seconds:
         due = int((time.monotonic() - started) * rate)
         while sent < due:
-            producer.produce(TOPIC, str(sent).encode(), partition=sent % PARTITIONS)
+            try:
+                producer.produce(TOPIC, value(sent), partition=sent % PARTITIONS)
+            except BufferError:  # the producer's queue is full: let it drain
+                producer.poll(0.01)
+                continue
             sent += 1
         producer.poll(0)
         time.sleep(0.01)
     producer.flush(30)
     return sent
+
+
+BARE_RECORDS = 200_000
+
+
+def bare_rate(clusters: dict[str, str]) -> float:
+    """Records/s of the bare transactional copy loop on BARE_RECORDS records of the
+    stream's size, over the stream's partitions, on these clusters."""
+    from multiprocessing import Pool
+
+    from bench.common import bare_copy
+
+    create_topic(clusters["source"], "bare-source", PARTITIONS)
+    with Pool(2) as pool:
+        pool.map(_fill, [(clusters["source"], p) for p in range(PARTITIONS)])
+    return BARE_RECORDS / bare_copy(clusters, "bare-source", "bare-target", PARTITIONS,
+                                    BARE_RECORDS)
+
+
+def _fill(args: tuple[str, int]) -> None:
+    bootstrap, partition = args
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 3})
+    for i in range(BARE_RECORDS // PARTITIONS):
+        while True:
+            try:
+                producer.produce("bare-source", value(i), partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
 
 
 class Follower(threading.Thread):
@@ -74,6 +124,8 @@ class Follower(threading.Thread):
         super().__init__(daemon=True)
         self.topic = topic
         self.seen: list[tuple[int, float]] = []
+        self.arrived: list[float] = []
+        """Each record's arrival (monotonic clock), in `seen`'s order."""
         self.stop = threading.Event()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}",
                                   "isolation.level": "read_committed",
@@ -95,6 +147,7 @@ class Follower(threading.Thread):
                 if msg.error() is None and msg.value() is not None:
                     now = time.time()
                     self.seen.append((int(msg.value()), now - msg.timestamp()[1] / 1000))
+                    self.arrived.append(time.monotonic())
         self.consumer.close()
 
 
@@ -106,6 +159,8 @@ class Cycles(threading.Thread):
         super().__init__(daemon=True)
         self.ferry, self.server_pid = ferry, server_pid
         self.seconds: list[float] = []
+        self.timings: list[dict[str, float]] = []
+        """Each copying cycle's parts (`timings` of its JSON)."""
         self.rss: dict[int, int] = {}
         self.live: dict[int, int | None] = {}
 
@@ -137,7 +192,10 @@ class Cycles(threading.Thread):
         assert self.ferry.stdout is not None
         for line in self.ferry.stdout:
             if line.startswith("{"):
-                self.seconds.append(float(json.loads(line)["seconds"]))
+                cycle = json.loads(line)
+                self.seconds.append(float(cycle["seconds"]))
+                if not cycle.get("idle", True):
+                    self.timings.append(cycle.get("timings", {}))
                 if len(self.seconds) == 10 or len(self.seconds) % 25 == 0:
                     self.rss[len(self.seconds)] = self._rss()
                 if len(self.seconds) in (10, 100):
@@ -165,6 +223,35 @@ def summary(name: str, follower: Follower, sent: int, warm_until: int) -> None:
           f"max {late[-1]:5.1f} s   lost {lost:,}  doubled {doubled:,}")
 
 
+def delivered(name: str, follower: Follower, sent: int, window: tuple[float, float],
+              rate: float) -> None:
+    """The rate a mirror delivered while the stream ran, how far behind it was when the
+    stream stopped, and when it had everything."""
+    began, ended = window
+    during = sum(1 for t in follower.arrived if began <= t <= ended)
+    behind = sent - sum(1 for t in follower.arrived if t <= ended)
+    done = f"{follower.arrived[-1] - ended:.1f} s later" if len(follower.arrived) >= sent \
+        and follower.arrived else "never"
+    print(f"  {name:<34} offered {rate:,.0f} records/s, delivered {during / (ended - began):,.0f}"
+          f" records/s while the stream ran; {max(0, behind):,} behind when it stopped, all "
+          f"there {done}")
+
+
+def where_time_goes(cycles: Cycles) -> None:
+    """Where a copying cycle's time went: its parts' medians and 99th percentiles."""
+    if not cycles.timings:
+        return
+    parts = []
+    for part in ("start", "copy", "finish"):
+        values = sorted(t[part] for t in cycles.timings if part in t)
+        if len(values) > 1:
+            q = statistics.quantiles(values, n=100, method="inclusive")
+            parts.append(f"{part} {statistics.median(values):.2f}/{q[98]:.2f} s")
+    print(f"  ferry copying cycles: {len(cycles.timings)}; median/p99 per part: "
+          f"{', '.join(parts)} (a record waits for the next plan, up to one cycle, then "
+          "for that cycle's copy)")
+
+
 def dag_runs(airflow: Airflow, dag_id: str) -> None:
     """The DAG runs' count, durations and task processes (tasks that ran, not skipped)."""
     from datetime import datetime
@@ -186,14 +273,23 @@ def dag_runs(airflow: Airflow, dag_id: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=180)
-    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--rate", default="200",
+                        help="records/s, or bare:F for F times the bare copy loop's rate")
+    parser.add_argument("--no-mm2", action="store_true")
     parser.add_argument("--warmup", type=float, default=60)
     parser.add_argument("--mode", choices=("cli", "continuous", "schedule"), default="cli")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ferry-latency-") as name, \
             local_clusters(Path(name) / "kafka") as clusters:
         tmp = Path(name)
-        print(f"latency: {args.rate} records/s over {PARTITIONS} partitions for "
+        if args.rate.startswith("bare:"):
+            bare = bare_rate(clusters)
+            rate = bare * float(args.rate.removeprefix("bare:"))
+            print(f"bare copy loop: {bare:,.0f} records/s ({BARE_RECORDS:,} records of "
+                  f"{SIZE} bytes, 2 processes, 50k-record transactions)")
+        else:
+            rate = float(args.rate)
+        print(f"latency: {rate:,.0f} records/s over {PARTITIONS} partitions for "
               f"{args.seconds:.0f} s (warm-up {args.warmup:.0f} s left out)")
         create_topic(clusters["source"], TOPIC, PARTITIONS)
         server = spark_server.up(tmp / "spark")
@@ -219,30 +315,41 @@ def main() -> int:
                     tmp, Path(config), [DAG_ID],
                     {"conn_type": "spark_connect", "host": host, "port": int(port)}))
                 airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
-            mirror_maker = mm2_dedicated(tmp, clusters, "mm2src", TOPIC)
-            followers = {n: Follower(clusters["target"], t)
-                         for n, t in (("ferry", f"source.{TOPIC}"), ("mm2", f"mm2src.{TOPIC}"))}
+            mirror_maker = None if args.no_mm2 else mm2_dedicated(tmp, clusters, "mm2src",
+                                                                    TOPIC)
+            mirrors = (("ferry", f"source.{TOPIC}"),) + (
+                () if mirror_maker is None else (("mm2", f"mm2src.{TOPIC}"),))
+            followers = {n: Follower(clusters["target"], t) for n, t in mirrors}
             for follower in followers.values():
                 follower.start()
             stop = threading.Event()
             try:
-                sent = stream(clusters["source"], args.rate, args.seconds, stop)
+                began = time.monotonic()
+                sent = stream(clusters["source"], rate, args.seconds, stop)
+                window = (began, time.monotonic())
                 deadline = time.monotonic() + 150  # let both catch up (a scheduled run too)
                 while time.monotonic() < deadline and any(
                         len({s for s, _ in f.seen}) < sent for f in followers.values()):
                     time.sleep(1)
             finally:
-                os.killpg(mirror_maker.pid, signal.SIGTERM)
+                if mirror_maker is not None:
+                    os.killpg(mirror_maker.pid, signal.SIGTERM)
                 for follower in followers.values():
                     follower.stop.set()
                     follower.join(10)
-                mirror_maker.wait(60)
+                if mirror_maker is not None:
+                    mirror_maker.wait(60)
             if args.mode != "cli":
                 airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
                 dag_runs(airflow, DAG_ID)
-        warm_until = int(args.warmup * args.rate)
-        summary(LABELS[args.mode], followers["ferry"], sent, warm_until)
-        summary("MirrorMaker 2 (dedicated)", followers["mm2"], sent, warm_until)
+        warm_until = int(args.warmup * rate)
+        names = {"ferry": LABELS[args.mode], "mm2": "MirrorMaker 2 (dedicated)"}
+        for name, follower in followers.items():
+            summary(names[name], follower, sent, warm_until)
+        for name, follower in followers.items():
+            delivered(names[name], follower, sent, window, rate)
+        if cycles is not None:
+            where_time_goes(cycles)
         seconds = sorted(cycles.seconds) if cycles else []
         if seconds:
             print(f"  ferry cycles: {len(seconds)}, median {statistics.median(seconds):.1f} s, "

@@ -580,9 +580,18 @@ def test_a_positions_reset_is_kept_when_the_position_is_later_restored_from_the_
 
     # then: the reset position, not the one before it
     assert [(r.start, r.end) for r in planned.plan.copies] == [(60, 100)]
-    found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
-        positions_group(flow), [TopicPartition(remote, 0)])])[positions_group(flow)].result(30)
-    assert [tp.offset for tp in found.topic_partitions] == [60]
+    # (a transaction's offsets show once its markers are written, a moment after its
+    # commit returned: read until they do, a few seconds at most)
+    deadline = time.monotonic() + 10
+    while True:
+        found = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            positions_group(flow), [TopicPartition(remote, 0)])], require_stable=True
+        )[positions_group(flow)].result(30)
+        offsets = [tp.offset for tp in found.topic_partitions]
+        if offsets != [-1001] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert offsets == [60]
 
 
 def test_two_cycles_of_one_flow_at_once_with_2_and_8_lanes_over_many_rounds_stay_exact(

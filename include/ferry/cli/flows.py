@@ -259,7 +259,7 @@ def _cycle_report(flow: Flow, result: CycleResult) -> tuple[dict[str, Any], str]
             "ranges": planned["ranges"], "offsets": planned["offsets"],
             "gaps": planned["gaps"], "job_exit_code": result.copy_exit_code or 0,
             "plan": planned["plan"],
-            "steps": result.steps()}
+            "steps": result.steps(), "timings": result.timings}
     copied = (f"flow {flow.name}: idle, nothing to copy" if planned["idle"] else
               f"flow {flow.name} run {result.run_id}: copy job "
               f"{'succeeded' if result.ok else 'FAILED'} "

@@ -42,6 +42,14 @@ LIBRDKAFKA_LOG = logging.getLogger("ferry.kafka.librdkafka")
 RETRY_SECONDS = 120.0
 """The default of `ferry.kafka.retry.seconds`."""
 
+CLIENT_DEFAULTS: dict[str, RdValue] = {"reconnect.backoff.ms": 10}
+"""librdkafka settings of every Ferry client unless the config sets them. A new client's
+first connection to a broker it learned from the bootstrap answer waits out
+`reconnect.backoff.ms` first (librdkafka's 100 ms, with jitter): measured here, a new
+client's first metadata or committed-offsets answer took 55-60 ms with it and 15-20 ms
+with 10 ms, and a cycle makes a few new clients per writer. The backoff still doubles up
+to `reconnect.backoff.max.ms` (10 s) for a broker that stays down."""
+
 
 @dataclass(frozen=True)
 class ClientConfig:
@@ -65,8 +73,9 @@ class ClientConfig:
         level (instead of raw lines on stderr, which an Airflow task logs as errors). The
         client forwards them when it is polled: consuming and flushing do, an `Admin` does
         after each call."""
-        conf: dict[str, Any] = {
-            k: v.reveal() if isinstance(v, Secret) else v for k, v in self.settings.items()}
+        conf: dict[str, Any] = dict(CLIENT_DEFAULTS)
+        conf.update({k: v.reveal() if isinstance(v, Secret) else v
+                     for k, v in self.settings.items()})
         conf.update(extra or {})
         conf.update(overrides)
         conf["logger"] = LIBRDKAFKA_LOG

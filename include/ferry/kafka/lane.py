@@ -561,8 +561,12 @@ class Lane:
         limit_s = self.flow.ferry.transaction_max_seconds
         by_key = {(p.topic, p.partition): p for p in active}
         while any(not p.done for p in active):
-            # never more than the transaction may still take: the limit is exact
-            messages = consumer.consume(min(BATCH, limit_records - records), POLL_S)
+            # never more than the transaction may still take: the limit is exact; and no
+            # more than the ranges still hold, so a small range's last batch returns as its
+            # records arrive instead of waiting out POLL_S for a full BATCH
+            left = sum(p.end - p.covered_end for p in active if not p.done)
+            messages = consumer.consume(max(1, min(BATCH, limit_records - records, left)),
+                                        POLL_S)
             if not messages:
                 self._check_positions(consumer, active)
                 now = time.monotonic()

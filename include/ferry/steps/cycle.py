@@ -78,6 +78,9 @@ class CycleResult:
     checkpoints: dict[str, Any] = field(default_factory=dict)
     abandoned: bool = False
     """A continuous loop gave up waiting for it (`ferry.cycle.timeout.seconds`)."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds each part took: `start` (heartbeat, sync, plan), `copy`, `finish` (record,
+    checkpoints); the parts that ran."""
 
     @property
     def ok(self) -> bool:
@@ -385,10 +388,18 @@ def run(config_path: str, config: Config, flow: Flow,
     `pace`, `clusters` and `runner`: see `Cycle`."""
     cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters,
                   runner=runner, keep_session=keep_session)
+    began = time.monotonic()
     result = cycle.start()
-    if not cycle.copy(result, config_path):
+    started = time.monotonic()
+    result.timings["start"] = round(started - began, 3)
+    copied = cycle.copy(result, config_path)
+    ended = time.monotonic()
+    result.timings["copy"] = round(ended - started, 3)
+    if not copied:
         return result
-    return cycle.finish(result)
+    cycle.finish(result)
+    result.timings["finish"] = round(time.monotonic() - ended, 3)
+    return result
 
 
 def run_continuously(config_path: str, config: Config, flow: Flow,
