@@ -196,7 +196,7 @@ class Cycles(threading.Thread):
                 self.seconds.append(float(cycle["seconds"]))
                 if not cycle.get("idle", True):
                     self.timings.append(cycle.get("timings", {}))
-                if len(self.seconds) == 10 or len(self.seconds) % 25 == 0:
+                if len(self.seconds) in (10, 25, 50, 100) or len(self.seconds) % 500 == 0:
                     self.rss[len(self.seconds)] = self._rss()
                 if len(self.seconds) in (10, 100):
                     self.live[len(self.seconds)] = self._live_heap()

@@ -1,0 +1,155 @@
+"""Many flows on one warm server: `--flows` flows (20), each `ferry.schedule = @continuous`
+under one real Airflow scheduler (api-server, scheduler with the LocalExecutor,
+dag-processor), all copying through one local Spark Connect server.
+
+    .venv/bin/python bench/flows.py [--flows 20] [--rate 50] [--seconds 600] [--warmup 120]
+
+Each flow mirrors a topic of its own (2 partitions) from the source cluster, under an alias
+of its own (`s0->target`, `s1->target`, ...), while a producer writes `--rate` records/s to
+each topic. A reader follows every remote topic (read_committed); a record's latency is
+its arrival time minus its CreateTime. Printed: each flow's p50/p99, lost and doubled
+(target: p99 at most 5 s for every flow), and the Connect server's memory (RSS of its
+process tree) over the run (target: flat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+from confluent_kafka import Producer
+
+from bench.common import create_topic, local_clusters
+from bench.latency import Follower
+from ferry.local import spark_server
+from tests.scheduler.stack import running
+
+PARTITIONS = 2
+
+
+def config_text(clusters: dict[str, str], flows: int, state: Path, url: str) -> str:
+    aliases = [f"s{i}" for i in range(flows)]
+    lines = [f"clusters = {', '.join(aliases)}, target",
+             f"target.bootstrap.servers = {clusters['target']}", "replication.factor = 1",
+             "checkpoints.topic.replication.factor = 1",
+             "heartbeats.topic.replication.factor = 1",
+             f"ferry.state.dir = {state}", f"ferry.spark.master = {url}",
+             "ferry.schedule = @continuous", "ferry.continuous.run.seconds = 300"]
+    for i, alias in enumerate(aliases):
+        lines += [f"{alias}.bootstrap.servers = {clusters['source']}",
+                  f"{alias}->target.enabled = true", f"{alias}->target.topics = t{i}"]
+    return "\n".join(lines) + "\n"
+
+
+def stream(bootstrap: str, flows: int, rate: float, seconds: float) -> int:
+    """`rate` records/s to each flow's topic for `seconds`; the count written to each."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3})
+    started, sent = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        due = int((time.monotonic() - started) * rate)
+        while sent < due:
+            for i in range(flows):
+                producer.produce(f"t{i}", str(sent).encode(), partition=sent % PARTITIONS)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.01)
+    producer.flush(30)
+    return sent
+
+
+class Memory(threading.Thread):
+    """The Connect server's RSS (its process tree) every 30 s."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.points = pid, []  # type: ignore[var-annotated]
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.stop.wait(30):
+            root = psutil.Process(self.pid)
+            rss = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+            self.points.append((time.monotonic() - started, rss))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--flows", type=int, default=20)
+    parser.add_argument("--rate", type=float, default=50)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--warmup", type=float, default=120)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ferry-flows-") as name, \
+            local_clusters(Path(name) / "kafka") as clusters:
+        tmp = Path(name)
+        for i in range(args.flows):
+            create_topic(clusters["source"], f"t{i}", PARTITIONS)
+        server = spark_server.up(tmp / "spark")
+        try:
+            config = tmp / "mm2.properties"
+            config.write_text(config_text(clusters, args.flows, tmp / "state", server.url))
+            dags = [f"ferry_s{i}_to_target" for i in range(args.flows)]
+            host, port = server.url.removeprefix("sc://").split(":")
+            env = {"AIRFLOW__CORE__PARALLELISM": str(args.flows + 4),
+                   "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "2"}
+            with running(tmp, config, dags, {"conn_type": "spark_connect", "host": host,
+                                             "port": int(port)}, extra_env=env) as (airflow, _):
+                for dag in dags:
+                    airflow.api("PATCH", f"/dags/{dag}", {"is_paused": False})
+                followers = [Follower(clusters["target"], f"s{i}.t{i}")
+                             for i in range(args.flows)]
+                for follower in followers:
+                    follower.start()
+                memory = Memory(server.pid or 0)
+                memory.start()
+                print(f"flows: {args.flows} flows @continuous on one warm server, "
+                      f"{args.rate:.0f} records/s each for {args.seconds:.0f} s (warm-up "
+                      f"{args.warmup:.0f} s left out)")
+                sent = stream(clusters["source"], args.flows, args.rate, args.seconds)
+                deadline = time.monotonic() + 150
+                while time.monotonic() < deadline and any(
+                        len({s for s, _ in f.seen}) < sent for f in followers):
+                    time.sleep(1)
+                memory.stop.set()
+                for follower in followers:
+                    follower.stop.set()
+                    follower.join(10)
+                for dag in dags:
+                    airflow.api("PATCH", f"/dags/{dag}", {"is_paused": True})
+        finally:
+            spark_server.down(tmp / "spark")
+    warm_until = int(args.warmup * args.rate)
+    worst = 0.0
+    for i, follower in enumerate(followers):
+        sequences = [s for s, _ in follower.seen]
+        lost = len(set(range(sent)) - set(sequences))
+        doubled = len(sequences) - len(set(sequences))
+        late = sorted(lat for s, lat in follower.seen if s >= warm_until)
+        if len(late) < 2:
+            print(f"  s{i}->target: nothing arrived after the warm-up; lost {lost:,}")
+            worst = float("inf")
+            continue
+        q = statistics.quantiles(late, n=100, method="inclusive")
+        worst = max(worst, q[98])
+        print(f"  s{i}->target  p50 {q[49]:5.1f} s  p99 {q[98]:5.1f} s  max {late[-1]:5.1f} s"
+              f"   lost {lost:,}  doubled {doubled:,}")
+    print(f"  worst p99 {worst:.1f} s (target <= 5 s)")
+    if memory.points:
+        base = memory.points[0][1]
+        print("  Connect server RSS: " + ", ".join(
+            f"{t:.0f} s {rss / 2**20:,.0f} MiB ({rss / base - 1:+.0%})"
+            for t, rss in memory.points[:: max(1, len(memory.points) // 8)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
