@@ -117,7 +117,7 @@ def main() -> int:
                 sent = stream(clusters["source"], args.flows, args.rate, args.seconds)
                 deadline = time.monotonic() + 150
                 while time.monotonic() < deadline and any(
-                        len({s for s, _ in f.seen}) < sent for f in followers):
+                        len(f.distinct) < sent for f in followers):
                     time.sleep(1)
                 memory.stop.set()
                 for follower in followers:

@@ -126,6 +126,7 @@ class Follower(threading.Thread):
         self.seen: list[tuple[int, float]] = []
         self.arrived: list[float] = []
         """Each record's arrival (monotonic clock), in `seen`'s order."""
+        self.distinct: set[int] = set()
         self.stop = threading.Event()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{topic}",
                                   "isolation.level": "read_committed",
@@ -146,8 +147,10 @@ class Follower(threading.Thread):
             for msg in self.consumer.consume(1000, 0.2):
                 if msg.error() is None and msg.value() is not None:
                     now = time.time()
-                    self.seen.append((int(msg.value()), now - msg.timestamp()[1] / 1000))
+                    sequence = int(msg.value())
+                    self.seen.append((sequence, now - msg.timestamp()[1] / 1000))
                     self.arrived.append(time.monotonic())
+                    self.distinct.add(sequence)
         self.consumer.close()
 
 
@@ -329,7 +332,7 @@ def main() -> int:
                 window = (began, time.monotonic())
                 deadline = time.monotonic() + 150  # let both catch up (a scheduled run too)
                 while time.monotonic() < deadline and any(
-                        len({s for s, _ in f.seen}) < sent for f in followers.values()):
+                        len(f.distinct) < sent for f in followers.values()):
                     time.sleep(1)
             finally:
                 if mirror_maker is not None:
