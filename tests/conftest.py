@@ -62,7 +62,8 @@ MINUTES_LONG = ("tests/scheduler/", "tests/integration/test_adopt.py",
                 "tests/integration/test_dependency_ranges.py", "tests/dags/test_backfill_dag.py",
                 "tests/integration/test_failover.py", "tests/integration/test_lifetime.py",
                 "tests/integration/test_spark_standalone.py",
-                "tests/integration/test_spark_connect.py", "tests/dags/test_secure_flow_dag.py")
+                "tests/integration/test_spark_connect.py", "tests/dags/test_secure_flow_dag.py",
+                "tests/integration/test_sync_topics_at_scale.py")
 """Scopes that each run for more than a minute, longest first (measured with three
 workers), handed out before all others: xdist orders scopes by their count of tests, which
 left the rolling restarts (two tests, three minutes) or the secure DAG (two tests, over a

@@ -22,11 +22,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from ferry.config.clients import ClientConfig
 from ferry.core.planner import TopicPartition as TP
 from ferry.core.planner import Watermarks
+from ferry.core.sync.batches import create_batches, first_step, growth_steps
 from ferry.errors import FerryError, TerminalError
 from ferry.kafka.errors import Needs, kafka_error
 from ferry.kafka.retry import Again, retrying, transient
@@ -309,7 +310,31 @@ class Admin:
         """Create the topics that are missing; one that exists already is no error (another
         run may have made it, or an attempt of this call whose answer was lost).
         `action(name)` says what a failure was creating. Returns the names this call
-        created, once each of their partitions has a leader."""
+        created, once each of their partitions has a leader. Requests stay within what one
+        KRaft operation may apply (`ferry.core.sync.batches`): a topic too big for one is
+        created with what fits, then grown to its count."""
+        by_name = {t.topic: t for t in topics}
+        created: list[str] = []
+        later: dict[str, tuple[int, int]] = {}
+        for names in create_batches([(t.topic, t.num_partitions, len(t.config or {}))
+                                     for t in topics]):
+            request = []
+            for name in names:
+                topic = by_name[name]
+                first = first_step(topic.num_partitions, len(topic.config or {}))
+                if first < topic.num_partitions:
+                    later[name] = (first, topic.num_partitions)
+                    topic = NewTopic(name, first, topic.replication_factor,
+                                     config=dict(topic.config or {}))
+                request.append(topic)
+            created += self._create(request, action)
+        grow = {name: counts for name, counts in later.items() if name in created}
+        if grow:
+            self.grow_topics(grow, lambda name: f"{action(name)} (adding its partitions)")
+            self._await_leaders(list(grow))
+        return created
+
+    def _create(self, topics: list[NewTopic], action: Callable[[str], str]) -> list[str]:
         done = self.batch(
             {t.topic: t for t in topics},
             lambda todo, timeout: self.raw.create_topics(todo, request_timeout=timeout),
@@ -321,6 +346,28 @@ class Admin:
         self._created.update((name, now) for name in done)
         self._await_leaders(created)
         return created
+
+    def grow_topics(self, topics: Mapping[str, tuple[int, int]],
+                    action: Callable[[str], str]) -> dict[str, bool]:
+        """Grow each topic from its partition count to the wanted one, (from, to), at most
+        what one KRaft operation may add at a time. Returns, per topic, whether it had its
+        partitions already (an earlier attempt whose answer was lost, or another run)."""
+        already = dict.fromkeys(topics, False)
+        steps = {name: growth_steps(now, wanted) for name, (now, wanted) in topics.items()}
+        current = {name: now for name, (now, _) in topics.items()}
+        while any(steps.values()):
+            due = {name: todo.pop(0) for name, todo in steps.items() if todo}
+            for names in create_batches([(n, due[n] - current[n], 0) for n in due]):
+                done = self.batch(
+                    {n: NewPartitions(n, due[n]) for n in names},
+                    lambda todo, timeout: self.raw.create_partitions(
+                        todo, request_timeout=timeout),
+                    lambda name: (action(name), f"ALTER on TOPIC {name}"),
+                    handle=lambda _name, exc: "grown" if _grown(exc) else None)
+                for name in names:
+                    already[name] = already[name] or done[name] == "grown"
+            current.update(due)
+        return already
 
     def _await_leaders(self, topics: Collection[str]) -> None:
         """Wait until every partition of `topics` has a leader in this client's metadata:
@@ -540,3 +587,12 @@ class Admin:
                                                                               int]:
         """Committed offsets of `group` on (topic, partition)s; absent ones are left out."""
         return {k: offset for k, (offset, _) in self.committed(group, tps).items()}
+
+
+def _grown(exc: KafkaException) -> bool:
+    """The topic has the partitions asked for already: a retried request whose first
+    attempt was applied (its answer lost), or another run. Kafka (KRaft) says
+    INVALID_PARTITIONS: "Topic already has N partition(s)."."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS \
+        and "already has" in err.str()

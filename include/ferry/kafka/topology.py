@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.cimpl import NewPartitions, NewTopic
+from confluent_kafka.cimpl import NewTopic
 
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
@@ -26,27 +25,16 @@ def apply_topology(flow: Flow, target: Admin, actions: TopicActions) -> None:
         log.info("created remote topic %s on %s", name, flow.target,
                  extra={"flow": flow.name, "topic": name})
     if actions.grow:
-        grown = target.batch(
-            {g.name: NewPartitions(g.name, g.to_partitions) for g in actions.grow},
-            lambda todo, timeout: target.raw.create_partitions(todo, request_timeout=timeout),
-            lambda name: (f"adding partitions to {name}", f"ALTER on TOPIC {name}"),
-            handle=lambda name, exc: "grown" if _grown(exc) else None)
-        for name in (n for n, outcome in grown.items() if outcome == "grown"):
+        already = target.grow_topics(
+            {g.name: (g.from_partitions, g.to_partitions) for g in actions.grow},
+            lambda name: f"adding partitions to {name}")
+        for name in (n for n, had in already.items() if had):
             log.info("remote topic %s on %s had its partitions already (an earlier attempt "
                      "or another run added them)", name, flow.target,
                      extra={"flow": flow.name, "topic": name})
         for g in actions.grow:
             log.info("grew remote topic %s on %s to %d partitions", g.name, flow.target,
                      g.to_partitions, extra={"flow": flow.name, "topic": g.name})
-
-
-def _grown(exc: KafkaException) -> bool:
-    """The topic has the partitions asked for already: a retried request whose first
-    attempt was applied (its answer lost), or another run. Kafka (KRaft) says
-    INVALID_PARTITIONS: "Topic already has N partition(s)."."""
-    err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and err.code() == KafkaError.INVALID_PARTITIONS \
-        and "already has" in err.str()
 
 
 MAP_TOPIC_CONFIGS = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}

@@ -1,0 +1,56 @@
+"""Remote topics beyond what one KRaft request may create. A controller applies a
+CreateTopics or CreatePartitions request as one batch of at most 10,000 metadata records
+and refuses a bigger one ("Unable to perform excessively large batch operation"); a flow of
+10,000 partitions (50 topics × 200) stopped there. The sync cuts its requests to fit, and
+creates a topic too big for one request (a source topic grown over time) with what fits,
+then grows it. The cutting itself: tests/unit/core/sync/test_batches.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from ferry.steps.sync import sync_flow
+from tests.support.kafka_data import conf, flow_config
+
+pytestmark = pytest.mark.integration
+
+BIG = 10_001
+"""Partitions of the big source topic: over the limit on its own, with its topic record."""
+
+
+def partitions(admin: AdminClient, topic: str) -> int:
+    return len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def test_remote_topics_over_one_requests_limit_are_created_in_steps(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a source topic grown to 10,001 partitions (as it must have been: created with
+    # what one request takes, then grown), and a small one beside it
+    source, target = AdminClient(conf(clusters["source"])), AdminClient(conf(clusters["target"]))
+    big, small = f"{topic_name}-big", f"{topic_name}-small"
+    flow = flow_config(tmp_path, clusters, f"{topic_name}-.*").enabled_flows[0]
+    remote = [flow.remote_topic(big), flow.remote_topic(small)]
+    try:
+        for name, count in ((big, 5_000), (small, 1)):
+            source.create_topics([NewTopic(name, count, 1)])[name].result(60)
+        source.create_partitions([NewPartitions(big, BIG)])[big].result(60)
+        deadline = time.monotonic() + 60  # the new partitions show in metadata a bit later
+        while partitions(source, big) < BIG and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+        # when: the flow's sync creates the remote topics
+        report = sync_flow(flow, apply=True)
+
+        # then: both exist with the source's partitions (before: POLICY_VIOLATION)
+        assert partitions(target, remote[0]) == BIG
+        assert partitions(target, remote[1]) == 1
+        assert sorted(report.mirrored) == sorted([big, small])
+    finally:
+        for admin, names in ((source, [big, small]), (target, remote)):
+            for future in admin.delete_topics(names).values():
+                future.exception(60)  # gone, or never made: either way nothing is left
