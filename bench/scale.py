@@ -37,6 +37,22 @@ from ferry.local import spark_server
 from ferry.state.reader import rows
 
 
+def wait_for_leaders(bootstrap: str, topics: list[str], partitions: int) -> None:
+    """Until every partition of `topics` has a leader (a broker brings thousands of new
+    partitions online over seconds; a record sent to one not yet there is refused)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        found = admin.list_topics(timeout=30).topics
+        if all(t in found and len(found[t].partitions) == partitions
+               and all(p.leader >= 0 for p in found[t].partitions.values()) for t in topics):
+            return
+        time.sleep(1)
+    raise SystemExit("the source's partitions got no leaders within 300 s")
+
+
 def rss(pid: int) -> int:
     """RSS of a process and its children."""
     root = psutil.Process(pid)
@@ -87,10 +103,17 @@ def main() -> int:
                              "log_level": 3})
         for t in range(args.topics):
             create_topic(clusters["source"], f"scale-{t}", args.partitions)
+        wait_for_leaders(clusters["source"], [f"scale-{t}" for t in range(args.topics)],
+                         args.partitions)
+        delivered: list[int] = []
+
+        def count(err: object, _msg: object) -> None:
+            delivered.append(err is None)
+
         for t in range(args.topics):
             for p in range(args.partitions):
                 for _ in range(args.per_partition):
-                    producer.produce(f"scale-{t}", b"x" * 200, partition=p)
+                    producer.produce(f"scale-{t}", b"x" * 200, partition=p, on_delivery=count)
             producer.poll(0)
         producer.flush(60)
         server = spark_server.up(tmp / "spark")
@@ -102,7 +125,7 @@ def main() -> int:
             seconds, first = ferry_mirror(config)
             print(f"  first cycle (remote topics created; a process of its own)  "
                   f"{seconds:.1f} s  (target < 60 s); {first['offsets']:,} offsets")
-            written = total * args.per_partition
+            written = sum(delivered)
             running = subprocess.Popen(
                 [str(Path(sys.executable).parent / "ferry"), "mirror", config, "--flow",
                  "source->target", "--continuous", "--json"],
