@@ -155,6 +155,11 @@ _recorders: dict[tuple[str, str], Recorder] = {}
 """The Delta recorders of this process's continuous loops, by (URL, flow)."""
 
 
+CLOSE_TIMEOUT_S = 300.0
+"""How long a loop that stops waits for its recorder's last batch: a batch that hangs (a
+server that stopped answering) must not keep the process from ending."""
+
+
 def records_behind(url: str, flow_name: str) -> bool:
     """Whether a recorder of this process appends `flow_name`'s Delta behind its copies
     (`ferry.spark.recorder`): it records what the target committed, so a cycle needs no
@@ -231,7 +236,7 @@ def close_sessions() -> None:
     while _recorders:
         (_, name), recorder = _recorders.popitem()
         try:
-            recorder.close()
+            recorder.close(CLOSE_TIMEOUT_S)
         except FerryError as exc:
             log.error("%s", exc, extra={"flow": name})
     while _kept:

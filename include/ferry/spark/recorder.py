@@ -78,27 +78,37 @@ class Recorder:
             while self._batching.holds_back(self._clock()) and not self._closed:
                 self._changed.wait(0.1)
 
-    def flush(self) -> None:
-        """Write what is pending now and wait until it is written; raise a batch's failure."""
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Write what is pending now and wait until it is written, at most `timeout_s`
+        (None: as long as it takes); raise a batch's failure, or that it is still being
+        written after `timeout_s`."""
+        deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
             self._raise_failure()
             self._flushing = True
             self._changed.notify_all()
             while (self._batching.pending or self._batching.writing_since is not None) \
                     and self._failure is None:
+                if deadline is not None and self._clock() >= deadline:
+                    self._flushing = False
+                    raise FerryError(
+                        f"flow {self.flow.name}: the last Delta batch is still being written "
+                        f"after {timeout_s:.0f} s; left to the flow's next run, which records "
+                        "what Delta lacks from the target's offset-map topic")
                 self._changed.wait(0.1)
             self._flushing = False
             self._raise_failure()
 
-    def close(self) -> None:
-        """`flush`, then end the thread."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """`flush` (at most `timeout_s`), then end the thread."""
         try:
-            self.flush()
+            self.flush(timeout_s)
         finally:
             with self._changed:
                 self._closed = True
                 self._changed.notify_all()
-            self._thread.join(60)
+            self._thread.join(0 if timeout_s is not None and self._thread.is_alive()
+                              and self._batching.writing_since is not None else 60)
 
     def _raise_failure(self) -> None:
         failure, self._failure = self._failure, None

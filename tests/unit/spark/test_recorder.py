@@ -118,3 +118,18 @@ def test_copies_go_on_while_a_batch_is_written(recorder_of: Any) -> None:
     writes.gate.set()
     recorder.flush()
     assert writes.batches == [["r1"], ["r2"]]
+
+
+def test_a_flush_gives_up_on_a_batch_that_hangs_naming_who_records_it_instead(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    writes.gate.clear()  # the batch never ends (a server that stopped answering)
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, rows("r1"))
+    with pytest.raises(FerryError) as hung:
+        recorder.flush(timeout_s=0.3)
+    assert str(hung.value) == (
+        "flow A->B: the last Delta batch is still being written after 0 s; left to the "
+        "flow's next run, which records what Delta lacks from the target's offset-map topic")
+    writes.gate.set()
