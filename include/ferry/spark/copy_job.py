@@ -366,17 +366,42 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     if recorder is not None:
         recorder.add(spark, runs)
         return JobResult(summary, failed, None, tuple(gaps))
-    # The runs first, then the offset map: a job killed between the two leaves the map
-    # behind, which the next job appends from the offset-map topic (its runs recorded, so
-    # none is rebuilt twice). The other way round, the next job's cursor would be past
-    # the entries whose runs were never recorded, and those runs lost for good.
+    try:
+        mapped = record_runs(spark, flow, paths, runs)
+    except Unwritten as exc:
+        raise exc.cause from None
+    return JobResult(summary, failed, mapped, tuple(gaps))
+
+
+class Unwritten(Exception):
+    """Recording failed before the runs rows were appended (`record_runs`): `cause` says
+    why, and the rows are still to be written."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def record_runs(spark: SparkSession, flow: Flow, paths: StatePaths,
+                runs: list[dict[str, Any]]) -> int:
+    """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
+    appended. Raises `Unwritten` when it failed and the runs rows were not appended.
+
+    The runs first, then the offset map: a job killed between the two leaves the map
+    behind, which the next job appends from the offset-map topic (its runs recorded, so
+    none is rebuilt twice). The other way round, the next job's cursor would be past the
+    entries whose runs were never recorded, and those runs lost for good."""
     appended: Future[bool] = Future()
     try:
         appended.set_result(_append(spark, runs, RUNS_DDL, paths.runs))
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
-    mapped = record_offset_map(spark, flow, paths, runs=appended)
-    return JobResult(summary, failed, mapped, tuple(gaps))
+    try:
+        return record_offset_map(spark, flow, paths, runs=appended)
+    except Exception as exc:
+        if appended.exception() is not None:
+            raise Unwritten(exc) from exc
+        raise
 
 
 def failures(runs: list[dict[str, Any]]) -> list[str]:

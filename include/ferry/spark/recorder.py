@@ -20,12 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.recording import Batching
-from ferry.core.tables import RUNS_DDL, StatePaths
+from ferry.core.tables import StatePaths
 from ferry.errors import FerryError
+from ferry.spark.copy_job import Unwritten
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,7 +134,7 @@ class Recorder:
                 assert spark is not None, "add() gives the session"
                 self._write(spark, rows)
                 failure = None
-            except Unwritten as exc:  # the rows go with the next batch
+            except Unwritten as exc:  # its rows go with the next batch
                 with self._changed:
                     self._rows[:0] = rows
                     self._batching.pending = True
@@ -152,30 +152,12 @@ class Recorder:
                 self._changed.notify_all()
 
     def _record(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
-        from ferry.spark.copy_job import _append, record_offset_map
+        from ferry.spark.copy_job import record_runs
 
         started = self._clock()
-        appended: Future[bool] = Future()
-        try:
-            appended.set_result(_append(spark, rows, RUNS_DDL, self.paths.runs))
-        except Exception as exc:  # rebuilt from the entries by record_offset_map
-            appended.set_exception(exc)
-        try:
-            mapped = record_offset_map(spark, self.flow, self.paths, runs=appended)
-        except Exception as exc:
-            if appended.exception() is not None:  # not written: the next batch tries again
-                raise Unwritten(exc) from exc
-            raise
+        mapped = record_runs(spark, self.flow, self.paths, rows)
         log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs",
                  len(rows), mapped, self._clock() - started, extra={"flow": self.flow.name})
-
-
-class Unwritten(Exception):
-    """A batch that failed before its runs rows were appended: they go with the next."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 def _first_line(exc: BaseException) -> str:
