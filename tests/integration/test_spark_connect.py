@@ -112,21 +112,25 @@ def _next_cycle(process: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def warm_flow(connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
-              count: int) -> tuple[str, Config]:
+              count: int, extra: str = "") -> tuple[str, Config]:
     """`count` records over two source partitions, and a config mirroring them on the warm
-    Spark: the server's URL and the config."""
+    Spark (with the `extra` lines): the server's URL and the config."""
     url = _status(connect_home)["url"]
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2)
                                              for i in range(count)])
-    return url, flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n")
+    return url, flow_config(tmp_path, clusters, topic_name,
+                            f"ferry.spark.master = {url}\n{extra}")
 
 
+@pytest.mark.parametrize("lanes", ["kept", "spark"])
 def test_continuous_mode_killed_mid_cycle_loses_and_doubles_nothing(
-    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path, lanes: str
 ) -> None:
-    # given: cycles back to back on the warm Spark, records arriving between them
-    _, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 500)
+    # given: cycles back to back on the warm Spark, records arriving between them, the
+    # lanes kept in the loop's process or run as Spark tasks
+    _, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 500,
+                          f"ferry.continuous.lanes = {lanes}\n")
     flow = config.enabled_flows[0]
     running = _continuous(config.path, flow.name, "--for", "10m")
     try:
@@ -267,14 +271,20 @@ print(json.dumps({"code": copied.exit_code, "run": (copied.summary or {}).get("r
 """
 
 
+@pytest.mark.parametrize(("lanes", "said"), [
+    ("spark", "reconnecting and running the job again"),  # the job's lane tasks fail
+    ("kept", "no longer answers"),  # the job asks the server nothing: asked first
+])
 def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
-    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    lanes: str, said: str
 ) -> None:
     # given: a continuous loop's kept session that can no longer run anything
     from ferry.steps.cycle import write_plan
     from ferry.steps.plan import prepare
 
-    url, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 200)
+    url, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 200,
+                            f"ferry.continuous.lanes = {lanes}\n")
     flow = config.enabled_flows[0]
     plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
 
@@ -286,7 +296,7 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
     assert job.returncode == 0, job.stderr[-3000:]
     assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "run": "after-restart",
                                                         "replaced": True}
-    assert "reconnecting and running the job again" in job.stderr
+    assert said in job.stderr
     assert_exact(flow, clusters, topic_name, 2)
 
 

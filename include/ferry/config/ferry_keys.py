@@ -332,6 +332,18 @@ KEYS: tuple[FerryKey, ...] = (
              "(ferry status: state behind); a cycle waits when the batch before is still "
              "being written after twice as long. 0 records in every cycle.",
              _seconds_or_zero, "30"),
+    FerryKey("ferry.continuous.lanes", "kept",
+             "Where a continuous loop on a Spark Connect server runs its writers. kept: in "
+             "the loop's own process (the @continuous DAG's task, or ferry mirror "
+             "--continuous), one thread per lane, each writer's producer (its transactions "
+             "initialised), consumer and position reader kept from cycle to cycle, so a "
+             "cycle is read, send, commit: no Spark job per cycle, and Spark only appends "
+             "Delta behind the copies. The same writer ids, fencing and positions as Spark's "
+             "lanes; a writer whose cycle failed (fenced by another run, a broker fault) "
+             "starts afresh in the next. Needs ferry.delivery=exactly_once and "
+             "ferry.state.record.interval.seconds above 0; otherwise, or with spark, every "
+             "cycle runs its lanes as Spark tasks, as a one-off cycle does.",
+             _choice("kept", "spark"), "spark"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -379,6 +391,8 @@ class FerrySettings:
     state_record_interval_seconds: float = 10.0
     """`ferry.state.record.interval.seconds`: a warm continuous loop's Delta batches (0:
     every cycle records its own)."""
+    continuous_lanes: str = "kept"
+    """`ferry.continuous.lanes`: kept (writers kept in a continuous loop's process) | spark."""
 
 
 def resolve_ferry_settings(
@@ -425,6 +439,7 @@ def resolve_ferry_settings(
         dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
         dag_default_args=parsed["ferry.dag.default.args"],
         state_record_interval_seconds=parsed["ferry.state.record.interval.seconds"],
+        continuous_lanes=parsed["ferry.continuous.lanes"],
     )
 
 

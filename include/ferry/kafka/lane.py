@@ -51,6 +51,7 @@ from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
+from ferry.kafka.kept import KeptClients
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import Part
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
@@ -108,9 +109,12 @@ class Lane:
     log = log
 
     def __init__(self, flow: Flow, ranges: Sequence[Range], run_id: str,
-                 progress: Callable[[int, int], None] | None = None, role: str = "") -> None:
+                 progress: Callable[[int, int], None] | None = None, role: str = "",
+                 kept: KeptClients | None = None) -> None:
         """The writer of `ranges`, which must all be of one writer slot (`by_writer`): its
-        transactional id is that slot's, whoever runs it (G11)."""
+        transactional id is that slot's, whoever runs it (G11). `kept`: the slot's clients
+        kept from an earlier cycle of a continuous loop (`ferry.kafka.kept`), used and kept
+        again when this run succeeds, dropped when it raises."""
         slots = {writer_of(r.topic, r.partition, flow.ferry.writers) for r in ranges}
         if len(slots) > 1:
             raise ValueError(f"ranges of writer slots {sorted(slots)} given to one writer; "
@@ -141,6 +145,13 @@ class Lane:
         """Producers replaced because a call never returned (`_replace_stuck`)."""
         self.claim: WriterClaim | None = None
         """at_least_once: the slot's claim in Kafka (`ferry.kafka.claim`), once taken."""
+        if kept is not None and (kept.txn_id != self.txn_id
+                                 or self.delivery.name != "exactly_once"):
+            raise ValueError(f"clients kept for {kept.txn_id} given to the writer of "
+                             f"{self.txn_id} ({self.delivery.name})")
+        self.kept = kept
+        self.learned: set[str] = set()
+        """Topics whose metadata this writer's producer asked for (`learn_targets`)."""
 
     def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], Part]:
         parts: dict[tuple[str, int], Part] = {}
@@ -224,11 +235,13 @@ class Lane:
         started = self.started = time.monotonic()
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
-        reader = self.reader = self._target_reader()
-        consumer = self._consumer()
+        kept = self.kept
+        reader = self.reader = (kept and kept.reader) or self._target_reader()
+        consumer = (kept and kept.consumer) or self._consumer()
         producer: Producer | None = None
+        failed = True
         try:
-            producer = self._start_producer()
+            producer = self._kept_producer() or self._start_producer()
             self.resume_from_committed(reader)
             self.delivery.before_copy(self, reader)
             metadata = reader.consumer_group_metadata()
@@ -241,9 +254,14 @@ class Lane:
             if producer is not None:
                 self.delivery.abort_open(self, producer)
             raise
+        else:
+            failed = False
         finally:
-            consumer.close()
-            reader.close()
+            if kept is None:
+                consumer.close()
+                reader.close()
+            else:
+                self._keep(kept, consumer, reader, failed)
             if self.claim is not None:
                 self.claim.close()
             self._time_results()
@@ -263,7 +281,44 @@ class Lane:
         self.producer = producer
         self.in_transaction = False
         self.delivery.start(self, producer)
+        if self.kept is not None and not diagnose:
+            self.kept.take_producer(producer, self.fatal, set(self.learned))
         return producer
+
+    def _kept_producer(self) -> Producer | None:
+        """The producer an earlier cycle kept, its transactions initialised (None: none).
+        Topics it has not written yet are asked for first (`learn_targets`)."""
+        kept = self.kept
+        if kept is None or kept.producer is None:
+            return None
+        producer = self.producer = kept.producer
+        self.fatal, self.in_transaction = kept.fatal, False
+        kept.cycles += 1
+        if {p.remote for p in self.parts.values()} - kept.topics:
+            self.learn_targets(producer)
+            kept.topics |= self.learned
+        return producer
+
+    def _keep(self, kept: KeptClients, consumer: Consumer, reader: Consumer,
+              failed: bool) -> None:
+        """After the run: keep the clients for the slot's next writer, or, when the run
+        raised or ended on a one-record-per-request producer, drop them all."""
+        if failed or self.diagnose or self.producer is not kept.producer:
+            kept.consumer, kept.reader = consumer, reader
+            kept.discard()
+            return
+        try:  # nothing assigned or paused between cycles: the next run assigns its own
+            paused = [KTP(p.topic, p.partition) for p in self.parts.values() if p.paused]
+            if paused:
+                consumer.resume(paused)
+            consumer.unassign()
+        except KafkaException as exc:
+            self.log.info("writer %s: its consumer is not kept (%s)", self.lane, exc,
+                          extra={"flow": self.flow.name, "lane": self.lane})
+            kept.consumer, kept.reader = consumer, reader
+            kept.discard()
+            return
+        kept.consumer, kept.reader = consumer, reader
 
     # -- calls --------------------------------------------------------------------------
 
@@ -381,7 +436,10 @@ class Lane:
         milliseconds, not about half a second in every other lane. On an error nothing is
         lost but that time. An offset-map topic that is not there fails the writer at once
         (`_require_map_topic`)."""
+        known = self.kept.topics if self.kept is not None else set()
         for topic in sorted({p.remote for p in self.parts.values()} | {self.map_topic}):
+            if topic in known and producer is getattr(self.kept, "producer", None):
+                continue
             try:
                 found = producer.list_topics(topic, timeout=CALL_TIMEOUT_S).topics.get(topic)
             except KafkaException as exc:
@@ -390,6 +448,8 @@ class Lane:
                 continue
             if topic == self.map_topic and _unknown(found):
                 self._require_map_topic(producer)
+            elif not _unknown(found):
+                self.learned.add(topic)
 
     def _require_map_topic(self, producer: Producer) -> None:
         """Fail at once, copying nothing, when the offset-map topic is not on the target:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ferry.config import Flow
+    from ferry.spark.kept import KeptLanes
     from ferry.spark.recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,8 @@ _kept: dict[str, SparkSession] = {}
 """Sessions kept for the next job of this process (continuous mode), by URL."""
 _recorders: dict[tuple[str, str], Recorder] = {}
 """The Delta recorders of this process's continuous loops, by (URL, flow)."""
+_lanes: dict[tuple[str, str], KeptLanes] = {}
+"""The kept lanes of this process's continuous loops, by (URL, flow)."""
 
 
 CLOSE_TIMEOUT_S = 300.0
@@ -180,6 +183,20 @@ def _recorder(url: str, flow: Flow) -> Recorder | None:
     return _recorders[key]
 
 
+def _kept_lanes(url: str, flow: Flow) -> KeptLanes | None:
+    """The flow's kept lanes in a continuous loop that records behind its copies (made on
+    first use), unless `ferry.continuous.lanes` is spark or the delivery at_least_once
+    (whose writers claim their slots anew each cycle)."""
+    from ferry.spark.kept import KeptLanes
+
+    if flow.ferry.continuous_lanes != "kept" or flow.ferry.delivery != "exactly_once":
+        return None
+    key = (url, flow.name)
+    if key not in _lanes:
+        _lanes[key] = KeptLanes(flow)
+    return _lanes[key]
+
+
 def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
                     keep_session: bool = False, loaded: Flow | None = None) -> Copied:
     """The copy job of one plan file through the Connect server at `url`, in this process.
@@ -188,7 +205,8 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     stderr, as the job's do.
     `keep_session`: the session stays open for this process's next job (back-to-back
     cycles), and the runs and the offset map are appended to Delta behind the copies, in
-    batches (`ferry.spark.recorder`; `close_sessions` writes the last); else it is closed
+    batches (`ferry.spark.recorder`; `close_sessions` writes the last); with the recorder,
+    the lanes run in this process, their writers kept (`ferry.spark.kept`); else it is closed
     (the server and its Spark stay warm either way). `loaded`: the flow as this process
     already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
@@ -197,11 +215,17 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     if flow is None:
         return Copied(2)
     kept = _kept.pop(url, None)
-    spark = kept or remote_session(url)
     recorder = _recorder(url, flow) if keep_session else None
+    lanes = _kept_lanes(url, flow) if recorder is not None else None
+    if kept is not None and lanes is not None and not _answers(kept, url, flow):
+        # With kept lanes the job itself asks the server nothing: a session that no
+        # longer works would fail only the recorder's batches, behind every cycle.
+        _stop(kept)
+        kept = None
+    spark = kept or remote_session(url)
     try:
         copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
-                                recorder=recorder)
+                                recorder=recorder, kept=lanes)
     except Exception as exc:
         _stop(spark)
         if kept is None:
@@ -215,7 +239,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
         spark = remote_session(url)
         try:
             copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
-                                    recorder=recorder)
+                                    recorder=recorder, kept=lanes)
         except BaseException:
             _stop(spark)
             raise
@@ -229,10 +253,30 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     return copied
 
 
+def _answers(spark: SparkSession, url: str, flow: Flow) -> bool:
+    """Whether a kept session still works: one configuration request, a few milliseconds
+    (a server that restarted, or dropped the session, refuses it)."""
+    try:
+        spark.conf.get(LIBRARY_CONF, "")
+        return True
+    except Exception as exc:  # whatever the client raises: the session is replaced
+        log.warning("the kept Spark Connect session to %s no longer answers (%s); "
+                    "reconnecting", url, str(exc).splitlines()[0][:300] if str(exc)
+                    else type(exc).__name__, extra={"flow": flow.name})
+        return False
+
+
 def close_sessions() -> None:
     """Write the recorders' last batches, then close the sessions kept for later jobs. A
     last batch that fails is logged, not raised: what it held is rebuilt from the
-    target's offset-map topic by the flow's next run."""
+    target's offset-map topic by the flow's next run. The kept lanes go first: their
+    clients hold no open transaction between cycles."""
+    while _lanes:
+        (_, name), lanes = _lanes.popitem()
+        try:
+            lanes.close()
+        except Exception as exc:  # best effort: the process is ending
+            log.warning("closing the kept writers: %s", exc, extra={"flow": name})
     while _recorders:
         (_, name), recorder = _recorders.popitem()
         try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +61,16 @@ class RecordsBehind(Protocol):
 
     def add(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
         """Take a copy job's `runs` rows; its offset-map entries are on the target."""
+        ...
+
+
+class KeptWriters(Protocol):
+    """Runs a continuous loop's lanes in its own process, their clients kept from cycle to
+    cycle (`ferry.spark.kept.KeptLanes`)."""
+
+    def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
+             lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
+        """The `runs` rows of lane `i` running the slots `lanes[i]` of `writers`."""
         ...
 
 
@@ -110,11 +120,12 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
 
 
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
-                role: str, writer: type[Lane] | None = None,
+                role: str, writer: Callable[..., Lane] | None = None,
                 newest: NewestReader | None = None) -> list[dict[str, Any]]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
-    transactions). `writer`: the writer class (default `Lane`).
+    transactions). `writer`: makes a slot's writer, as `Lane` takes its arguments (default
+    `Lane`).
 
     Another run of the flow at the same time (`ferry.core.takeover`): before each slot the
     lane reads which run is the flow's newest, and starts no slot while it is another
@@ -137,7 +148,7 @@ class NewestReader(Protocol):
 
 
 def _write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]], role: str,
-                 writer: type[Lane] | None, newest: NewestReader) -> list[dict[str, Any]]:
+                 writer: Callable[..., Lane] | None, newest: NewestReader) -> list[dict[str, Any]]:
     from ferry.core import takeover
 
     rows: list[dict[str, Any]] = []
@@ -159,7 +170,7 @@ def _write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]], 
 
 
 def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
-                      writer: type[Lane] | None, newest: NewestReader
+                      writer: Callable[..., Lane] | None, newest: NewestReader
                       ) -> tuple[list[RangeResult], str | None]:
     """Copy one slot, taking it back once when it was taken while this run is the newest:
     its results, and why the lane is to start no further slot (None: go on)."""
@@ -198,7 +209,7 @@ def name_newest(flow: Flow, run_id: str, role: str) -> None:
 
 
 def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
-                writer: type[Lane] | None) -> tuple[list[RangeResult], str | None]:
+                writer: Callable[..., Lane] | None) -> tuple[list[RangeResult], str | None]:
     """Copy one writer slot's ranges: their results, and why a newer writer took the slot
     (None when none did)."""
     from ferry import logs
@@ -333,12 +344,14 @@ def _outcome(future: Future[bool] | None) -> Exception | None:
 
 
 def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
-                 plan_path: str, recorder: RecordsBehind | None = None) -> JobResult:
+                 plan_path: str, recorder: RecordsBehind | None = None,
+                 kept: KeptWriters | None = None) -> JobResult:
     """Copy the plan's ranges, then record gaps, runs and the offset map. A plan with a
     `role` (a backfill chunk) copies with that role's transactional ids. `flow` is the
     driver's, loaded once; the lane tasks get `config_path` and load it themselves, so
     secrets never travel in Spark closures. With a `recorder` (a continuous loop), the
-    runs and the offset map are handed to it, to be appended behind the copy."""
+    runs and the offset map are handed to it, to be appended behind the copy. With `kept`
+    (a continuous loop keeping its lanes), the lanes run there, not as Spark tasks."""
     from functools import partial
 
     plan = plan_file.read(plan_path)
@@ -353,7 +366,9 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                 for g in unrecorded_gaps(paths.gaps, flow.name, gaps)]
     append(paths.gaps, GAPS_DDL, new_gaps)
     runs: list[dict[str, Any]] = []
-    if writers:
+    if writers and kept is not None:
+        runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role)
+    elif writers:
         name_newest(flow, run_id, plan.role)
         lanes = lanes_of(writers, plan.lanes)
         frame = spark.range(0, len(lanes), 1, len(lanes))
@@ -429,14 +444,15 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
 
 
 def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path: str,
-                   out: TextIO | None = None, recorder: RecordsBehind | None = None) -> Copied:
+                   out: TextIO | None = None, recorder: RecordsBehind | None = None,
+                   kept: KeptWriters | None = None) -> Copied:
     """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to
     stderr, one line each, no traceback). Returns the job's exit code (0, or 1 when a lane
     failed or the plan found a gap that fails the run, `ferry.on.gap=fail`) with the run as
-    recorded (none when the job failed before recording it). `recorder`: see
+    recorded (none when the job failed before recording it). `recorder`, `kept`: see
     `run_copy_job`."""
     try:
-        result = run_copy_job(spark, config_path, flow, plan_path, recorder)
+        result = run_copy_job(spark, config_path, flow, plan_path, recorder, kept)
     except FerryError as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return Copied(1)

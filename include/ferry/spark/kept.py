@@ -1,0 +1,145 @@
+"""A continuous loop's lanes, kept in its own process from cycle to cycle (adapter).
+
+With `ferry.continuous.lanes=kept` (the default), a continuous loop on a Spark Connect
+server runs its copy job's lanes here instead of as Spark tasks: one thread per lane, each
+running its writer slots one after another (`copy_job.write_slots`, as a Spark task
+does), every slot's writer starting from the clients the slot's writer of the cycle
+before kept (`ferry.kafka.kept`). A cycle then costs no Spark job, no Python worker and
+no new producer: only its reads, sends and commits. Spark still appends the runs and the
+offset map, behind the copies (`ferry.spark.recorder`).
+
+The writers are the same as Spark's: the same transactional ids, the same positions read
+before each cycle's first record, the same takeover rule between runs of the flow. Threads
+share the process's interpreter, so lanes run side by side only while librdkafka works
+(it releases the interpreter); one lane's rate is what one Python core copies.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ferry.kafka.kept import KeptClients
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ferry.config import Flow
+    from ferry.core.planner import Range
+    from ferry.kafka.lane import Lane
+    from ferry.kafka.runs import NewestRun
+
+log = logging.getLogger(__name__)
+
+
+class KeptLanes:
+    """The lanes of one flow's continuous loop; `copy` once per cycle, `close` at the end.
+    Not for two cycles at once: a hung cycle the loop abandoned is fenced by the next one's
+    writers, which start from new clients (`abandon`)."""
+
+    def __init__(self, flow: Flow, writer: Callable[..., Lane] | None = None) -> None:
+        """`writer`: makes a slot's writer, as `Lane` takes its arguments (default `Lane`)."""
+        self.flow, self._make = flow, writer
+        self._slots: dict[tuple[str, int], KeptClients] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._threads = 0
+        self._newest: NewestRun | None = None
+        self._copying: object | None = None
+        """The copy under way: one still under way when the next starts was abandoned by
+        the loop as hung, and its writers may still be using the kept clients."""
+
+    def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
+             lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
+        """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
+        as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
+        changed since the last cycle starts with new clients."""
+        if flow != self.flow:
+            log.info("flow %s changed; its kept writers start afresh", flow.name,
+                     extra={"flow": flow.name})
+            self.close()
+            self.flow = flow
+        if self._copying is not None:
+            log.warning("flow %s: the cycle before is still copying (abandoned as hung); "
+                        "its kept writers are left to it, and this cycle's start afresh",
+                        flow.name, extra={"flow": flow.name})
+            self.abandon()
+        self._copying = token = object()
+        try:
+            return self._copy(flow, run_id, writers, lanes, role)
+        finally:
+            if self._copying is token:
+                self._copying = None
+
+    def _copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
+              lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
+        from ferry.spark.copy_job import write_slots
+
+        newest = self._newest_run(role)
+        newest.name(run_id)
+        pool = self._pool_of(len(lanes))
+
+        def lane(slots: list[int]) -> list[dict[str, Any]]:
+            return write_slots(flow, run_id, [(s, writers[s]) for s in slots], role,
+                               writer=self._writer(role), newest=newest)
+
+        rows: list[dict[str, Any]] = []
+        for done in [pool.submit(lane, slots) for slots in lanes]:
+            rows.extend(done.result())
+        return rows
+
+    def _writer(self, role: str) -> Callable[..., Lane]:
+        """Makes a slot's writer with the clients the slot kept."""
+        from ferry.core.internal import transactional_id
+        from ferry.core.lanes import writer_of
+        from ferry.kafka.lane import Lane
+
+        slots = self._slots  # a copy abandoned later keeps to the clients it started with
+
+        def writer(flow: Flow, ranges: list[Range], run_id: str, **kwargs: Any) -> Lane:
+            make = self._make or Lane
+            if not ranges:  # nothing to write: no clients either
+                return make(flow, ranges, run_id, **kwargs)
+            slot = writer_of(ranges[0].topic, ranges[0].partition, flow.ferry.writers)
+            kept = slots.get((role, slot))
+            if kept is None:
+                kept = slots[(role, slot)] = KeptClients(
+                    transactional_id(flow, slot, role))
+            return make(flow, ranges, run_id, kept=kept, **kwargs)
+
+        return writer
+
+    def _newest_run(self, role: str) -> NewestRun:
+        from ferry.kafka.runs import NewestRun
+
+        if self._newest is None or self._newest.role != role:
+            if self._newest is not None:
+                self._newest.__exit__(None, None, None)
+            self._newest = NewestRun(self.flow, role)
+        return self._newest
+
+    def _pool_of(self, lanes: int) -> ThreadPoolExecutor:
+        if self._pool is None or self._threads < lanes:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            self._pool = ThreadPoolExecutor(max(lanes, 1), thread_name_prefix=
+                                            f"ferry lane {self.flow.name}")
+            self._threads = max(lanes, 1)
+        return self._pool
+
+    def abandon(self) -> None:
+        """Forget every kept client without waiting for the threads that hold them (a cycle
+        the loop gave up on as hung): the next writers make new ones and fence them."""
+        self._slots = {}
+        self._pool, self._threads, self._newest = None, 0, None
+        self._copying = None
+
+    def close(self) -> None:
+        """Drop every kept client and end the lane threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for kept in self._slots.values():
+            kept.discard()
+        if self._newest is not None:
+            self._newest.__exit__(None, None, None)
+        self.abandon()

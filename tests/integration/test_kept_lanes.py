@@ -1,0 +1,179 @@
+"""Kept lanes (`ferry.continuous.lanes=kept`): a continuous loop's writers run in its own
+process, each slot's clients kept from cycle to cycle (its producer initialised once), with
+the exactness of Spark's lanes: a writer another run fenced between two cycles stops and
+is replaced, and a hung cycle's writers are left to it and fenced by the next cycle's."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from ferry.config import Flow
+from ferry.core import plan_file
+from ferry.core.job import Copied, run_summary
+from ferry.core.lanes import by_writer, lanes_of
+from ferry.core.tables import RangeOutcome
+from ferry.kafka.lane import Lane
+from ferry.spark.copy_job import name_newest, write_slots
+from ferry.spark.kept import KeptLanes
+from ferry.steps.plan import prepare
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
+
+pytestmark = [pytest.mark.integration]
+
+
+def records(count: int, first: int = 0, partitions: int = 4
+            ) -> list[tuple[bytes | None, bytes | None, int]]:
+    return [(f"k{i}".encode(), f"v{i}".encode(), i % partitions)
+            for i in range(first, first + count)]
+
+
+def initialising(started: list[str]) -> type[Lane]:
+    """A writer class that notes each producer it initialises (its transactional id)."""
+
+    class Noting(Lane):
+        def _start_producer(self, diagnose: bool = False) -> Producer:
+            started.append(self.txn_id)
+            return super()._start_producer(diagnose)
+
+    return Noting
+
+
+def cycle(flow: Flow, lanes: KeptLanes, run_id: str) -> list[dict[str, Any]]:
+    """Plan the flow and copy the plan through `lanes`: the `runs` rows."""
+    planned = prepare(flow, run_id=run_id)
+    writers = by_writer(planned.plan.ranges, flow.ferry.writers)
+    return lanes.copy(flow, run_id, writers, lanes_of(writers, planned.lanes), "")
+
+
+def outcomes(rows: list[dict[str, Any]]) -> set[str]:
+    return {str(r["outcome"]) for r in rows}
+
+
+def test_kept_writers_copy_cycle_after_cycle_with_each_producer_initialised_once(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a flow of four partitions over two writer slots, its lanes kept
+    create_topic(clusters["source"], topic_name, 4)
+    produce(clusters["source"], topic_name, records(400))
+    flow = flow_config(tmp_path, clusters, topic_name, "ferry.writers = 2\n").enabled_flows[0]
+    started: list[str] = []
+    lanes = KeptLanes(flow, writer=initialising(started))
+
+    # when: three cycles, with new records before each of the later two
+    try:
+        first = cycle(flow, lanes, "first")
+        produce(clusters["source"], topic_name, records(400, 400))
+        second = cycle(flow, lanes, "second")
+        produce(clusters["source"], topic_name, records(40, 800))
+        third = cycle(flow, lanes, "third")
+    finally:
+        lanes.close()
+
+    # then: every cycle copied, each slot's producer was initialised in the first cycle
+    # only, and every record is on the target once
+    assert outcomes(first) == outcomes(second) == outcomes(third) == {RangeOutcome.COPIED}
+    assert sum(r["records"] for r in second) == 400
+    assert len(started) == len(set(started)) == 2
+    assert_exact(flow, clusters, topic_name, 4)
+
+
+def test_a_kept_writer_another_run_fenced_between_cycles_stops_and_its_slot_is_taken_back(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a loop's cycle whose writers are kept, then another run of the flow (a CLI
+    # run: new writers of the same slots, which fence the kept ones) copying newer records
+    create_topic(clusters["source"], topic_name, 4)
+    produce(clusters["source"], topic_name, records(400))
+    flow = flow_config(tmp_path, clusters, topic_name, "ferry.writers = 2\n").enabled_flows[0]
+    started: list[str] = []
+    lanes = KeptLanes(flow, writer=initialising(started))
+    try:
+        cycle(flow, lanes, "loop-1")
+        produce(clusters["source"], topic_name, records(400, 400))
+        other = prepare(flow, run_id="cli")
+        name_newest(flow, "cli", "")
+        slots = by_writer(other.plan.ranges, flow.ferry.writers)
+        cli = write_slots(flow, "cli", sorted(slots.items()), "")
+        assert outcomes(cli) == {RangeOutcome.COPIED}
+
+        # when: the loop's next cycle, with records the other run did not copy
+        produce(clusters["source"], topic_name, records(400, 800))
+        after = cycle(flow, lanes, "loop-2")
+    finally:
+        lanes.close()
+
+    # then: each kept writer found its id taken, and the loop (the newest run) took its
+    # slot back with a new producer, which copied the rest: every record once
+    assert outcomes(after) == {RangeOutcome.COPIED}
+    assert sum(r["records"] for r in after) == 400
+    assert sorted(Counter(started).values()) == [2, 2]  # each slot's id initialised twice
+    assert_exact(flow, clusters, topic_name, 4)
+
+
+class KeptHere:
+    """A copy runner (`ferry.steps.ports.CopyRunner`) running each plan through `lanes` in
+    this process, as a continuous loop on Spark Connect does; each copy's rows are kept."""
+
+    def __init__(self, flow: Flow, lanes: KeptLanes) -> None:
+        self.flow, self.lanes = flow, lanes
+        self.rows: list[list[dict[str, Any]]] = []
+        self.done = threading.Condition()
+
+    def run(self, plan_path: str) -> Copied:
+        plan = plan_file.read(plan_path)
+        writers = by_writer(plan.ranges, self.flow.ferry.writers)
+        rows = self.lanes.copy(self.flow, plan.run_id, writers,
+                               lanes_of(writers, plan.lanes), plan.role) if writers else []
+        with self.done:
+            self.rows.append(rows)
+            self.done.notify_all()
+        failed = any(r["outcome"] == RangeOutcome.FAILED for r in rows)
+        return Copied(1 if failed else 0, run_summary(plan.run_id, rows, len(plan.gaps)))
+
+
+def test_a_hung_cycle_keeps_its_writers_and_the_next_cycle_fences_them_with_new_ones(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a continuous loop keeping its lanes, whose cycles may take 5 s, and a first
+    # cycle whose writer hangs inside its first transaction (records sent, not committed)
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(300, partitions=1))
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 5\n")
+    flow = config.enabled_flows[0]
+    held, release = threading.Event(), threading.Event()
+    lanes = KeptLanes(flow, writer=pausing("commit", held, release))
+    runner = KeptHere(flow, lanes)
+    reported: list[CycleResult] = []
+
+    # when: the loop runs until three cycles are reported; then the hung writer goes on
+    try:
+        run_continuously(config.path, config, flow, lambda result, _s: reported.append(result),
+                         stop=lambda: len(reported) >= 3, runner=runner)
+        assert held.is_set()
+        release.set()
+        with runner.done:
+            assert runner.done.wait_for(lambda: len(runner.rows) >= 3, 60), \
+                "the hung cycle's copy never ended"
+    finally:
+        release.set()
+        lanes.close()
+
+    # then: the hung cycle was abandoned and the next ones copied; the hung writer, fenced
+    # by the next cycle's new one (the same writer id), stopped and left its ranges to the
+    # newer run in one line, having committed nothing: every record is on the target once
+    assert [r.abandoned for r in reported] == [True, False, False]
+    assert all(r.ok for r in reported[1:])
+    hung = runner.rows[-1]
+    assert outcomes(hung) == {RangeOutcome.FAILED}
+    newer = reported[1].run_id
+    assert all(f"run {newer} of the flow started after this one" in r["error"]
+               and "\n" not in r["error"] for r in hung), hung
+    assert_exact(flow, clusters, topic_name, 1)
