@@ -332,6 +332,14 @@ KEYS: tuple[FerryKey, ...] = (
              "(ferry status: state behind); a cycle waits when the batch before is still "
              "being written after twice as long. 0 records in every cycle.",
              _seconds_or_zero, "30"),
+    FerryKey("ferry.continuous.interval.seconds", "0.5",
+             "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the least "
+             "time from one cycle's start to the next's. A cycle that took longer is followed "
+             "at once; a quicker one (an idle cycle: a few hundredths of a second) waits out "
+             "the rest, so an idle or trickling flow does not spin, and many flows share a "
+             "machine. Records wait at most about this long before a cycle looks for them. "
+             "0 runs cycles back to back.",
+             _seconds_or_zero, "1"),
     FerryKey("ferry.continuous.lanes", "kept",
              "Where a continuous loop on a Spark Connect server runs its writers. kept: in "
              "the loop's own process (the @continuous DAG's task, or ferry mirror "
@@ -340,7 +348,8 @@ KEYS: tuple[FerryKey, ...] = (
              "cycle is read, send, commit: no Spark job per cycle, and Spark only appends "
              "Delta behind the copies. The same writer ids, fencing and positions as Spark's "
              "lanes; a writer whose cycle failed (fenced by another run, a broker fault) "
-             "starts afresh in the next. Needs ferry.delivery=exactly_once and "
+             "starts afresh in the next. The lanes share the loop's Python interpreter: a "
+             "lane copies at what one core does. Needs ferry.delivery=exactly_once and "
              "ferry.state.record.interval.seconds above 0; otherwise, or with spark, every "
              "cycle runs its lanes as Spark tasks, as a one-off cycle does.",
              _choice("kept", "spark"), "spark"),
@@ -391,6 +400,8 @@ class FerrySettings:
     state_record_interval_seconds: float = 10.0
     """`ferry.state.record.interval.seconds`: a warm continuous loop's Delta batches (0:
     every cycle records its own)."""
+    continuous_interval_seconds: float = 0.5
+    """`ferry.continuous.interval.seconds`: the least time between a loop's cycle starts."""
     continuous_lanes: str = "kept"
     """`ferry.continuous.lanes`: kept (writers kept in a continuous loop's process) | spark."""
 
@@ -439,6 +450,7 @@ def resolve_ferry_settings(
         dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
         dag_default_args=parsed["ferry.dag.default.args"],
         state_record_interval_seconds=parsed["ferry.state.record.interval.seconds"],
+        continuous_interval_seconds=parsed["ferry.continuous.interval.seconds"],
         continuous_lanes=parsed["ferry.continuous.lanes"],
     )
 

@@ -408,7 +408,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
                      runner: CopyRunner | None = None) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
-    checkpoints when their intervals say), `pause_s` apart, for `for_s` seconds (None: until
+    checkpoints when their intervals say), `pause_s` apart and their starts at least
+    `ferry.continuous.interval.seconds` apart, for `for_s` seconds (None: until
     `stop()`), a started cycle always finished or abandoned. `on_cycle(result, seconds)`
     after each. Stops at the first failed cycle and returns it; else returns the last one
     (None when none ran). A Spark Connect session and one admin client per cluster stay
@@ -426,12 +427,14 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     loop = _Looped(flow, runner)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
+            started = time.monotonic()
             last = loop.cycle(config_path, config, master, on_cycle)
             if last.abandoned:
                 continue
             if not last.ok:
                 return last
-            _pause(pause_s, deadline, stop)
+            _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
+                   deadline, stop)
     finally:
         close_sessions()
     return last
@@ -461,8 +464,11 @@ def run_all(config_path: str, config: Config,
     loops = [_Looped(flow) for flow in config.enabled_flows]
     pairs, beats = heartbeat_only_pairs(config), Pace()
     ok = True
+    interval = min((f.ferry.continuous_interval_seconds for f in config.enabled_flows),
+                   default=0.0)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
+            started = time.monotonic()
             on_heartbeats(_heartbeat_only(pairs, beats if continuous else None))
             for loop in loops:
                 if stop():
@@ -477,7 +483,7 @@ def run_all(config_path: str, config: Config,
                 ok = ok and (result.ok or result.abandoned)
             if not continuous or not ok:
                 break
-            _pause(pause_s, deadline, stop)
+            _pause(rest(started, pause_s, interval), deadline, stop)
     finally:
         if continuous:
             close_sessions()
@@ -535,6 +541,14 @@ class _Looped:
                 Clusters.of(flow)
         on_cycle(done, time.monotonic() - started)
         return done
+
+
+def rest(started: float, pause_s: float, interval_s: float,
+         now: Callable[[], float] = time.monotonic) -> float:
+    """How long a loop waits before its next cycle (or round), which started at `started`:
+    `pause_s` after it ended (`--pause`), and at least until `interval_s` after its start
+    (`ferry.continuous.interval.seconds`)."""
+    return max(pause_s, interval_s - (now() - started), 0.0)
 
 
 def _pause(pause_s: float, deadline: float | None, stop: Callable[[], bool]) -> None:

@@ -138,3 +138,47 @@ def test_every_flow_continuously_paces_the_heartbeats_and_ends_after_a_failed_ro
         ("heartbeats", ["B->A", "B->C", "C->A", "C->B"])]
     assert [e for e in events if e[0] in ("ok", "failed")] == [
         ("ok", "A->B"), ("ok", "A->C"), ("failed", "A->B"), ("ok", "A->C")]
+
+
+@pytest.mark.parametrize(("took", "pause", "interval", "waits"), [
+    (0.05, 0.0, 0.5, 0.45),  # an idle cycle waits out the rest of the interval
+    (0.7, 0.0, 0.5, 0.0),    # a longer cycle is followed at once
+    (0.05, 0.0, 0.0, 0.0),   # 0: back to back
+    (0.05, 2.0, 0.5, 2.0),   # --pause counts from the cycle's end, and the longer one wins
+    (0.3, 0.1, 0.5, 0.2),
+])
+def test_a_loop_rests_until_the_interval_from_its_cycles_start_or_its_pause(
+    took: float, pause: float, interval: float, waits: float
+) -> None:
+    from ferry.steps.cycle import rest
+
+    assert rest(10.0, pause, interval, now=lambda: 10.0 + took) == pytest.approx(waits)
+
+
+def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a loop whose flow's cycles start at least 0.2 s apart, and cycles that are quick
+    import itertools
+    import time
+
+    import ferry.steps.cycle as cycle_module
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    config = config_with("ferry.continuous.interval.seconds = 0.2\n")
+    flow = config.flow("A->B")
+    starts: list[float] = []
+
+    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
+        starts.append(time.monotonic())
+        return CycleResult(flow.name, run_id)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+
+    # when: it runs four cycles
+    run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
+                     stop=lambda: len(starts) >= 4)
+
+    # then: each started about the interval after the one before, not at once
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(gaps) == 3 and all(0.19 <= g < 0.5 for g in gaps), gaps
