@@ -51,6 +51,17 @@ def cycle(flow: Flow, lanes: KeptLanes, run_id: str) -> list[dict[str, Any]]:
     return lanes.copy(flow, run_id, writers, lanes_of(writers, planned.lanes), "")
 
 
+def kept_flow(clusters: dict[str, str], topic: str, tmp_path: Path
+              ) -> tuple[Flow, KeptLanes, list[str]]:
+    """400 records over four partitions, a flow of them with two writer slots, its kept
+    lanes, and the list their writers note each producer they initialise in."""
+    create_topic(clusters["source"], topic, 4)
+    produce(clusters["source"], topic, records(400))
+    flow = flow_config(tmp_path, clusters, topic, "ferry.writers = 2\n").enabled_flows[0]
+    started: list[str] = []
+    return flow, KeptLanes(flow, writer=initialising(started)), started
+
+
 def outcomes(rows: list[dict[str, Any]]) -> set[str]:
     return {str(r["outcome"]) for r in rows}
 
@@ -59,11 +70,7 @@ def test_kept_writers_copy_cycle_after_cycle_with_each_producer_initialised_once
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a flow of four partitions over two writer slots, its lanes kept
-    create_topic(clusters["source"], topic_name, 4)
-    produce(clusters["source"], topic_name, records(400))
-    flow = flow_config(tmp_path, clusters, topic_name, "ferry.writers = 2\n").enabled_flows[0]
-    started: list[str] = []
-    lanes = KeptLanes(flow, writer=initialising(started))
+    flow, lanes, started = kept_flow(clusters, topic_name, tmp_path)
 
     # when: three cycles, with new records before each of the later two
     try:
@@ -88,11 +95,7 @@ def test_a_kept_writer_another_run_fenced_between_cycles_stops_and_its_slot_is_t
 ) -> None:
     # given: a loop's cycle whose writers are kept, then another run of the flow (a CLI
     # run: new writers of the same slots, which fence the kept ones) copying newer records
-    create_topic(clusters["source"], topic_name, 4)
-    produce(clusters["source"], topic_name, records(400))
-    flow = flow_config(tmp_path, clusters, topic_name, "ferry.writers = 2\n").enabled_flows[0]
-    started: list[str] = []
-    lanes = KeptLanes(flow, writer=initialising(started))
+    flow, lanes, started = kept_flow(clusters, topic_name, tmp_path)
     try:
         cycle(flow, lanes, "loop-1")
         produce(clusters["source"], topic_name, records(400, 400))
