@@ -38,14 +38,15 @@ from tests.scheduler.stack import running
 PARTITIONS = 2
 
 
-def config_text(clusters: dict[str, str], flows: int, state: Path, url: str) -> str:
+def config_text(clusters: dict[str, str], flows: int, state: Path, url: str,
+                extra: list[str]) -> str:
     aliases = [f"s{i}" for i in range(flows)]
     lines = [f"clusters = {', '.join(aliases)}, target",
              f"target.bootstrap.servers = {clusters['target']}", "replication.factor = 1",
              "checkpoints.topic.replication.factor = 1",
              "heartbeats.topic.replication.factor = 1",
              f"ferry.state.dir = {state}", f"ferry.spark.master = {url}",
-             "ferry.schedule = @continuous", "ferry.continuous.run.seconds = 300"]
+             "ferry.schedule = @continuous", "ferry.continuous.run.seconds = 300", *extra]
     for i, alias in enumerate(aliases):
         lines += [f"{alias}.bootstrap.servers = {clusters['source']}",
                   f"{alias}->target.enabled = true", f"{alias}->target.topics = t{i}"]
@@ -84,6 +85,54 @@ class Memory(threading.Thread):
             self.points.append((time.monotonic() - started, rss))
 
 
+class Cpu(threading.Thread):
+    """CPU seconds by kind of process, sampled every 2 s while the stream runs: the
+    Connect server's tree, the flows' task processes (each an @continuous DAG's loop) and
+    their supervisors, the rest of Airflow, the brokers, and this bench (producer and
+    readers)."""
+
+    def __init__(self, server: int) -> None:
+        super().__init__(daemon=True)
+        self.server, self.stop = server, threading.Event()
+        self.seconds: dict[str, float] = {}
+        self._last: dict[int, float] = {}
+        self.wall = 0.0
+
+    def kind(self, process: psutil.Process, tree: set[int]) -> str:
+        if process.pid in tree:
+            return "Connect server"
+        if process.pid == psutil.Process().pid:
+            return "bench"
+        line = " ".join(process.cmdline())
+        if "kafka.Kafka" in line:
+            return "brokers"
+        if line.startswith("airflow worker --"):  # a task: here, a flow's loop
+            return "flow loops"
+        if line.startswith("airflow supervisor"):
+            return "task supervisors"
+        if "airflow" in line:
+            return "airflow"
+        return "other"
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.stop.wait(2):
+            root = psutil.Process(self.server)
+            tree = {root.pid, *(c.pid for c in root.children(recursive=True))}
+            for process in psutil.process_iter():
+                try:
+                    times = process.cpu_times()
+                    total = times.user + times.system
+                    kind = self.kind(process, tree)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                before = self._last.get(process.pid)
+                self._last[process.pid] = total
+                if before is not None:
+                    self.seconds[kind] = self.seconds.get(kind, 0.0) + max(0.0, total - before)
+            self.wall = time.monotonic() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--flows", type=int, default=20)
@@ -92,6 +141,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=120)
     parser.add_argument("--catchup", type=float, default=600,
                         help="seconds the flows get to catch up after the stream")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a line for every flow's config, e.g. "
+                             "ferry.state.record.interval.seconds=60")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ferry-flows-") as name, \
             local_clusters(Path(name) / "kafka") as clusters:
@@ -101,7 +153,8 @@ def main() -> int:
         server = spark_server.up(tmp / "spark")
         try:
             config = tmp / "mm2.properties"
-            config.write_text(config_text(clusters, args.flows, tmp / "state", server.url))
+            config.write_text(config_text(clusters, args.flows, tmp / "state", server.url,
+                                          args.set))
             dags = [f"ferry_s{i}_to_target" for i in range(args.flows)]
             host, port = server.url.removeprefix("sc://").split(":")
             env = {"AIRFLOW__CORE__PARALLELISM": str(args.flows + 4),
@@ -114,12 +167,14 @@ def main() -> int:
                              for i in range(args.flows)]
                 for follower in followers:
                     follower.start()
-                memory = Memory(server.pid or 0)
+                memory, cpu = Memory(server.pid or 0), Cpu(server.pid or 0)
                 memory.start()
+                cpu.start()
                 print(f"flows: {args.flows} flows @continuous on one warm server, "
                       f"{args.rate:.0f} records/s each for {args.seconds:.0f} s (warm-up "
-                      f"{args.warmup:.0f} s left out)")
+                      f"{args.warmup:.0f} s left out){''.join(' ' + x for x in args.set)}")
                 sent = stream(clusters["source"], args.flows, args.rate, args.seconds)
+                cpu.stop.set()
                 # every flow catches up (lag far beyond a cycle is the point of the
                 # bench): up to --catchup seconds, then the stragglers are named
                 stopped = time.monotonic()
@@ -156,6 +211,11 @@ def main() -> int:
         print(f"  s{i}->target  p50 {q[49]:5.1f} s  p99 {q[98]:5.1f} s  max {late[-1]:5.1f} s"
               f"   lost {lost:,}  doubled {doubled:,}")
     print(f"  worst p99 {worst:.1f} s (target <= 5 s)")
+    cpu.join(5)
+    if cpu.wall:
+        print(f"  CPU while the stream ran ({psutil.cpu_count()} cores x {cpu.wall:.0f} s): "
+              + ", ".join(f"{kind} {seconds / cpu.wall:.2f} cores" for kind, seconds
+                          in sorted(cpu.seconds.items(), key=lambda kv: -kv[1])))
     if memory.points:
         base = memory.points[0][1]
         print("  Connect server RSS: " + ", ".join(

@@ -322,7 +322,7 @@ KEYS: tuple[FerryKey, ...] = (
              "cycle in one task, before it ends and Airflow's continuous schedule starts the "
              "next run (each run is a bounded, retried piece of history).",
              _positive_seconds, "900"),
-    FerryKey("ferry.state.record.interval.seconds", "10",
+    FerryKey("ferry.state.record.interval.seconds", "60",
              "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
              "@continuous DAG): how often the runs and the offset map are appended to Delta, "
              "in one batch, behind the copy instead of in every cycle. The records, their "
@@ -330,16 +330,19 @@ KEYS: tuple[FerryKey, ...] = (
              "always; Delta is rebuilt from the target's offset-map topic, so nothing is lost "
              "when the process dies before a batch. Delta is at most about this far behind "
              "(ferry status: state behind); a cycle waits when the batch before is still "
-             "being written after twice as long. 0 records in every cycle.",
-             _seconds_or_zero, "30"),
-    FerryKey("ferry.continuous.interval.seconds", "0.5",
+             "being written after twice as long. Each batch costs the Spark server seconds of "
+             "CPU (about 2 s here), so many flows on one server need a long interval. 0 "
+             "records in every cycle.",
+             _seconds_or_zero, "10"),
+    FerryKey("ferry.continuous.interval.seconds", "1",
              "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the least "
              "time from one cycle's start to the next's. A cycle that took longer is followed "
              "at once; a quicker one (an idle cycle: a few hundredths of a second) waits out "
              "the rest, so an idle or trickling flow does not spin, and many flows share a "
-             "machine. Records wait at most about this long before a cycle looks for them. "
-             "0 runs cycles back to back.",
-             _seconds_or_zero, "1"),
+             "machine (twenty flows at 0.5 s needed more than two cores here). Records wait "
+             "at most about this long before a cycle looks for them. 0 runs cycles back to "
+             "back.",
+             _seconds_or_zero, "0.5"),
     FerryKey("ferry.continuous.lanes", "kept",
              "Where a continuous loop on a Spark Connect server runs its writers. kept: in "
              "the loop's own process (the @continuous DAG's task, or ferry mirror "
@@ -397,10 +400,10 @@ class FerrySettings:
     """`ferry.dag.on.failure.callback`: module:function, or "" for none."""
     dag_default_args: str = ""
     """`ferry.dag.default.args`: canonical JSON of more task arguments, or "" for none."""
-    state_record_interval_seconds: float = 10.0
+    state_record_interval_seconds: float = 60.0
     """`ferry.state.record.interval.seconds`: a warm continuous loop's Delta batches (0:
     every cycle records its own)."""
-    continuous_interval_seconds: float = 0.5
+    continuous_interval_seconds: float = 1.0
     """`ferry.continuous.interval.seconds`: the least time between a loop's cycle starts."""
     continuous_lanes: str = "kept"
     """`ferry.continuous.lanes`: kept (writers kept in a continuous loop's process) | spark."""
