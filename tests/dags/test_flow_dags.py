@@ -212,6 +212,7 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
     tmp_path: Path
 ) -> None:
     from ferry.airflow.dags import build_dags
+    from ferry.core.spans import run_span
 
     path = tmp_path / "mm2.properties"
     path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
@@ -222,8 +223,11 @@ def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule
     assert dag.max_active_runs == 1
     task = dag.get_task("mirror_continuously")
     assert task.retries == 2
-    assert task.execution_timeout.total_seconds() == 300 + 900 + 60  # the span, a cycle, a minute
-    assert "for 300 s" in dag.doc_md
+    # the longest span a flow's run may have, a cycle, a minute
+    assert task.execution_timeout.total_seconds() == pytest.approx(330 + 900 + 60)
+    # the flow's own span: within 10% of the configured one (`ferry.core.spans`)
+    span = run_span("A->B", 300)
+    assert 270 <= span <= 330 and f"for {span:.0f} s" in dag.doc_md
 
 
 

@@ -128,7 +128,8 @@ def test_compacted_topic_maps_exactly_across_compaction_holes(
      pytest.param([0.15, 0.6], "cycle", id="twice"),
      pytest.param([0.4], "spark-job", id="spark-job", marks=pytest.mark.spark_submit),
      pytest.param([0.3], "continuous", id="continuous-once"),
-     pytest.param([0.15, 0.6], "continuous", id="continuous-twice")],
+     pytest.param([0.15, 0.6], "continuous", id="continuous-twice"),
+     pytest.param([0.3], "continuous-spark-lanes", id="continuous-spark-lanes")],
 )
 def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, kill_at: list[float], how: str,
@@ -138,7 +139,12 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     total = 200_000
     produce(clusters["source"], topic_name,
             [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
-    config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n")
+    # continuous: the loop's lanes are kept in its process (the default), or run as tasks of
+    # the warm server, where they outlive the killed client
+    lanes = "spark" if how == "continuous-spark-lanes" else "kept"
+    how = how.removesuffix("-spark-lanes")
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n"
+                         f"ferry.continuous.lanes = {lanes}\n")
     flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
     ferry = [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",
@@ -146,8 +152,8 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     command = {"cycle": [sys.executable, "-m", "tests.integration.cycle_main", config.path,
                          flow.name],
                "spark-job": ferry,
-               # the lanes run in the warm server's workers: they outlive the killed client
-               # until the next cycle's lanes fence them
+               # with spark lanes, the lanes run in the warm server's workers: they outlive
+               # the killed client until the next cycle's lanes fence them
                "continuous": [*ferry, "--continuous", "--master",
                               request.getfixturevalue("connect_url")]
                if how == "continuous" else []}[how]

@@ -42,6 +42,7 @@ from ferry.airflow.tasks import (
     warm_master,
 )
 from ferry.config import Flow
+from ferry.core.spans import longest_span, run_span
 
 if TYPE_CHECKING:
     from ferry.steps.cycle import Cycle
@@ -71,7 +72,8 @@ Look up a record: `ferry offsets {path} --flow '{flow.name}' --topic T --partiti
 def _run_doc(flow: Flow) -> str:
     if flow.ferry.schedule == "@continuous":
         return (f"Each run: **mirror_continuously**, whole cycles back to back for "
-                f"{flow.ferry.continuous_run_seconds:.0f} s (sync, plan, copy, record, "
+                f"{run_span(flow.name, flow.ferry.continuous_run_seconds):.0f} s (sync, "
+                "plan, copy, record, "
                 "checkpoints each; heartbeats and checkpoints when due); the next run "
                 "starts as it ends.")
     return ("Each run: **cycle** (heartbeat, sync of topics, partitions, configs and ACLs, "
@@ -181,7 +183,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
         last = run_continuously(path, config, flow, report,
                                 master=spark_master() or flow.ferry.spark_master,
-                                for_s=flow.ferry.continuous_run_seconds)
+                                for_s=run_span(flow.name, flow.ferry.continuous_run_seconds))
         if last is not None and not last.ok:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "
@@ -267,6 +269,7 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         # the last cycle starts before the run's span ends and is abandoned after the
         # cycle limit at the latest; a minute more for the run's own start and end
         task(task_id="mirror_continuously", outlets=outlets(flow), execution_timeout=timedelta(
-            seconds=flow.ferry.continuous_run_seconds + flow.ferry.cycle_timeout_seconds + 60))(
+            seconds=longest_span(flow.ferry.continuous_run_seconds)
+            + flow.ferry.cycle_timeout_seconds + 60))(
             mirror_continuously)(path, flow.name)
     return dag

@@ -320,7 +320,9 @@ KEYS: tuple[FerryKey, ...] = (
     FerryKey("ferry.continuous.run.seconds", "600",
              "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "
              "cycle in one task, before it ends and Airflow's continuous schedule starts the "
-             "next run (each run is a bounded, retried piece of history).",
+             "next run (each run is a bounded, retried piece of history). Each flow's runs "
+             "are up to 10% shorter or longer, fixed by the flow's name, so that many flows "
+             "do not all end and start again at once.",
              _positive_seconds, "900"),
     FerryKey("ferry.state.record.interval.seconds", "60",
              "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
