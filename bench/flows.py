@@ -18,12 +18,14 @@ process tree) over the run (target: flat).
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -133,6 +135,38 @@ class Cpu(threading.Thread):
             self.wall = time.monotonic() - started
 
 
+def turns(airflow: Any, dags: list[str]) -> None:
+    """Where a run's turn goes, over every flow: from one DAG run's end to the next run's
+    start (Airflow's continuous schedule), and from that start to its task's start (queued,
+    then a task process)."""
+    from datetime import datetime
+
+    def at(text: str | None) -> datetime | None:
+        return datetime.fromisoformat(text) if text else None
+
+    to_run, to_task = [], []
+    for dag in dags:
+        runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
+                      key=lambda r: r["start_date"] or "")
+        for before, after in itertools.pairwise(runs):
+            ended, started = at(before["end_date"]), at(after["start_date"])
+            if ended is None or started is None:
+                continue
+            to_run.append((started - ended).total_seconds())
+            found = airflow.api("GET", f"/dags/{dag}/dagRuns/{after['dag_run_id']}"
+                                       "/taskInstances")["task_instances"]
+            task = at(found[0]["start_date"]) if found else None
+            if task is not None:
+                to_task.append((task - started).total_seconds())
+    if not to_run:
+        print("  turns: no DAG run was followed by another")
+        return
+    task = (f"; -> its task's start median {statistics.median(to_task):.1f} s, max "
+            f"{max(to_task):.1f} s" if to_task else "")
+    print(f"  turns ({len(to_run)}): run end -> next run start median "
+          f"{statistics.median(to_run):.1f} s, max {max(to_run):.1f} s{task}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--flows", type=int, default=20)
@@ -193,6 +227,7 @@ def main() -> int:
                     follower.join(10)
                 for dag in dags:
                     airflow.api("PATCH", f"/dags/{dag}", {"is_paused": True})
+                turns(airflow, dags)
         finally:
             spark_server.down(tmp / "spark")
     warm_until = int(args.warmup * args.rate)
