@@ -41,13 +41,11 @@ class KeptClients:
     reader: Consumer | None = None
     topics: set[str] = field(default_factory=set)
     """Topics whose metadata the kept clients asked for already (`Lane.learn_targets`)."""
-    cycles: int = 0
-    """Cycles the kept producer served after the one that made it."""
 
     def take_producer(self, producer: Producer, fatal: Any, topics: set[str]) -> None:
         """`producer` (initialised, knowing `topics`) replaces the kept one, which a new
         producer of the same transactional id has fenced already."""
-        self.producer, self.fatal, self.topics, self.cycles = producer, fatal, topics, 0
+        self.producer, self.fatal, self.topics = producer, fatal, topics
 
     def discard(self) -> None:
         """Drop every client: the next writer of the slot starts afresh. Closing is best
@@ -55,7 +53,6 @@ class KeptClients:
         consumer, reader = self.consumer, self.reader
         self.producer = self.fatal = self.consumer = self.reader = None
         self.topics = set()
-        self.cycles = 0
         for client in (consumer, reader):
             if client is not None:
                 try:

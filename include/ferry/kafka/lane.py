@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,9 +293,8 @@ class Lane:
             return None
         producer = self.producer = kept.producer
         self.fatal, self.in_transaction = kept.fatal, False
-        kept.cycles += 1
         if {p.remote for p in self.parts.values()} - kept.topics:
-            self.learn_targets(producer)
+            self.learn_targets(producer, skip=kept.topics)
             kept.topics |= self.learned
         return producer
 
@@ -303,22 +302,24 @@ class Lane:
               failed: bool) -> None:
         """After the run: keep the clients for the slot's next writer, or, when the run
         raised or ended on a one-record-per-request producer, drop them all."""
-        if failed or self.diagnose or self.producer is not kept.producer:
-            kept.consumer, kept.reader = consumer, reader
+        kept.consumer, kept.reader = consumer, reader
+        if failed or self.diagnose or self.producer is not kept.producer \
+                or not self._unassigned(consumer):
             kept.discard()
-            return
-        try:  # nothing assigned or paused between cycles: the next run assigns its own
+
+    def _unassigned(self, consumer: Consumer) -> bool:
+        """Leave `consumer` with nothing assigned or paused, for the next run to assign its
+        own; False when it cannot be (it is then not kept)."""
+        try:
             paused = [KTP(p.topic, p.partition) for p in self.parts.values() if p.paused]
             if paused:
                 consumer.resume(paused)
             consumer.unassign()
+            return True
         except KafkaException as exc:
             self.log.info("writer %s: its consumer is not kept (%s)", self.lane, exc,
                           extra={"flow": self.flow.name, "lane": self.lane})
-            kept.consumer, kept.reader = consumer, reader
-            kept.discard()
-            return
-        kept.consumer, kept.reader = consumer, reader
+            return False
 
     # -- calls --------------------------------------------------------------------------
 
@@ -427,7 +428,7 @@ class Lane:
                 log.debug("metadata of %s not read ahead: %s", topic, exc,
                           extra={"flow": self.flow.name, "lane": self.lane})
 
-    def learn_targets(self, producer: Producer) -> None:
+    def learn_targets(self, producer: Producer, skip: Collection[str] = ()) -> None:
         """Ask for the metadata of the topics `producer` writes (the remote topics, the
         offset-map topic) before its first transactional call. A new producer has no broker
         connection yet: librdkafka's first search for the transaction coordinator then finds
@@ -435,10 +436,10 @@ class Lane:
         it has no metadata for wait for that. Asked first, `init_transactions` takes tens of
         milliseconds, not about half a second in every other lane. On an error nothing is
         lost but that time. An offset-map topic that is not there fails the writer at once
-        (`_require_map_topic`)."""
-        known = self.kept.topics if self.kept is not None else set()
+        (`_require_map_topic`). Topics in `skip` (a kept producer knows them) are not asked
+        for; those found go to `learned`."""
         for topic in sorted({p.remote for p in self.parts.values()} | {self.map_topic}):
-            if topic in known and producer is getattr(self.kept, "producer", None):
+            if topic in skip:
                 continue
             try:
                 found = producer.list_topics(topic, timeout=CALL_TIMEOUT_S).topics.get(topic)
