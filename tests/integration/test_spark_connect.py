@@ -5,6 +5,7 @@ spark-submit, no JVM per cycle), exactly as the spark-submit path does."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -222,8 +223,11 @@ def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_to
     try:
         assert running.stdout is not None
         first = json.loads(running.stdout.readline() or "null")
-        # when: a new topic the flow mirrors appears while it runs
+        # when: a new topic the flow mirrors appears while it runs (create_topic returns once
+        # its leaders are listed: cycles keep running meanwhile, at most one a second)
+        creating = time.monotonic()
         create_topic(clusters["source"], late, 1)
+        during = math.ceil(time.monotonic() - creating)
         later: list[dict[str, Any]] = []
         while line := running.stdout.readline():  # until 3 cycles after the one that found it
             later.append(json.loads(line))
@@ -251,9 +255,9 @@ def test_continuous_mode_runs_costly_steps_at_their_intervals_and_finds_a_new_to
         assert steps["sync"]["steps"]["acls"].startswith("not due (every 600s")
         assert steps["checkpoints"] == {"ran": False,
                                         "why": "not due (every 60s in a long-running loop)"}
-    # the new topic's remote topic was created by the next cycle or the one after (the
-    # next may have listed topics already), not 10 minutes later
-    assert any(created in cycle["steps"]["sync"]["changes"] for cycle in later[:2])
+    # the new topic's remote topic was created by the next cycle or the one after the
+    # creation (the next may have listed topics already), not 10 minutes later
+    assert any(created in cycle["steps"]["sync"]["changes"] for cycle in later[:during + 2])
 
 
 STALE_SESSION_JOB = """
