@@ -158,14 +158,14 @@ def test_a_loop_rests_until_the_interval_from_its_cycles_start_or_its_pause(
 def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
     config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given: a loop whose flow's cycles start at least 0.2 s apart, and cycles that are quick
+    # given: a loop whose flow's cycles start at least 0.4 s apart, and cycles that are quick
     import itertools
     import time
 
     import ferry.steps.cycle as cycle_module
     from ferry.steps.cycle import CycleResult, run_continuously
 
-    config = config_with("ferry.continuous.interval.seconds = 0.2\n")
+    config = config_with("ferry.continuous.interval.seconds = 0.4\n")
     flow = config.flow("A->B")
     starts: list[float] = []
 
@@ -179,6 +179,10 @@ def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
                      stop=lambda: len(starts) >= 4)
 
-    # then: each started about the interval after the one before, not at once
+    # then: each started about the interval after the one before, not at once (back to back
+    # they would be milliseconds apart). A cycle runs in its own thread, whose start a loaded
+    # machine can delay by tens of milliseconds, so one gap may fall that much short of the
+    # interval and the next exceed it by as much; the loop paces from its own clock.
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert len(gaps) == 3 and all(0.19 <= g < 0.5 for g in gaps), gaps
+    assert len(gaps) == 3 and all(0.25 <= g < 0.8 for g in gaps), gaps
+    assert starts[-1] - starts[0] >= 3 * 0.4 - 0.15, gaps
