@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import statistics
 import sys
 import tempfile
@@ -135,36 +136,72 @@ class Cpu(threading.Thread):
             self.wall = time.monotonic() - started
 
 
+CYCLE_LINE = re.compile(r"^cycle \S+: .* in (?P<seconds>[0-9.]+)s"
+                        r"(?: \(start (?P<start>[0-9.]+)s, copy (?P<copy>[0-9.]+)s)?")
+
+
 def turns(airflow: Any, dags: list[str]) -> None:
-    """Where a run's turn goes, over every flow: from one DAG run's end to the next run's
-    start (Airflow's continuous schedule), and from that start to its task's start (queued,
-    then a task process)."""
+    """Where a run's turn goes, over every flow, part by part: from the old run's last cycle
+    to its task's end (the loop's close: kept writers, the last Delta batch, the session),
+    to its run's end, to the next run's start (Airflow's continuous schedule), to its task's
+    start (queued, then a task process), to its first cycle's start (imports, config,
+    session), and that first cycle (every step due). The flow copies nothing from the old
+    run's last cycle to the new run's first."""
     from datetime import datetime
 
     def at(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text) if text else None
 
-    to_run, to_task = [], []
+    def cycles(dag: str, run: dict[str, Any], task: dict[str, Any]
+               ) -> list[tuple[float, float, float, float]]:
+        """(end, seconds, sync-and-plan seconds, copy seconds) of each cycle the task's log
+        names, ends in epoch seconds."""
+        found = []
+        for entry in airflow.task_log_entries(dag, run["dag_run_id"], task["task_id"],
+                                              max(1, task["try_number"])):
+            if isinstance(entry, dict) and (m := CYCLE_LINE.match(str(entry.get("event")))):
+                found.append((datetime.fromisoformat(entry["timestamp"]).timestamp(),
+                              float(m["seconds"]), float(m["start"] or 0),
+                              float(m["copy"] or 0)))
+        return found
+
+    parts: dict[str, list[float]] = {name: [] for name in (
+        "last cycle -> task end", "task end -> run end", "run end -> next run start",
+        "-> its task start", "-> first cycle start", "first cycle's sync and plan",
+        "its copy", "copying nothing")}
     for dag in dags:
         runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
                       key=lambda r: r["start_date"] or "")
-        for before, after in itertools.pairwise(runs):
-            ended, started = at(before["end_date"]), at(after["start_date"])
-            if ended is None or started is None:
-                continue
-            to_run.append((started - ended).total_seconds())
-            found = airflow.api("GET", f"/dags/{dag}/dagRuns/{after['dag_run_id']}"
+        tasks = {}
+        for run in runs:
+            found = airflow.api("GET", f"/dags/{dag}/dagRuns/{run['dag_run_id']}"
                                        "/taskInstances")["task_instances"]
-            task = at(found[0]["start_date"]) if found else None
-            if task is not None:
-                to_task.append((task - started).total_seconds())
-    if not to_run:
-        print("  turns: no DAG run was followed by another")
+            tasks[run["dag_run_id"]] = found[0] if found else None
+        for before, after in itertools.pairwise(runs):
+            old, new = tasks[before["dag_run_id"]], tasks[after["dag_run_id"]]
+            times = [at(before["end_date"]), at(after["start_date"]),
+                     at(old and old["end_date"]), at(new and new["start_date"])]
+            if old is None or new is None or any(t is None for t in times):
+                continue
+            run_end, run_start, task_end, task_start = (t.timestamp() for t in times if t)
+            old_cycles, new_cycles = cycles(dag, before, old), cycles(dag, after, new)
+            if not old_cycles or not new_cycles:
+                continue
+            last_end = old_cycles[-1][0]
+            first_end, first_seconds, first_plan, first_copy = new_cycles[0]
+            first_start = first_end - first_seconds
+            for name, seconds in zip(parts, (
+                    task_end - last_end, run_end - task_end, run_start - run_end,
+                    task_start - run_start, first_start - task_start, first_plan,
+                    first_copy, first_start + first_plan + first_copy - last_end),
+                    strict=True):
+                parts[name].append(seconds)
+    if not parts["copying nothing"]:
+        print("  turns: no DAG run was followed by another with cycles in both")
         return
-    task = (f"; -> its task's start median {statistics.median(to_task):.1f} s, max "
-            f"{max(to_task):.1f} s" if to_task else "")
-    print(f"  turns ({len(to_run)}): run end -> next run start median "
-          f"{statistics.median(to_run):.1f} s, max {max(to_run):.1f} s{task}")
+    print(f"  turns ({len(parts['copying nothing'])}), median / max s: " + ", ".join(
+        f"{name} {statistics.median(values):.1f} / {max(values):.1f}"
+        for name, values in parts.items()))
 
 
 def main() -> int:

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -339,14 +340,27 @@ def test_a_failed_range_counts_only_what_was_committed_not_what_was_read(
     assert result.seconds > 0
 
 
+@pytest.mark.parametrize("refusal_known", ["at-commit", "before-positions"])
 def test_a_refused_start_marker_of_an_empty_partition_fails_as_a_ferry_error_naming_it(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, refusal_known: str,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given: an empty source partition (its first cycle records only where copying starts,
     # in a transaction of offset-map entries alone) and an offset-map topic whose record
-    # limit refuses every entry
+    # limit refuses every entry; the broker's refusal reaching the producer either when
+    # the transaction commits or already before its positions are sent (a quick broker,
+    # a slow lane: a CI run saw the second, and its error read as a terminal one)
+    import ferry.kafka.stuck as stuck
     from ferry.errors import TransientError
 
+    if refusal_known == "before-positions":
+        send_offsets = stuck.send_offsets
+
+        def refused_first(producer: Any, *args: Any) -> None:
+            producer.flush(30)  # the refused entry's report is in before the positions go
+            send_offsets(producer, *args)
+
+        monkeypatch.setattr(stuck, "send_offsets", refused_first)
     create_topic(clusters["source"], topic_name, 1)
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     create_topic(clusters["target"], offset_map_topic(flow), 1,

@@ -177,9 +177,13 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
             totals["copies"] += int(copied)
             totals["offsets"] += planned.prepared.plan.span if planned and copied else 0
             merge_copied(topics, result.recorded.get("topics", {}))
-            log.info("cycle %s: %s in %.1fs", result.run_id,
+            # where the cycle's time went: sync and plan, the copy, then record and
+            # checkpoints (a slow run's turn or a saturated server shows here first)
+            parts = ", ".join(f"{part} {taken:.1f}s" for part, taken in result.timings.items())
+            log.info("cycle %s: %s in %.1fs%s", result.run_id,
                      f"{planned.prepared.plan.span:,} offsets copied" if planned and copied
-                     else "idle", seconds, extra={"flow": flow.name})
+                     else "idle", seconds, f" ({parts})" if parts else "",
+                     extra={"flow": flow.name})
 
         last = run_continuously(path, config, flow, report,
                                 master=spark_master() or flow.ferry.spark_master,

@@ -218,8 +218,15 @@ class ExactlyOnce(Delivery):
         target = lane.flow.target
         if offsets:  # bounded: librdkafka may never return from it (kafka/stuck.py)
             what = "committing positions"
-            lane.call(lambda: stuck.send_offsets(producer, offsets, metadata, what), target,
-                      what)
+            try:
+                lane.retrying(lambda: stuck.send_offsets(producer, offsets, metadata, what),
+                              target, what)
+            except KafkaException as exc:
+                # A record the broker refused may be reported here already, not only at
+                # the commit: which call learns it first is a matter of timing.
+                if exc.args[0].txn_requires_abort():
+                    raise Refused(exc.args[0].str()) from None
+                raise lane.kafka_error(exc, target, what) from None
         try:  # a retriable failure: the same call again (librdkafka's contract)
             lane.retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), target,
                           "committing a transaction")
