@@ -140,6 +140,10 @@ CYCLE_LINE = re.compile(r"^cycle \S+: .* in (?P<seconds>[0-9.]+)s"
                         r"(?: \(start (?P<start>[0-9.]+)s, copy (?P<copy>[0-9.]+)s)?")
 
 
+BATCH_LINE = re.compile(r"^recorded behind the copy: .* in (?P<seconds>[0-9.]+)s"
+                        r"(?: \((?P<parts>.*)\))?")
+
+
 def turns(airflow: Any, dags: list[str]) -> None:
     """Where a run's turn goes, over every flow, part by part: from the old run's last cycle
     to its task's end (the loop's close: kept writers, the last Delta batch, the session),
@@ -152,6 +156,8 @@ def turns(airflow: Any, dags: list[str]) -> None:
     def at(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text) if text else None
 
+    batches: list[tuple[float, dict[str, float]]] = []
+
     def cycles(dag: str, run: dict[str, Any], task: dict[str, Any]
                ) -> list[tuple[float, float, float, float]]:
         """(end, seconds, sync-and-plan seconds, copy seconds) of each cycle the task's log
@@ -159,6 +165,10 @@ def turns(airflow: Any, dags: list[str]) -> None:
         found = []
         for entry in airflow.task_log_entries(dag, run["dag_run_id"], task["task_id"],
                                               max(1, task["try_number"])):
+            if isinstance(entry, dict) and (m := BATCH_LINE.match(str(entry.get("event")))):
+                batches.append((float(m["seconds"]), {
+                    part.strip(): float(taken) for part, taken in
+                    re.findall(r"([a-z ]+) ([0-9.]+)s", m["parts"] or "")}))
             if isinstance(entry, dict) and (m := CYCLE_LINE.match(str(entry.get("event")))):
                 found.append((datetime.fromisoformat(entry["timestamp"]).timestamp(),
                               float(m["seconds"]), float(m["start"] or 0),
@@ -169,6 +179,7 @@ def turns(airflow: Any, dags: list[str]) -> None:
         "last cycle -> task end", "task end -> run end", "run end -> next run start",
         "-> its task start", "-> first cycle start", "first cycle's sync and plan",
         "its copy", "copying nothing")}
+    slowest: tuple[float, str, Any, Any] = (0.0, "", None, None)
     for dag in dags:
         runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
                       key=lambda r: r["start_date"] or "")
@@ -188,6 +199,8 @@ def turns(airflow: Any, dags: list[str]) -> None:
             if not old_cycles or not new_cycles:
                 continue
             last_end = old_cycles[-1][0]
+            if task_end - last_end > slowest[0]:
+                slowest = (task_end - last_end, dag, before, old)
             first_end, first_seconds, first_plan, first_copy = new_cycles[0]
             first_start = first_end - first_seconds
             for name, seconds in zip(parts, (
@@ -202,6 +215,24 @@ def turns(airflow: Any, dags: list[str]) -> None:
     print(f"  turns ({len(parts['copying nothing'])}), median / max s: " + ", ".join(
         f"{name} {statistics.median(values):.1f} / {max(values):.1f}"
         for name, values in parts.items()))
+    if batches:
+        names = sorted({part for _, parts_ in batches for part in parts_})
+        print(f"  Delta batches behind the copies ({len(batches)}): median "
+              f"{statistics.median(s for s, _ in batches):.1f} s, max "
+              f"{max(s for s, _ in batches):.1f} s; median per part: " + ", ".join(
+                  f"{name} {statistics.median(p.get(name, 0.0) for _, p in batches):.2f} s"
+                  for name in names))
+    seconds, dag, run, task = slowest
+    if task is not None:  # what the slowest end of a run did after its last cycle
+        entries = [e for e in airflow.task_log_entries(dag, run["dag_run_id"], task["task_id"],
+                                                       max(1, task["try_number"]))
+                   if isinstance(e, dict) and "timestamp" in e]
+        last = max(i for i, e in enumerate(entries) if CYCLE_LINE.match(str(e.get("event"))))
+        began = datetime.fromisoformat(entries[last]["timestamp"]).timestamp()
+        print(f"  the slowest end of a run ({dag}, {seconds:.1f} s after its last cycle):")
+        for entry in entries[last:][:25]:
+            at_s = datetime.fromisoformat(entry["timestamp"]).timestamp() - began
+            print(f"    +{at_s:6.1f} s {entry.get('logger', '')}: {str(entry['event'])[:160]}")
 
 
 def main() -> int:

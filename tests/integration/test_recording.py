@@ -173,3 +173,74 @@ def test_a_retried_job_of_the_same_plan_still_counts_what_its_first_attempt_copi
     assert summary["records"] == 60
     assert summary["topics"] == {topic_name: {"records": 60,
                                               "partitions": {"0": [0, 30], "1": [0, 30]}}}
+
+
+@pytest.mark.parametrize("second_rows", ["handed-over", "still-copying"])
+def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
+    spark: SparkSession, clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, second_rows: str
+) -> None:
+    # given: a continuous loop's recorder, its first batch (run "first") held in its runs
+    # append while the next cycle (run "second") commits its copy on the target and either
+    # hands over its rows or is still to (its job not yet returned when the batch goes
+    # on): the batch then reads both runs' entries from the offset-map topic, and only the
+    # first run's rows are in Delta
+    import threading
+
+    import ferry.spark.copy_job as copy_job
+    from ferry.core.tables import REBUILT, RUNS_DDL
+    from ferry.spark.recorder import Recorder
+    from ferry.steps.cycle import write_plan
+    from ferry.steps.plan import prepare
+
+    create_topic(clusters["source"], topic_name, 2)
+    config = flow_config(tmp_path, clusters, topic_name,
+                         "ferry.state.record.interval.seconds = 3600\n")
+    flow = config.enabled_flows[0]
+    paths = StatePaths(flow.ferry.state_dir)
+    held, release = threading.Event(), threading.Event()
+    append = copy_job._append
+
+    def held_runs_append(spark: SparkSession, rows_: list[dict[str, object]], ddl: str,
+                         path: str, *args: object, **kwargs: object) -> bool:
+        if ddl == RUNS_DDL and rows_ and not held.is_set():
+            held.set()
+            assert release.wait(120), "the test never released the batch"
+        return append(spark, rows_, ddl, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copy_job, "_append", held_runs_append)
+    recorder = Recorder(flow)
+    if second_rows == "still-copying":
+        add = recorder.add
+
+        def after_the_batch(spark: SparkSession, run_id: str, rows_: list[dict[str, object]]
+                            ) -> None:
+            if run_id == "second":  # committed; the batch goes on and ends before the rows
+                release.set()
+                deadline = time.monotonic() + 120
+                while recorder.batches < 1:
+                    assert time.monotonic() < deadline, "the first batch never ended"
+                    time.sleep(0.05)
+            add(spark, run_id, rows_)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(recorder, "add", after_the_batch)
+    try:
+        for run_id in ("first", "second"):
+            produce(clusters["source"], topic_name,
+                    [(None, f"{run_id}-{i}".encode(), i % 2) for i in range(20)])
+            plan = write_plan(flow, prepare(flow, run_id=run_id, master="local[2]"))
+            run_copy_job(spark, config.path, flow, plan, recorder=recorder)
+            assert held.wait(120), "the first batch never started"
+
+        # when: the held batch goes on, and the loop's last flush writes the rest
+        release.set()
+        recorder.close(240)
+    finally:
+        release.set()
+
+    # then: each run has its own rows, one per partition, and none was rebuilt as if its
+    # job had died before recording it (a run then counted twice)
+    found = sorted((r["run_id"], r["partition"], r["records"], r["error"] == REBUILT)
+                   for r in rows(paths.runs, flow.name))
+    assert found == [("first", 0, 10, False), ("first", 1, 10, False),
+                     ("second", 0, 10, False), ("second", 1, 10, False)]

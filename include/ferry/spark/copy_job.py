@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
@@ -59,8 +61,19 @@ class RecordsBehind(Protocol):
     """Appends a flow's runs and offset map to Delta behind its copies
     (`ferry.spark.recorder.Recorder`)."""
 
-    def add(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
-        """Take a copy job's `runs` rows; its offset-map entries are on the target."""
+    def begin(self, run_id: str) -> None:
+        """A copy job of `run_id` starts: until its rows are handed over (`add`) or it
+        ended without them (`end`), its offset-map entries are not a dead job's."""
+        ...
+
+    def add(self, spark: SparkSession, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Take the `runs` rows of the copy job of `run_id`; its offset-map entries are on
+        the target."""
+        ...
+
+    def end(self, run_id: str) -> None:
+        """The copy job of `run_id` ended without rows: the runs of its committed entries
+        are rebuilt from them."""
         ...
 
 
@@ -238,7 +251,8 @@ CREATE_ATTEMPTS = 3
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
-            once: tuple[str, int] | None = None) -> bool:
+            once: tuple[str, int] | None = None, timings: dict[str, float] | None = None
+            ) -> bool:
     """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
     the append is skipped when a write of that application with that version or a later
     one was committed already, and a concurrent one of the same application fails instead
@@ -246,7 +260,8 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
     if not rows:
         return True
     if once is not None:
-        done = transaction_version(path, once[0])
+        with _timed(timings, "idempotence check"):
+            done = transaction_version(path, once[0])
         if done is not None and done >= once[1]:  # Delta would skip the write silently
             log.info("%s already recorded up to %d", once[0], done)
             return False
@@ -288,8 +303,21 @@ def _frame(spark: SparkSession, rows: list[dict[str, Any]], ddl: str) -> Any:
     return spark.createDataFrame(table, schema=schema)
 
 
+@contextmanager
+def _timed(timings: dict[str, float] | None, part: str) -> Iterator[None]:
+    """Add the seconds the block took to `timings[part]` (when given)."""
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        if timings is not None:
+            timings[part] = timings.get(part, 0.0) + time.monotonic() - began
+
+
 def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
-                      after: int | None = None, *, runs: Future[bool] | None = None) -> int:
+                      after: int | None = None, *, runs: Future[bool] | None = None,
+                      timings: dict[str, float] | None = None,
+                      pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
@@ -299,17 +327,23 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     `runs`: the outcome of this job's own `runs` append, made before this one; it is
     waited for before the runs rows are checked. When it failed, this job's runs are
     rebuilt from their entries like a dead job's, and its error is raised only if that did
-    not record them: a failed append loses no history."""
+    not record them: a failed append loses no history. `timings`: where the seconds went
+    (the cursor, the entries' read, the appends), added per part. `pending()`, asked after
+    the entries were read: runs of this process whose rows are still to come (a copy under
+    way, or rows handed over for a later batch); their entries are not a dead job's, and
+    no row is rebuilt for them."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_topic_facts, read_entries
     from ferry.state.mapcursor import map_cursor
     from ferry.state.reader import recorded_run_ids
 
-    cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
+    with _timed(timings, "cursor"):
+        cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
     if after is None:
         after = cursor.after
     topic = offset_map_topic(flow)
-    found = list(read_entries(flow, after))
+    with _timed(timings, "entries"):
+        found = list(read_entries(flow, after))
     appended = False
     if found:
         version = max(offset for offset, _ in found)
@@ -317,13 +351,17 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
                 for offset, entry in found]
         # One writer id per offset-map topic incarnation: a recreated topic starts at 0.
         app = f"{flow.name}.{cursor.topic_id}"
-        appended = _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
-                           once=(f"ferry.offset_map.{app}", version))
+        with _timed(timings, "offset map"):
+            appended = _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
+                               once=(f"ferry.offset_map.{app}", version), timings=timings)
     failed = _outcome(runs)
     if appended:
-        recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
-        _append(spark, runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
-                RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
+        with _timed(timings, "rebuilt runs"):
+            recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
+            recorded |= set(pending())
+            _append(spark, runs_from_entries([e for _, e in found], recorded,
+                                             flow.ferry.delivery),
+                    RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
     if failed is not None:
         if appended:
             log.warning("the runs append failed (%s); the runs were rebuilt from their "
@@ -366,20 +404,27 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
                 for g in unrecorded_gaps(paths.gaps, flow.name, gaps)]
     append(paths.gaps, GAPS_DDL, new_gaps)
     runs: list[dict[str, Any]] = []
-    if writers and kept is not None:
-        runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role)
-    elif writers:
-        name_newest(flow, run_id, plan.role)
-        lanes = lanes_of(writers, plan.lanes)
-        frame = spark.range(0, len(lanes), 1, len(lanes))
-        task = partial(lane_task, config_path, plan_path, flow.name, run_id, writers,
-                       lanes, plan.role)
-        # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
-        runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
+    if recorder is not None:
+        recorder.begin(run_id)
+    try:
+        if writers and kept is not None:
+            runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role)
+        elif writers:
+            name_newest(flow, run_id, plan.role)
+            lanes = lanes_of(writers, plan.lanes)
+            frame = spark.range(0, len(lanes), 1, len(lanes))
+            task = partial(lane_task, config_path, plan_path, flow.name, run_id, writers,
+                           lanes, plan.role)
+            # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
+            runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
+    except BaseException:
+        if recorder is not None:
+            recorder.end(run_id)
+        raise
     failed = failures(runs)
     summary = run_summary(run_id, runs, len(new_gaps))
     if recorder is not None:
-        recorder.add(spark, runs)
+        recorder.add(spark, run_id, runs)
         return JobResult(summary, failed, None, tuple(gaps))
     try:
         mapped = record_runs(spark, flow, paths, runs)
@@ -398,7 +443,8 @@ class Unwritten(Exception):
 
 
 def record_runs(spark: SparkSession, flow: Flow, paths: StatePaths,
-                runs: list[dict[str, Any]]) -> int:
+                runs: list[dict[str, Any]], timings: dict[str, float] | None = None,
+                pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
     appended. Raises `Unwritten` when it failed and the runs rows were not appended.
 
@@ -408,11 +454,13 @@ def record_runs(spark: SparkSession, flow: Flow, paths: StatePaths,
     entries whose runs were never recorded, and those runs lost for good."""
     appended: Future[bool] = Future()
     try:
-        appended.set_result(_append(spark, runs, RUNS_DDL, paths.runs))
+        with _timed(timings, "runs"):
+            appended.set_result(_append(spark, runs, RUNS_DDL, paths.runs))
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
     try:
-        return record_offset_map(spark, flow, paths, runs=appended)
+        return record_offset_map(spark, flow, paths, runs=appended, timings=timings,
+                                 pending=pending)
     except Exception as exc:
         if appended.exception() is not None:
             raise Unwritten(exc) from exc

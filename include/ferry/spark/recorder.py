@@ -50,6 +50,8 @@ class Recorder:
         self._clock = clock
         self._batching = Batching(flow.ferry.state_record_interval_seconds)
         self._rows: list[dict[str, Any]] = []
+        self._copying: set[str] = set()
+        """Runs whose copy is under way: their rows are still to come."""
         self._spark: SparkSession | None = None
         self._failure: Exception | None = None
         self._flushing = self._closed = False
@@ -64,12 +66,27 @@ class Recorder:
         """Batches written so far."""
         return self._batches
 
-    def add(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
-        """Hand over a copy job's `runs` rows (its offset-map entries are on the target),
-        to be appended with the next batch through `spark`. Waits while the batch being
-        written has taken more than twice the interval (Delta is kept that close). Raises
-        the failure of the last batch, once."""
+    def begin(self, run_id: str) -> None:
+        """The copy job of `run_id` starts. Until it hands over its rows (`add`) or ends
+        without them (`end`), a batch that reads its committed offset-map entries knows
+        their rows are still to come, and rebuilds none from them (the run would then have
+        two rows per range)."""
         with self._changed:
+            self._copying.add(run_id)
+
+    def end(self, run_id: str) -> None:
+        """The copy job of `run_id` ended without rows (it raised): the runs of what it
+        committed are rebuilt from its offset-map entries, as a dead job's."""
+        with self._changed:
+            self._copying.discard(run_id)
+
+    def add(self, spark: SparkSession, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
+        are on the target), to be appended with the next batch through `spark`. Waits
+        while the batch being written has taken more than twice the interval (Delta is
+        kept that close). Raises the failure of the last batch, once."""
+        with self._changed:
+            self._copying.discard(run_id)
             self._raise_failure()
             self._spark = spark
             self._rows.extend(rows)
@@ -155,9 +172,19 @@ class Recorder:
         from ferry.spark.copy_job import record_runs
 
         started = self._clock()
-        mapped = record_runs(spark, self.flow, self.paths, rows)
-        log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs",
-                 len(rows), mapped, self._clock() - started, extra={"flow": self.flow.name})
+        timings: dict[str, float] = {}
+        mapped = record_runs(spark, self.flow, self.paths, rows, timings, self._pending)
+        log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs (%s)",
+                 len(rows), mapped, self._clock() - started,
+                 ", ".join(f"{part} {seconds:.2f}s" for part, seconds in timings.items()),
+                 extra={"flow": self.flow.name})
+
+
+    def _pending(self) -> set[str]:
+        """Runs whose rows are still to come: copies under way, and rows handed over since
+        the batch being written took its own."""
+        with self._changed:
+            return self._copying | {row["run_id"] for row in self._rows}
 
 
 def _first_line(exc: BaseException) -> str:

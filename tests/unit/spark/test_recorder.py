@@ -68,10 +68,10 @@ def test_the_first_batch_is_written_at_once_and_later_cycles_wait_for_the_interv
 ) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.add(SPARK, rows("r1"))
+    recorder.add(SPARK, "r1", rows("r1"))
     recorder.flush()  # waits for the batch under way
-    recorder.add(SPARK, rows("r2"))
-    recorder.add(SPARK, rows("r3"))
+    recorder.add(SPARK, "r2", rows("r2"))
+    recorder.add(SPARK, "r3", rows("r3"))
     assert writes.batches == [["r1"]]  # an hour's interval: r2 and r3 are pending
     recorder.flush()
     assert writes.batches == [["r1"], ["r2", "r3"]]  # one batch for both cycles
@@ -83,14 +83,14 @@ def test_a_failed_batch_fails_the_next_cycle_once_and_its_rows_go_with_the_next_
 ) -> None:
     writes = Writes({1: Unwritten(RuntimeError("DELTA_CONCURRENT_APPEND\nat ..."))})
     recorder = recorder_of(writes)
-    recorder.add(SPARK, rows("r1"))
+    recorder.add(SPARK, "r1", rows("r1"))
     with pytest.raises(FerryError) as failed:
         recorder.flush()
     assert str(failed.value) == (
         "flow A->B: recording the runs and the offset map in Delta "
         f"({recorder.paths.root}) failed: DELTA_CONCURRENT_APPEND (the copies are committed "
         "on the target; the next run records them from its offset-map topic)")
-    recorder.add(SPARK, rows("r2"))  # the failure was reported once
+    recorder.add(SPARK, "r2", rows("r2"))  # the failure was reported once
     recorder.flush()
     assert writes.batches == [["r1", "r2"]]
 
@@ -100,10 +100,10 @@ def test_a_batch_that_failed_after_writing_its_rows_does_not_write_them_twice(
 ) -> None:
     writes = Writes({1: RuntimeError("offset map append failed")})
     recorder = recorder_of(writes)
-    recorder.add(SPARK, rows("r1"))
+    recorder.add(SPARK, "r1", rows("r1"))
     with pytest.raises(FerryError, match="offset map append failed"):
         recorder.flush()
-    recorder.add(SPARK, rows("r2"))
+    recorder.add(SPARK, "r2", rows("r2"))
     recorder.flush()
     assert writes.batches == [["r2"]]
 
@@ -112,9 +112,9 @@ def test_copies_go_on_while_a_batch_is_written(recorder_of: Any) -> None:
     writes = Writes()
     writes.gate.clear()  # the first batch is slow
     recorder = recorder_of(writes)
-    recorder.add(SPARK, rows("r1"))
+    recorder.add(SPARK, "r1", rows("r1"))
     assert writes.writing.wait(10)
-    recorder.add(SPARK, rows("r2"))  # returns at once: the batch has not taken an hour
+    recorder.add(SPARK, "r2", rows("r2"))  # returns at once: the batch has not taken an hour
     writes.gate.set()
     recorder.flush()
     assert writes.batches == [["r1"], ["r2"]]
@@ -126,7 +126,7 @@ def test_a_flush_gives_up_on_a_batch_that_hangs_naming_who_records_it_instead(
     writes = Writes()
     writes.gate.clear()  # the batch never ends (a server that stopped answering)
     recorder = recorder_of(writes)
-    recorder.add(SPARK, rows("r1"))
+    recorder.add(SPARK, "r1", rows("r1"))
     with pytest.raises(FerryError) as hung:
         recorder.flush(timeout_s=0.3)
     assert str(hung.value) == (
