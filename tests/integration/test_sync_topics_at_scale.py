@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from ferry.config import Flow
 from ferry.steps.sync import sync_flow
 from tests.support.kafka_data import conf, flow_config
 
@@ -24,6 +25,14 @@ BIG = 10_001
 
 def partitions(admin: AdminClient, topic: str) -> int:
     return len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def _seen_by_a_new_client(flow: Flow, topic: str) -> int:
+    """The partitions of `topic` as a new client of Ferry's sees them (the sync's view)."""
+    from ferry.steps.clusters import Cluster
+
+    found = Cluster(flow.source_admin).topics().get(topic)
+    return found.partitions if found is not None else 0
 
 
 def test_remote_topics_over_one_requests_limit_are_created_in_steps(
@@ -39,13 +48,18 @@ def test_remote_topics_over_one_requests_limit_are_created_in_steps(
         for name, count in ((big, 5_000), (small, 1)):
             source.create_topics([NewTopic(name, count, 1)])[name].result(60)
         source.create_partitions([NewPartitions(big, BIG)])[big].result(60)
-        deadline = time.monotonic() + 60  # the new partitions show in metadata a bit later
-        while partitions(source, big) < BIG and time.monotonic() < deadline:
+        # the new partitions show in metadata a bit later, and in a new client's view (the
+        # sync's) later than in this one's: a sync that saw 5,000 created the remote topic
+        # with 5,000 and had nothing to grow (twice on a loaded machine)
+        deadline = time.monotonic() + 60
+        while (partitions(source, big) < BIG or _seen_by_a_new_client(flow, big) < BIG) \
+                and time.monotonic() < deadline:
             time.sleep(0.2)
 
         # when: the flow's sync creates the remote topics
         report = sync_flow(flow, apply=True)
 
+        assert report.mirrored[big] == BIG, "the sync saw fewer source partitions"
         # then: both exist with the source's partitions (before: POLICY_VIOLATION); the
         # grown partitions show in the target's metadata a bit after the sync's request
         deadline = time.monotonic() + 60
