@@ -251,8 +251,7 @@ CREATE_ATTEMPTS = 3
 
 
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
-            once: tuple[str, int] | None = None, timings: dict[str, float] | None = None
-            ) -> bool:
+            once: tuple[str, int] | None = None) -> bool:
     """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
     the append is skipped when a write of that application with that version or a later
     one was committed already, and a concurrent one of the same application fails instead
@@ -260,8 +259,7 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
     if not rows:
         return True
     if once is not None:
-        with _timed(timings, "idempotence check"):
-            done = transaction_version(path, once[0])
+        done = transaction_version(path, once[0])
         if done is not None and done >= once[1]:  # Delta would skip the write silently
             log.info("%s already recorded up to %d", once[0], done)
             return False
@@ -353,7 +351,7 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
         app = f"{flow.name}.{cursor.topic_id}"
         with _timed(timings, "offset map"):
             appended = _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
-                               once=(f"ferry.offset_map.{app}", version), timings=timings)
+                               once=(f"ferry.offset_map.{app}", version))
     failed = _outcome(runs)
     if appended:
         with _timed(timings, "rebuilt runs"):
