@@ -183,11 +183,12 @@ def turns(airflow: Any, dags: list[str]) -> None:
     for dag in dags:
         runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
                       key=lambda r: r["start_date"] or "")
-        tasks = {}
+        tasks, logged = {}, {}  # each run's task, and its cycles (its log read once)
         for run in runs:
             found = airflow.api("GET", f"/dags/{dag}/dagRuns/{run['dag_run_id']}"
                                        "/taskInstances")["task_instances"]
             tasks[run["dag_run_id"]] = found[0] if found else None
+            logged[run["dag_run_id"]] = cycles(dag, run, found[0]) if found else []
         for before, after in itertools.pairwise(runs):
             old, new = tasks[before["dag_run_id"]], tasks[after["dag_run_id"]]
             times = [at(before["end_date"]), at(after["start_date"]),
@@ -195,7 +196,7 @@ def turns(airflow: Any, dags: list[str]) -> None:
             if old is None or new is None or any(t is None for t in times):
                 continue
             run_end, run_start, task_end, task_start = (t.timestamp() for t in times if t)
-            old_cycles, new_cycles = cycles(dag, before, old), cycles(dag, after, new)
+            old_cycles, new_cycles = logged[before["dag_run_id"]], logged[after["dag_run_id"]]
             if not old_cycles or not new_cycles:
                 continue
             last_end = old_cycles[-1][0]
