@@ -225,6 +225,18 @@ def replicated_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         yield {s.alias: s.bootstrap for s in states} | {"root": str(root)}
 
 
+@pytest.fixture(scope="module")
+def heavy_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """alias -> bootstrap servers of a `source` and a `target` cluster owned by one module,
+    for tests whose load would stall the shared pair: a broker applies a metadata change
+    (thousands of new partitions, their logs created) before it lists any later one, so
+    other tests' new topics stayed unlisted for a minute and their cycles planned nothing.
+    They stop when the module ends."""
+    with owned_clusters(tmp_path_factory, "kafka-heavy") as root:
+        states = cluster.up(("source", "target"), root, extra=QUIET_WHEN_IDLE)
+        yield {s.alias: s.bootstrap for s in states}
+
+
 EXPIRING_OFFSETS = {"offsets.retention.minutes": "1",
                     "offsets.retention.check.interval.ms": "2000"}
 """Broker settings that compress a week of idleness into a minute: a group offset not

@@ -53,16 +53,19 @@ def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
     """A topic with the cluster's default replication factor (3 on three-node clusters),
     returned once the broker lists it with a leader for each partition: the creation
     returns before the brokers' metadata shows it, and a test that lists or plans at once
-    may otherwise not find it yet."""
+    may otherwise not find it yet. Fails if it is not listed so within 60 s."""
     admin = AdminClient(conf(bootstrap))
     admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(30)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = admin.list_topics(name, timeout=10).topics.get(name)
         if found is not None and found.error is None and len(found.partitions) == partitions \
                 and all(p.leader >= 0 for p in found.partitions.values()):
             return
         time.sleep(0.05)
+    # a test going on would plan without the topic and fail far from the cause
+    raise AssertionError(f"topic {name} was created but the broker did not list it with a "
+                         "leader for each partition within 60 s")
 
 
 def recreate_topic(bootstrap: Conn, name: str, partitions: int = 1) -> None:
