@@ -370,3 +370,94 @@ def test_a_continuous_loop_records_delta_behind_its_copies_and_all_of_it_as_it_s
     assert copied <= _delta_run_ids(flow, "offset_map")
     assert _behind(config, flow.name) == 0
     assert "recorded behind the copy" in err
+
+
+HANDING_OVER_LOOP = """
+import json, sys
+from ferry.config import load_config
+from ferry.spark import recorder
+from ferry.steps.cycle import run_continuously
+from tests.support.kafka_data import produce
+config_path, flow_name, url, seconds, source, topic, rows_path = sys.argv[1:8]
+config = load_config(config_path)
+flow = config.flow(flow_name)
+handed = []
+add = recorder.Recorder.add
+def keep(self, spark, run_id, rows):  # the rows as the lanes reported them
+    handed.extend({k: str(v) if k == "finished_at" else v for k, v in r.items()} for r in rows)
+    add(self, spark, run_id, rows)
+recorder.Recorder.add = keep
+cycles = []
+def report(result, _seconds):
+    copied = result.planned is not None and not result.planned.idle
+    cycles.append({"run_id": result.run_id, "copied": copied, "ok": result.ok})
+    if copied and len([c for c in cycles if c["copied"]]) == 1:  # more for a later cycle
+        produce(source, topic, [(None, f"later-{i}".encode(), i % 2) for i in range(40)])
+run_continuously(config_path, config, flow, report, master=url, for_s=float(seconds),
+                 hand_over=True)
+with open(rows_path, "w") as out:
+    json.dump(handed, out)
+print(json.dumps(cycles))
+"""
+
+
+def _loop_handing_over(config: Config, flow: Any, url: str, seconds: float,
+                       source: str, topic: str, rows_path: Path
+                       ) -> tuple[list[dict[str, Any]], str]:
+    """The @continuous DAG's loop (`hand_over`) for `seconds`, in a process of its own:
+    (its cycles, its log)."""
+    done = subprocess.run([sys.executable, "-c", HANDING_OVER_LOOP, config.path, flow.name,
+                           url, str(seconds), source, topic, str(rows_path)],
+                          capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_as_copied(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: the @continuous DAG's loop on the warm Spark, Delta batches an hour apart (the
+    # first at once); a first copy, then more records that a later cycle copies
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic_name, 2)
+    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2) for i in range(60)])
+    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n"
+                         "ferry.state.record.interval.seconds = 3600\n")
+    flow = config.enabled_flows[0]
+
+    # when: its run ends
+    cycles, err = _loop_handing_over(config, flow, url, 20, clusters["source"], topic_name,
+                                     tmp_path / "first.json")
+
+    # then: the first copy is in Delta; the later one was left to the next run, not written
+    # in a last batch that the next run's first cycle would have waited for
+    copies = [c["run_id"] for c in cycles if c["copied"]]
+    assert len(copies) >= 2 and all(c["ok"] for c in cycles), cycles
+    assert "left 2 runs rows of 1 runs to the next run" in err, err[-3000:]
+    assert copies[0] in _delta_run_ids(flow, "runs")
+    assert copies[-1] not in _delta_run_ids(flow, "runs")
+    assert _behind(config, flow.name) > 0
+    assert_exact(flow, clusters, topic_name, 2)
+
+    # when: the next run starts (nothing new to copy)
+    _loop_handing_over(config, flow, url, 8, clusters["source"], topic_name,
+                       tmp_path / "next.json")
+
+    # then: its first batch recorded the left copy with the rows its lanes reported (the
+    # seconds up to the commit's own milliseconds), and Delta is no longer behind
+    from ferry.state.store import DeltaStore
+
+    reported = {(r["run_id"], r["partition"]): r
+                for r in json.loads((tmp_path / "first.json").read_text())
+                if r["run_id"] == copies[-1]}
+    recorded = {(r["run_id"], r["partition"]): r
+                for r in DeltaStore.of(flow).rows("runs", flow.name) if r["run_id"] == copies[-1]}
+    assert sorted(recorded) == sorted(reported) == [(copies[-1], 0), (copies[-1], 1)]
+    same = ("lane", "topic", "range_start", "range_end", "records", "bytes",
+            "max_record_age_ms", "outcome", "error", "delivery", "duplicates")
+    for key, row in reported.items():
+        assert {k: recorded[key][k] for k in same} == {k: row[k] for k in same}
+        assert row["records"] == 20 and row["max_record_age_ms"] > 0
+        assert abs(recorded[key]["seconds"] - row["seconds"]) < 1.0
+    assert _behind(config, flow.name) == 0

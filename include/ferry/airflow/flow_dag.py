@@ -187,7 +187,8 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
         last = run_continuously(path, config, flow, report,
                                 master=spark_master() or flow.ferry.spark_master,
-                                for_s=run_span(flow.name, flow.ferry.continuous_run_seconds))
+                                for_s=run_span(flow.name, flow.ferry.continuous_run_seconds),
+                                hand_over=True)
         if last is not None and not last.ok:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "

@@ -76,6 +76,12 @@ class MapEntry:
     duplicates: int = 0
     """at_least_once: records an unfinished earlier run wrote to the remote partition that
     this entry's run copied again (kept so a `runs` row rebuilt from entries counts them)."""
+    lane_started_ms: int = 0
+    """When the entry's lane started copying (epoch ms; 0 in entries of older versions):
+    with `age_ms`, a `runs` row rebuilt from entries has the times its lane reported."""
+    age_ms: int = 0
+    """The `max_record_age_ms` of the partition's range as its lane knew it at this entry
+    (0: none read yet, or an older version)."""
 
     @property
     def records(self) -> int:
@@ -204,6 +210,10 @@ def encode(entry: MapEntry) -> tuple[bytes, bytes]:
         value["ti"] = entry.target_id
     if entry.duplicates:
         value["d"] = entry.duplicates
+    if entry.lane_started_ms:
+        value["ls"] = entry.lane_started_ms
+    if entry.age_ms:
+        value["ag"] = entry.age_ms
     return key, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -223,6 +233,7 @@ def decode(value: bytes) -> MapEntry:
         target_end=int(data["te"]) if data.get("te") is not None else None,
         source_id=str(data.get("si", "")), target_id=str(data.get("ti", "")),
         duplicates=int(data.get("d", 0)),
+        lane_started_ms=int(data.get("ls", 0)), age_ms=int(data.get("ag", 0)),
     )
 
 

@@ -13,6 +13,9 @@ batch per interval, while the loop copies on.
 - The batches are bounded: a cycle that hands over its rows waits while the batch being
   written has taken longer than twice the interval, so Delta never falls further behind
   than that, whatever the rate.
+- A loop that knows when it ends, and leaves its last stretch to the next run (the
+  `@continuous` DAG), starts no batch that would still be written when it ends (judged by
+  the last batch's time): its end then waits for no batch.
 """
 
 from __future__ import annotations
@@ -34,14 +37,23 @@ class Batching:
     """When the batch being written started (None: none is)."""
     pending: bool = False
     """Whether cycles handed over work since the last batch started."""
+    ends_at: float | None = None
+    """When the loop ends, leaving what is pending then to the next run (None: it writes
+    a last batch as it stops)."""
+    last_took: float = 0.0
+    """How long the last batch took."""
 
     def due(self, now: float, flushing: bool = False) -> bool:
         """Whether a batch starts now: work pending, none being written, and the interval
-        passed since the last one started (at once when `flushing`, or for the first)."""
+        passed since the last one started (at once when `flushing`, or for the first);
+        never one that would outlast `ends_at`, unless flushing."""
         if not self.pending or self.writing_since is not None:
             return False
-        return (flushing or self.last_started is None
-                or now - self.last_started >= self.interval_s)
+        if flushing:
+            return True
+        if self.ends_at is not None and now + self.last_took >= self.ends_at:
+            return False
+        return self.last_started is None or now - self.last_started >= self.interval_s
 
     def wait_for_next(self, now: float) -> float:
         """Seconds until a pending batch is due (0: due now or nothing is pending)."""
@@ -58,5 +70,7 @@ class Batching:
     def started(self, now: float) -> None:
         self.last_started, self.writing_since, self.pending = now, now, False
 
-    def ended(self) -> None:
+    def ended(self, now: float) -> None:
+        if self.writing_since is not None:
+            self.last_took = now - self.writing_since
         self.writing_since = None

@@ -207,9 +207,15 @@ def merge_copied(into: dict[str, dict[str, Any]],
 def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
                       delivery: str) -> list[dict[str, Any]]:
     """`runs` rows for runs whose entries the target committed but whose rows are missing
-    (the job died between the Kafka commit and the Delta write): one row per run, lane and
-    partition, from what the entries say (records, bytes, duplicates, covered offsets,
-    commit times).
+    (the job died between the Kafka commit and the Delta write, or a continuous run left
+    its last stretch to the next run): one row per run, lane and partition, from what the
+    entries say (records, bytes, duplicates, covered offsets, commit times).
+
+    Entries that carry their lane's start and the range's age (this version's) give the
+    times the lane reported, up to the commit's own milliseconds: `seconds` from the
+    lane's start to the last commit, `max_record_age_ms` as read; such a row is the lane's
+    own, with no note. Older entries give `seconds` between the first and the last commit,
+    an age of 0, and the note REBUILT.
     Adopted history (ADOPTED_LANE) was another mirror's copy, and a reset (RESET_LANE)
     copied nothing: not runs of Ferry's, none."""
     groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
@@ -220,13 +226,17 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
     rows = []
     for (run_id, lane, topic, partition), found in sorted(groups.items()):
         times = [e.committed_at_ms for e in found]
+        started = min(e.lane_started_ms for e in found)
+        timed = started > 0
         rows.append({
             "flow": found[0].flow, "run_id": run_id, "lane": lane, "topic": topic,
             "partition": partition, "range_start": min(e.covered_start for e in found),
             "range_end": max(e.covered_end for e in found),
             "records": sum(e.records for e in found), "bytes": sum(e.bytes for e in found),
-            "seconds": (max(times) - min(times)) / 1000, "max_record_age_ms": 0,
-            "outcome": RangeOutcome.COPIED.value, "error": REBUILT, "delivery": delivery,
+            "seconds": (max(times) - (started if timed else min(times))) / 1000,
+            "max_record_age_ms": max(e.age_ms for e in found),
+            "outcome": RangeOutcome.COPIED.value, "error": "" if timed else REBUILT,
+            "delivery": delivery,
             "duplicates": sum(e.duplicates for e in found),
             "finished_at": datetime.fromtimestamp(max(times) / 1000, UTC),
             "schema_version": SCHEMA_VERSION,

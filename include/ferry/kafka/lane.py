@@ -121,6 +121,8 @@ class Lane:
                              "split them with ferry.core.lanes.by_writer")
         self.flow, self.lane, self.run_id = flow, min(slots, default=0), run_id
         self.started = time.monotonic()
+        self.started_ms = int(time.time() * 1000)
+        """When the lane started, as a clock time: its entries carry it (`MapEntry`)."""
         self.txn_id = transactional_id(flow, self.lane, role)
         self.delivery = delivery_for(flow)
         self.producer: Producer | None = None
@@ -233,6 +235,7 @@ class Lane:
 
     def run(self) -> LaneResult:
         started = self.started = time.monotonic()
+        self.started_ms = int(time.time() * 1000)
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
         kept = self.kept
@@ -842,7 +845,8 @@ class Lane:
                          part.remote, part.partition, part.covered, covered_end,
                          segments, now_ms, bytes=txn.bytes, target_end=part.target_end,
                          source_id=part.source_id, target_id=part.target_id,
-                         duplicates=part.duplicates)
+                         duplicates=part.duplicates, lane_started_ms=self.started_ms,
+                         age_ms=max((r.max_age_ms for r in part.ranges), default=0))
         part.duplicates = 0  # counted once, in the partition's first entry of this run
         for piece in split_entry(entry):  # an entry stays far below the record limit
             self._send_entry(producer, piece)

@@ -158,6 +158,21 @@ _lanes: dict[tuple[str, str], KeptLanes] = {}
 """The kept lanes of this process's continuous loops, by (URL, flow)."""
 
 
+_ends_at: float | None = None
+"""When this process's continuous loops end (monotonic), leaving their last Delta batch to
+the flow's next run (`end_loops_at`); None: a loop writes it as it stops."""
+
+
+def end_loops_at(when: float | None) -> None:
+    """This process's loops end at `when` (`time.monotonic`) and close with
+    `close_sessions(hand_over=True)`: their recorders, those made later too, start no
+    batch that would outlast them (`Recorder.end_at`)."""
+    global _ends_at
+    _ends_at = when
+    for recorder in _recorders.values():
+        recorder.end_at(when)
+
+
 CLOSE_TIMEOUT_S = 300.0
 """How long a loop that stops waits for its recorder's last batch: a batch that hangs (a
 server that stopped answering) must not keep the process from ending."""
@@ -180,6 +195,7 @@ def _recorder(url: str, flow: Flow) -> Recorder | None:
     key = (url, flow.name)
     if key not in _recorders:
         _recorders[key] = Recorder(flow)
+        _recorders[key].end_at(_ends_at)
     return _recorders[key]
 
 
@@ -266,11 +282,14 @@ def _answers(spark: SparkSession, url: str, flow: Flow) -> bool:
         return False
 
 
-def close_sessions() -> None:
+def close_sessions(hand_over: bool = False) -> None:
     """Write the recorders' last batches, then close the sessions kept for later jobs. A
     last batch that fails is logged, not raised: what it held is rebuilt from the
     target's offset-map topic by the flow's next run. The kept lanes go first: their
-    clients hold no open transaction between cycles."""
+    clients hold no open transaction between cycles. `hand_over` (a run whose next run
+    follows at once): the copied ranges' rows still pending are left to the next run's
+    first batch (`Recorder.close`), so the next run does not wait for a last batch."""
+    end_loops_at(None)
     while _lanes:
         (_, name), lanes = _lanes.popitem()
         try:
@@ -280,7 +299,7 @@ def close_sessions() -> None:
     while _recorders:
         (_, name), recorder = _recorders.popitem()
         try:
-            recorder.close(CLOSE_TIMEOUT_S)
+            recorder.close(CLOSE_TIMEOUT_S, hand_over=hand_over)
         except FerryError as exc:
             log.error("%s", exc, extra={"flow": name})
     while _kept:

@@ -9,9 +9,15 @@ offset-map entries and positions are committed to Kafka in the cycle, as always.
 
 Nothing is lost to a batch not yet written: the offset map and the runs of the copies that
 committed are rebuilt from the offset-map topic by the next job or batch of any process
-(`record_offset_map`); only a failed range's row of an unwritten batch is gone (its
-failure was the cycle's result, and logged). A batch that fails is reported to the next
-cycle that hands over rows, which fails with it, as a job whose append failed does.
+(`record_offset_map`), with the times their lanes reported (`runs_from_entries`); only a
+failed or skipped range's row of an unwritten batch is gone (its failure was the cycle's
+result, and logged). A batch that fails is reported to the next cycle that hands over
+rows, which fails with it, as a job whose append failed does.
+
+A loop whose next run follows at once (the `@continuous` DAG) says when it ends
+(`end_at`) and closes with `hand_over`: no batch outlasts it, and copied rows still
+pending are left to the next run's first batch instead of a last batch of its own, which
+the next run's first cycle would wait for.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.recording import Batching
-from ferry.core.tables import StatePaths
+from ferry.core.tables import RangeOutcome, StatePaths
 from ferry.errors import FerryError
 from ferry.spark.copy_job import Unwritten
 
@@ -95,6 +101,14 @@ class Recorder:
             while self._batching.holds_back(self._clock()) and not self._closed:
                 self._changed.wait(0.1)
 
+    def end_at(self, when: float | None) -> None:
+        """The loop ends at `when` (this recorder's clock) and leaves what is pending then
+        to the next run (`close(hand_over=True)`): no batch starts that the last one's time
+        says would outlast it. None: no end is known."""
+        with self._changed:
+            self._batching.ends_at = when
+            self._changed.notify_all()
+
     def flush(self, timeout_s: float | None = None) -> None:
         """Write what is pending now and wait until it is written, at most `timeout_s`
         (None: as long as it takes); raise a batch's failure, or that it is still being
@@ -108,24 +122,61 @@ class Recorder:
                     and self._failure is None:
                 if deadline is not None and self._clock() >= deadline:
                     self._flushing = False
-                    raise FerryError(
-                        f"flow {self.flow.name}: the last Delta batch is still being written "
-                        f"after {timeout_s:.0f} s; left to the flow's next run, which records "
-                        "what Delta lacks from the target's offset-map topic")
+                    raise self._still_writing(timeout_s)
                 self._changed.wait(0.1)
             self._flushing = False
             self._raise_failure()
 
-    def close(self, timeout_s: float | None = None) -> None:
-        """`flush` (at most `timeout_s`), then end the thread."""
+    def close(self, timeout_s: float | None = None, hand_over: bool = False) -> None:
+        """`flush` (at most `timeout_s`), then end the thread. `hand_over` (a run followed
+        by the next at once): only wait for the batch being written, and leave the rows
+        pending to the next run when its first batch rebuilds them as they are: rows of
+        copied ranges, which the offset-map topic holds with their lanes' times. A failed
+        or skipped range's row has no entry, and is flushed as without `hand_over`."""
         try:
-            self.flush(timeout_s)
+            left = None
+            if hand_over:
+                self._wait_written(timeout_s)
+                left = self._leave_copied()
+            if left is None:
+                self.flush(timeout_s)
+            elif left:
+                log.info("left %d runs rows of %d runs to the next run, whose first Delta "
+                         "batch records them from the offset-map topic", len(left),
+                         len({row["run_id"] for row in left}), extra={"flow": self.flow.name})
         finally:
             with self._changed:
                 self._closed = True
                 self._changed.notify_all()
             self._thread.join(0 if timeout_s is not None and self._thread.is_alive()
                               and self._batching.writing_since is not None else 60)
+
+    def _leave_copied(self) -> list[dict[str, Any]] | None:
+        """Take the pending rows off the next batch when all are of copied ranges (the
+        next run rebuilds them as they are); None, taking nothing, when one is not."""
+        with self._changed:
+            if not all(row["outcome"] == RangeOutcome.COPIED for row in self._rows):
+                return None
+            left, self._rows = self._rows, []
+            self._batching.pending = False
+            return left
+
+    def _wait_written(self, timeout_s: float | None) -> None:
+        """Wait for the batch being written (at most `timeout_s`); raise its failure, or
+        that it is still being written."""
+        deadline = None if timeout_s is None else self._clock() + timeout_s
+        with self._changed:
+            while self._batching.writing_since is not None and self._failure is None:
+                if deadline is not None and self._clock() >= deadline:
+                    raise self._still_writing(timeout_s)
+                self._changed.wait(0.1)
+            self._raise_failure()
+
+    def _still_writing(self, timeout_s: float | None) -> FerryError:
+        return FerryError(
+            f"flow {self.flow.name}: the last Delta batch is still being written after "
+            f"{timeout_s or 0:.0f} s; left to the flow's next run, which records what Delta "
+            "lacks from the target's offset-map topic")
 
     def _raise_failure(self) -> None:
         failure, self._failure = self._failure, None
@@ -159,7 +210,7 @@ class Recorder:
             except Exception as exc:  # handed to the loop's next cycle
                 failure = exc
             with self._changed:
-                self._batching.ended()
+                self._batching.ended(self._clock())
                 if failure is not None:
                     log.error("flow %s: a Delta batch failed: %s", self.flow.name,
                               _first_line(failure), extra={"flow": self.flow.name})

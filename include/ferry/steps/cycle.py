@@ -406,7 +406,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      on_cycle: Callable[[CycleResult, float], None],
                      master: str | None = None, for_s: float | None = None,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
-                     runner: CopyRunner | None = None) -> CycleResult | None:
+                     runner: CopyRunner | None = None, hand_over: bool = False
+                     ) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
     `ferry.continuous.interval.seconds` apart, for `for_s` seconds (None: until
@@ -419,12 +420,21 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     A cycle still running after `ferry.cycle.timeout.seconds` is abandoned as hung (its
     result `abandoned`): the next starts at once with clients of its own, and its writers,
     holding the same writer ids, fence whatever the hung one still writes (G11). `runner`
-    runs every cycle's copy (None: Spark on `master`)."""
-    from ferry.spark.connect import close_sessions
+    runs every cycle's copy (None: Spark on `master`).
+
+    `hand_over` (the `@continuous` DAG, whose next run starts as this one ends): a loop
+    that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
+    run, which records it from the offset-map topic as its lanes reported it, and starts
+    no batch that would outlast it; so the next run's first cycle waits for no batch. A
+    loop that stops otherwise (`stop()`, a failed cycle) writes its last batch."""
+    from ferry.spark.connect import close_sessions, end_loops_at
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
     loop = _Looped(flow, runner)
+    timed_out = False
+    if hand_over and deadline is not None:
+        end_loops_at(deadline)
     try:
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
@@ -435,8 +445,9 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                 return last
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
+        timed_out = not stop()
     finally:
-        close_sessions()
+        close_sessions(hand_over=hand_over and timed_out)
     return last
 
 

@@ -124,6 +124,30 @@ def test_runs_rows_are_rebuilt_only_for_runs_without_any() -> None:
     assert row["seconds"] == 4.0 and row["error"] == REBUILT
 
 
+def test_rows_rebuilt_from_entries_with_their_lanes_times_are_the_lanes_own() -> None:
+    from ferry.core.tables import runs_from_entries
+
+    timed = [MapEntry("A->B", "left", 1, "orders", 3, "A.orders", 3, 0, 10,
+                      (Segment(0, 0, 10),), 1_000_500, bytes=100, lane_started_ms=999_000,
+                      age_ms=750),
+             MapEntry("A->B", "left", 1, "orders", 3, "A.orders", 3, 10, 15,
+                      (Segment(10, 10, 5),), 1_002_000, bytes=50, lane_started_ms=999_000,
+                      age_ms=750)]
+    (row,) = runs_from_entries(timed, recorded_runs=set(), delivery="exactly_once")
+    # the lane's time from its start to its last commit, and the age it read: no note
+    assert (row["seconds"], row["max_record_age_ms"], row["error"]) == (3.0, 750, "")
+    assert (row["range_start"], row["range_end"], row["records"], row["bytes"]) == (0, 15, 15, 150)
+
+
+def test_a_lanes_times_travel_in_the_wire_format_and_older_entries_decode_without() -> None:
+    plain = entry(0, 5, [(0, 0, 5)])
+    timed = MapEntry(**{**plain.__dict__, "lane_started_ms": 123, "age_ms": 45})
+    assert b'"ls"' not in encode(plain)[1] and b'"ag"' not in encode(plain)[1]
+    back = decode(encode(timed)[1])
+    assert (back.lane_started_ms, back.age_ms) == (123, 45)
+    assert (decode(encode(plain)[1]).lane_started_ms, decode(encode(plain)[1]).age_ms) == (0, 0)
+
+
 def test_duplicates_travel_in_the_wire_format_only_when_there_are_some() -> None:
     plain = entry(0, 5, [(0, 0, 5)])
     counted = MapEntry(**{**plain.__dict__, "duplicates": 3})

@@ -53,5 +53,18 @@ def test_a_started_batch_takes_what_is_pending_and_ends_when_written() -> None:
     state = batching()
     state.started(5.0)
     assert (state.pending, state.last_started, state.writing_since) == (False, 5.0, 5.0)
-    state.ended()
+    state.ended(8.5)
     assert state.writing_since is None and not state.due(100.0)
+    assert state.last_took == 3.5
+
+
+@pytest.mark.parametrize(("now", "flushing", "due"), [
+    (50.0, False, True),    # the last batch took 20 s: this one ends before the loop does
+    (80.0, False, False),   # it would still be written when the loop ends at 100 s
+    (99.0, True, True),     # the loop's own last flush is never held back
+])
+def test_a_loop_that_hands_over_starts_no_batch_that_would_outlast_it(
+    now: float, flushing: bool, due: bool
+) -> None:
+    state = Batching(10.0, last_started=0.0, pending=True, ends_at=100.0, last_took=20.0)
+    assert state.due(now, flushing) is due

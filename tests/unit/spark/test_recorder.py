@@ -6,6 +6,7 @@ they were not written. The same on a real server: tests/integration/test_spark_c
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +134,73 @@ def test_a_flush_gives_up_on_a_batch_that_hangs_naming_who_records_it_instead(
         "flow A->B: the last Delta batch is still being written after 0 s; left to the "
         "flow's next run, which records what Delta lacks from the target's offset-map topic")
     writes.gate.set()
+
+
+def copied(run_id: str, outcome: str = "copied") -> list[dict[str, Any]]:
+    return [{"run_id": run_id, "outcome": outcome}]
+
+
+def test_a_loop_that_hands_over_leaves_copied_rows_to_the_next_run_after_the_batch_in_flight(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    writes.gate.clear()  # the first batch is being written as the loop ends
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, "r1", copied("r1"))
+    assert writes.writing.wait(10)
+    recorder.add(SPARK, "r2", copied("r2"))
+    threading.Timer(0.3, writes.gate.set).start()
+
+    recorder.close(timeout_s=10, hand_over=True)
+
+    # the batch in flight was waited for; r2's rows were not written: the next run's
+    # first batch rebuilds them from the offset-map topic as its lanes reported them
+    assert writes.batches == [["r1"]]
+
+
+@pytest.mark.parametrize("outcome", ["failed", "skipped"])
+def test_a_loop_that_hands_over_still_writes_rows_the_offset_map_topic_cannot_give(
+    recorder_of: Any, outcome: str
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.flush()
+    recorder.add(SPARK, "r2", copied("r2") + copied("r2", outcome))
+
+    recorder.close(timeout_s=10, hand_over=True)
+
+    assert writes.batches == [["r1"], ["r2", "r2"]]
+
+
+def test_a_loop_that_stops_writes_its_last_batch(recorder_of: Any) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.flush()
+    recorder.add(SPARK, "r2", copied("r2"))
+
+    recorder.close(timeout_s=10)
+
+    assert writes.batches == [["r1"], ["r2"]]
+
+
+def test_a_recorder_told_its_end_starts_no_batch_that_would_outlast_it(flow: Flow) -> None:
+    now = [0.0]
+    batches: list[list[str]] = []
+
+    def half_an_hour_each(_spark: Any, rows: list[dict[str, Any]]) -> None:
+        now[0] += 1800.0
+        batches.append([r["run_id"] for r in rows])
+
+    recorder = Recorder(flow, clock=lambda: now[0], write=half_an_hour_each)
+    try:
+        recorder.end_at(3600.0 * 3)
+        recorder.add(SPARK, "r1", copied("r1"))  # the first batch: at once
+        recorder.flush()
+        now[0] = 3600.0 * 2.6  # the interval has passed, but the loop ends in 0.4 h
+        recorder.add(SPARK, "r2", copied("r2"))
+        time.sleep(0.3)  # time for the recorder's thread to start a batch, were one due
+    finally:
+        recorder.close(timeout_s=10, hand_over=True)
+    assert batches == [["r1"]]

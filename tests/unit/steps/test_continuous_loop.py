@@ -186,3 +186,39 @@ def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert len(gaps) == 3 and all(0.25 <= g < 0.8 for g in gaps), gaps
     assert starts[-1] - starts[0] >= 3 * 0.4 - 0.15, gaps
+
+
+@pytest.mark.parametrize(("hand_over", "how", "handed"), [
+    (True, "time", True),      # the DAG's run ends: its next run follows at once
+    (True, "stop", False),     # stopped (a signal): nobody may follow, the last batch is written
+    (True, "failed", False),   # a failed cycle: the task's retry is no hand-over either
+    (False, "time", False),    # ferry mirror --continuous --for: its last batch is written
+])
+def test_a_loop_leaves_its_last_batch_to_the_next_run_only_when_its_run_ends_on_time(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, hand_over: bool, how: str,
+    handed: bool
+) -> None:
+    import ferry.spark.connect as connect
+    import ferry.steps.cycle as cycle_module
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    config = config_with("ferry.continuous.interval.seconds = 0.1\n")
+    flow = config.flow("A->B")
+    ends: list[float | None] = []
+    closed: list[bool] = []
+    monkeypatch.setattr(connect, "end_loops_at", ends.append)
+    monkeypatch.setattr(connect, "close_sessions",
+                        lambda hand_over=False: closed.append(hand_over))
+    cycles: list[str] = []
+
+    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
+        cycles.append(run_id)
+        return CycleResult(flow.name, run_id, copy_exit_code=1 if how == "failed" else None)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+
+    run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
+                     stop=lambda: how == "stop" and len(cycles) >= 2, hand_over=hand_over)
+
+    assert closed == [handed]
+    assert len(ends) == int(hand_over)  # the recorders learn when the run ends
