@@ -134,10 +134,7 @@ class Recorder:
         copied ranges, which the offset-map topic holds with their lanes' times. A failed
         or skipped range's row has no entry, and is flushed as without `hand_over`."""
         try:
-            left = None
-            if hand_over:
-                self._wait_written(timeout_s)
-                left = self._leave_copied()
+            left = self._leave_copied(timeout_s) if hand_over else None
             if left is None:
                 self.flush(timeout_s)
             elif left:
@@ -151,19 +148,11 @@ class Recorder:
             self._thread.join(0 if timeout_s is not None and self._thread.is_alive()
                               and self._batching.writing_since is not None else 60)
 
-    def _leave_copied(self) -> list[dict[str, Any]] | None:
-        """Take the pending rows off the next batch when all are of copied ranges (the
-        next run rebuilds them as they are); None, taking nothing, when one is not."""
-        with self._changed:
-            if not all(row["outcome"] == RangeOutcome.COPIED for row in self._rows):
-                return None
-            left, self._rows = self._rows, []
-            self._batching.pending = False
-            return left
-
-    def _wait_written(self, timeout_s: float | None) -> None:
-        """Wait for the batch being written (at most `timeout_s`); raise its failure, or
-        that it is still being written."""
+    def _leave_copied(self, timeout_s: float | None) -> list[dict[str, Any]] | None:
+        """Wait for the batch being written (at most `timeout_s`; its failure raised), then
+        take the pending rows off the next batch when all are of copied ranges (the next
+        run rebuilds them as they are); None, taking nothing, when one is not. One hold
+        of the lock from the wait's end to the taking: no batch starts in between."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
             while self._batching.writing_since is not None and self._failure is None:
@@ -171,6 +160,11 @@ class Recorder:
                     raise self._still_writing(timeout_s)
                 self._changed.wait(0.1)
             self._raise_failure()
+            if not all(row["outcome"] == RangeOutcome.COPIED for row in self._rows):
+                return None
+            left, self._rows = self._rows, []
+            self._batching.pending = False
+            return left
 
     def _still_writing(self, timeout_s: float | None) -> FerryError:
         return FerryError(
