@@ -320,16 +320,23 @@ def _behind(config: Config, flow_name: str) -> int:
     return int(found[0]["state_behind_entries"])
 
 
+def _hourly_batches(connect_home: Path, clusters: dict[str, str], topic: str, tmp_path: Path,
+                    records: int) -> tuple[str, Config]:
+    """(the warm server's URL, a config mirroring `topic` through it with Delta batches an
+    hour apart); `topic` made with 2 partitions and `records` records."""
+    url = _status(connect_home)["url"]
+    create_topic(clusters["source"], topic, 2)
+    produce(clusters["source"], topic, [(None, f"a{i}".encode(), i % 2) for i in range(records)])
+    return url, flow_config(tmp_path, clusters, topic, f"ferry.spark.master = {url}\n"
+                            "ferry.state.record.interval.seconds = 3600\n")
+
+
 def test_a_continuous_loop_records_delta_behind_its_copies_and_all_of_it_as_it_stops(
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a loop on the warm Spark whose Delta batches are an hour apart: the first is
     # written at once, the next only as the loop stops
-    url = _status(connect_home)["url"]
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2) for i in range(300)])
-    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n"
-                         "ferry.state.record.interval.seconds = 3600\n")
+    _, config = _hourly_batches(connect_home, clusters, topic_name, tmp_path, 300)
     flow = config.enabled_flows[0]
     running = _continuous(config.path, flow.name, "--pause", "0.2")
     try:
@@ -419,11 +426,7 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
 ) -> None:
     # given: the @continuous DAG's loop on the warm Spark, Delta batches an hour apart (the
     # first at once); a first copy, then more records that a later cycle copies
-    url = _status(connect_home)["url"]
-    create_topic(clusters["source"], topic_name, 2)
-    produce(clusters["source"], topic_name, [(None, f"a{i}".encode(), i % 2) for i in range(60)])
-    config = flow_config(tmp_path, clusters, topic_name, f"ferry.spark.master = {url}\n"
-                         "ferry.state.record.interval.seconds = 3600\n")
+    url, config = _hourly_batches(connect_home, clusters, topic_name, tmp_path, 60)
     flow = config.enabled_flows[0]
 
     # when: its run ends
