@@ -47,7 +47,10 @@ def test_remote_topics_over_one_requests_limit_are_created_in_steps(
     # what one request takes, then grown), and a small one beside it
     source, target = AdminClient(conf(clusters["source"])), AdminClient(conf(clusters["target"]))
     big, small = f"{topic_name}-big", f"{topic_name}-small"
-    flow = flow_config(tmp_path, clusters, f"{topic_name}-.*").enabled_flows[0]
+    # a broker lists no new topic while it creates the 10,001 logs of another: on a loaded
+    # machine that outlasts the default two minutes Ferry waits for a new topic's leader
+    flow = flow_config(tmp_path, clusters, f"{topic_name}-.*",
+                       "ferry.kafka.retry.seconds = 480\n").enabled_flows[0]
     remote = [flow.remote_topic(big), flow.remote_topic(small)]
     try:
         for name, count in ((big, 5_000), (small, 1)):
