@@ -380,12 +380,13 @@ def test_a_continuous_loop_records_delta_behind_its_copies_and_all_of_it_as_it_s
 
 
 HANDING_OVER_LOOP = """
-import json, sys
+import json, logging, sys
+logging.basicConfig(level=logging.INFO)
 from ferry.config import load_config
 from ferry.spark import recorder
 from ferry.steps.cycle import run_continuously
 from tests.support.kafka_data import produce
-config_path, flow_name, url, seconds, source, topic, rows_path = sys.argv[1:8]
+config_path, flow_name, url, seconds, source, topic, rows_path, more = sys.argv[1:9]
 config = load_config(config_path)
 flow = config.flow(flow_name)
 handed = []
@@ -399,7 +400,7 @@ def report(result, _seconds):
     copied = result.planned is not None and not result.planned.idle
     cycles.append({"run_id": result.run_id, "copied": copied, "ok": result.ok})
     if copied and len([c for c in cycles if c["copied"]]) == 1:  # more for a later cycle
-        produce(source, topic, [(None, f"later-{i}".encode(), i % 2) for i in range(40)])
+        produce(source, topic, [(None, f"later-{i}".encode(), i % 2) for i in range(int(more))])
 run_continuously(config_path, config, flow, report, master=url, for_s=float(seconds),
                  hand_over=True)
 with open(rows_path, "w") as out:
@@ -409,12 +410,12 @@ print(json.dumps(cycles))
 
 
 def _loop_handing_over(config: Config, flow: Any, url: str, seconds: float,
-                       source: str, topic: str, rows_path: Path
+                       source: str, topic: str, rows_path: Path, more: int = 0
                        ) -> tuple[list[dict[str, Any]], str]:
-    """The @continuous DAG's loop (`hand_over`) for `seconds`, in a process of its own:
-    (its cycles, its log)."""
+    """The @continuous DAG's loop (`hand_over`) for `seconds`, in a process of its own,
+    `more` records produced once its first copy is reported: (its cycles, its log)."""
     done = subprocess.run([sys.executable, "-c", HANDING_OVER_LOOP, config.path, flow.name,
-                           url, str(seconds), source, topic, str(rows_path)],
+                           url, str(seconds), source, topic, str(rows_path), str(more)],
                           capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -431,7 +432,7 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
 
     # when: its run ends
     cycles, err = _loop_handing_over(config, flow, url, 20, clusters["source"], topic_name,
-                                     tmp_path / "first.json")
+                                     tmp_path / "first.json", more=40)
 
     # then: the first copy is in Delta; the later one was left to the next run, not written
     # in a last batch that the next run's first cycle would have waited for
@@ -444,8 +445,8 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
     assert_exact(flow, clusters, topic_name, 2)
 
     # when: the next run starts (nothing new to copy)
-    _loop_handing_over(config, flow, url, 8, clusters["source"], topic_name,
-                       tmp_path / "next.json")
+    _, next_err = _loop_handing_over(config, flow, url, 8, clusters["source"], topic_name,
+                                     tmp_path / "next.json")
 
     # then: its first batch recorded the left copy with the rows its lanes reported (the
     # seconds up to the commit's own milliseconds), and Delta is no longer behind
@@ -463,4 +464,4 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
         assert {k: recorded[key][k] for k in same} == {k: row[k] for k in same}
         assert row["records"] == 20 and row["max_record_age_ms"] > 0
         assert abs(recorded[key]["seconds"] - row["seconds"]) < 1.0
-    assert _behind(config, flow.name) == 0
+    assert _behind(config, flow.name) == 0, next_err[-5000:]

@@ -185,6 +185,14 @@ def records_behind(url: str, flow_name: str) -> bool:
     return (url, flow_name) in _recorders
 
 
+def abandoned(url: str, flow_name: str, run_id: str) -> None:
+    """The loop abandoned the cycle of `run_id` as hung: the flow's recorder, if any, no
+    longer waits for its rows (`Recorder.abandon`)."""
+    recorder = _recorders.get((url, flow_name))
+    if recorder is not None:
+        recorder.abandon(run_id)
+
+
 def _recorder(url: str, flow: Flow) -> Recorder | None:
     """The flow's recorder in a continuous loop (made on first use), unless its
     `ferry.state.record.interval.seconds` is 0."""

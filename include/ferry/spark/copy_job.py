@@ -328,8 +328,11 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     not record them: a failed append loses no history. `timings`: where the seconds went
     (the cursor, the entries' read, the appends), added per part. `pending()`, asked after
     the entries were read: runs of this process whose rows are still to come (a copy under
-    way, or rows handed over for a later batch); their entries are not a dead job's, and
-    no row is rebuilt for them."""
+    way, or rows handed over for a later batch). Their entries are not a dead job's: the
+    append stops before the first of them (Delta's cursor is the highest offset it holds),
+    so they are read again by the batch that has their rows, or, were those rows never
+    written (a run that left its last stretch to the next, or died), by a later batch or
+    job that rebuilds them; a row is neither rebuilt beside its own nor lost."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_topic_facts, read_entries
     from ferry.state.mapcursor import map_cursor
@@ -342,6 +345,9 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     topic = offset_map_topic(flow)
     with _timed(timings, "entries"):
         found = list(read_entries(flow, after))
+    waiting = set(pending())
+    found = found[:next((i for i, (_, e) in enumerate(found) if e.run_id in waiting),
+                        len(found))]
     appended = False
     if found:
         version = max(offset for offset, _ in found)
@@ -356,7 +362,6 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
     if appended:
         with _timed(timings, "rebuilt runs"):
             recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
-            recorded |= set(pending())
             _append(spark, runs_from_entries([e for _, e in found], recorded,
                                              flow.ferry.delivery),
                     RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))

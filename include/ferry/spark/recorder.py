@@ -58,6 +58,8 @@ class Recorder:
         self._rows: list[dict[str, Any]] = []
         self._copying: set[str] = set()
         """Runs whose copy is under way: their rows are still to come."""
+        self._abandoned: set[str] = set()
+        """Runs whose cycle the loop abandoned as hung: rebuilt from their entries."""
         self._spark: SparkSession | None = None
         self._failure: Exception | None = None
         self._flushing = self._closed = False
@@ -86,6 +88,14 @@ class Recorder:
         with self._changed:
             self._copying.discard(run_id)
 
+    def abandon(self, run_id: str) -> None:
+        """The loop abandoned the cycle of `run_id` as hung: its rows are no longer waited
+        for (a batch rebuilds them from its entries, and Delta's offset map goes on past
+        them), and are dropped should its copy still return."""
+        with self._changed:
+            self._copying.discard(run_id)
+            self._abandoned.add(run_id)
+
     def add(self, spark: SparkSession, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
         are on the target), to be appended with the next batch through `spark`. Waits
@@ -95,6 +105,11 @@ class Recorder:
             self._copying.discard(run_id)
             self._raise_failure()
             self._spark = spark
+            if run_id in self._abandoned:  # its rows may be rebuilt already: not twice
+                log.info("cycle %s, abandoned as hung, returned: its runs rows are those "
+                         "rebuilt from its offset-map entries", run_id,
+                         extra={"flow": self.flow.name})
+                return
             self._rows.extend(rows)
             self._batching.pending = True
             self._changed.notify_all()
@@ -132,7 +147,8 @@ class Recorder:
         by the next at once): only wait for the batch being written, and leave the rows
         pending to the next run when its first batch rebuilds them as they are: rows of
         copied ranges, which the offset-map topic holds with their lanes' times. A failed
-        or skipped range's row has no entry, and is flushed as without `hand_over`."""
+        or skipped range's row has no entry, and is flushed as without `hand_over`; so is
+        what a run that wrote no batch yet has pending."""
         try:
             left = self._leave_copied(timeout_s) if hand_over else None
             if left is None:
@@ -151,8 +167,9 @@ class Recorder:
     def _leave_copied(self, timeout_s: float | None) -> list[dict[str, Any]] | None:
         """Wait for the batch being written (at most `timeout_s`; its failure raised), then
         take the pending rows off the next batch when all are of copied ranges (the next
-        run rebuilds them as they are); None, taking nothing, when one is not. One hold
-        of the lock from the wait's end to the taking: no batch starts in between."""
+        run rebuilds them as they are) and this run wrote a batch of its own (so however
+        short the runs, each moves Delta on); None, taking nothing, otherwise. One hold of
+        the lock from the wait's end to the taking: no batch starts in between."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
             while self._batching.writing_since is not None and self._failure is None:
@@ -160,7 +177,8 @@ class Recorder:
                     raise self._still_writing(timeout_s)
                 self._changed.wait(0.1)
             self._raise_failure()
-            if not all(row["outcome"] == RangeOutcome.COPIED for row in self._rows):
+            if not self._batches or not all(row["outcome"] == RangeOutcome.COPIED
+                                            for row in self._rows):
                 return None
             left, self._rows = self._rows, []
             self._batching.pending = False

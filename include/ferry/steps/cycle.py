@@ -545,9 +545,12 @@ class _Looped:
                                       clusters=self.clusters, run_id=run_id,
                                       runner=self.runner))
         if done is None:
+            from ferry.spark.connect import abandoned
+
             log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
                       "abandoned as hung; the next cycle starts now, and its writers "
                       "fence the hung one's", run_id, limit, extra={"flow": flow.name})
+            abandoned(master or flow.ferry.spark_master, flow.name, run_id)
             done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
                 Clusters.of(flow)
         on_cycle(done, time.monotonic() - started)

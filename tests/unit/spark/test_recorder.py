@@ -173,6 +173,19 @@ def test_a_loop_that_hands_over_still_writes_rows_the_offset_map_topic_cannot_gi
     assert writes.batches == [["r1"], ["r2", "r2"]]
 
 
+def test_a_run_that_wrote_no_batch_yet_writes_its_last_one_even_handing_over(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.end_at(time.monotonic() - 1)  # a run so short that no batch started in it
+    recorder.add(SPARK, "r1", copied("r1"))
+
+    recorder.close(timeout_s=10, hand_over=True)
+
+    assert writes.batches == [["r1"]]  # every run moves Delta on, however short
+
+
 def test_a_loop_that_stops_writes_its_last_batch(recorder_of: Any) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
@@ -204,3 +217,19 @@ def test_a_recorder_told_its_end_starts_no_batch_that_would_outlast_it(flow: Flo
     finally:
         recorder.close(timeout_s=10, hand_over=True)
     assert batches == [["r1"]]
+
+
+def test_rows_of_a_cycle_abandoned_as_hung_are_not_waited_for_nor_taken_when_it_returns(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.begin("hung")
+    recorder.abandon("hung")
+    assert "hung" not in recorder._pending()  # a batch goes on past its entries
+
+    recorder.add(SPARK, "hung", copied("hung"))  # its copy returns at last
+    recorder.add(SPARK, "r2", copied("r2"))
+    recorder.flush()
+
+    assert writes.batches == [["r2"]]  # the hung run's rows are those rebuilt from entries
