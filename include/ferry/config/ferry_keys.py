@@ -332,7 +332,13 @@ KEYS: tuple[FerryKey, ...] = (
              "always; Delta is rebuilt from the target's offset-map topic, so nothing is lost "
              "when the process dies before a batch. Delta is at most about this far behind "
              "(ferry status: state behind); a cycle waits when the batch before is still "
-             "being written after twice as long. Each batch costs the Spark server seconds of "
+             "being written after twice as long. An @continuous DAG run that ends on time "
+             "starts no batch that would outlast it and leaves its last stretch to the next "
+             "run, whose first batch records it from the offset-map topic with the times its "
+             "lanes reported: the next run starts without waiting for a Delta batch, and "
+             "Delta holds the last stretch once it has (a stopped loop, ferry mirror "
+             "--continuous, writes its last batch itself). "
+             "Each batch costs the Spark server seconds of "
              "CPU (about 2 s here), so many flows on one server need a long interval. 0 "
              "records in every cycle.",
              _seconds_or_zero, "10"),
