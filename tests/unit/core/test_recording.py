@@ -59,8 +59,8 @@ def test_a_started_batch_takes_what_is_pending_and_ends_when_written() -> None:
 
 
 @pytest.mark.parametrize(("now", "flushing", "due"), [
-    (50.0, False, True),    # the last batch took 20 s: this one ends before the loop does
-    (80.0, False, False),   # it would still be written when the loop ends at 100 s
+    (50.0, False, True),    # the last batch took 20 s: this one ends well before the loop
+    (65.0, False, False),   # it might still be written when the loop ends at 100 s
     (99.0, True, True),     # the loop's own last flush is never held back
 ])
 def test_a_loop_that_hands_over_starts_no_batch_that_would_outlast_it(
