@@ -297,7 +297,7 @@ def close_sessions(hand_over: bool = False) -> None:
     clients hold no open transaction between cycles. `hand_over` (a run whose next run
     follows at once): the copied ranges' rows still pending are left to the next run's
     first batch (`Recorder.close`), so the next run does not wait for a last batch."""
-    end_loops_at(None)
+    global _ends_at
     while _lanes:
         (_, name), lanes = _lanes.popitem()
         try:
@@ -310,6 +310,9 @@ def close_sessions(hand_over: bool = False) -> None:
             recorder.close(CLOSE_TIMEOUT_S, hand_over=hand_over)
         except FerryError as exc:
             log.error("%s", exc, extra={"flow": name})
+    # only now: a recorder told of no end before its close would start the batch that a
+    # hand-over leaves to the next run
+    _ends_at = None
     while _kept:
         _, spark = _kept.popitem()
         _stop(spark)

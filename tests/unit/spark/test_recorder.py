@@ -233,3 +233,28 @@ def test_rows_of_a_cycle_abandoned_as_hung_are_not_waited_for_nor_taken_when_it_
     recorder.flush()
 
     assert writes.batches == [["r2"]]  # the hung run's rows are those rebuilt from entries
+
+
+def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a recorder told of no end before its close starts at once the batch that a hand-over
+    # leaves to the next run (its interval long passed): the close then waited for it
+    from ferry.spark import connect
+
+    events: list[tuple[str, object]] = []
+
+    class Told:
+        def end_at(self, when: float | None) -> None:
+            events.append(("end_at", when))
+
+        def close(self, _timeout_s: float | None = None, hand_over: bool = False) -> None:
+            events.append(("close", hand_over))
+
+    monkeypatch.setattr(connect, "_recorders", {("sc://here", "A->B"): Told()})
+    connect.end_loops_at(100.0)
+
+    connect.close_sessions(hand_over=True)
+
+    assert events == [("end_at", 100.0), ("close", True)]
+    assert connect._ends_at is None  # a later loop of the process starts with no end
