@@ -15,7 +15,8 @@ batch per interval, while the loop copies on.
   than that, whatever the rate.
 - A loop that knows when it ends, and leaves its last stretch to the next run (the
   `@continuous` DAG), starts no batch that would still be written when it ends (judged by
-  twice the last batch's time): its end then waits for no batch.
+  twice the last batch's time, at most twice the interval): its end then waits for no
+  batch, and Delta still lags by no more than twice the interval before it.
 """
 
 from __future__ import annotations
@@ -51,8 +52,12 @@ class Batching:
             return False
         if flushing:
             return True
-        if self.ends_at is not None and now + BEHIND_FACTOR * self.last_took >= self.ends_at:
-            return False  # with a margin: batches beside other flows' vary twofold
+        # twice the last batch's time (batches beside other flows' vary twofold), but never
+        # more than the lag a batch may have anyway: a slow first batch, as ten flows start
+        # theirs together, must not leave a whole run to the next
+        quiet = BEHIND_FACTOR * min(self.last_took, self.interval_s)
+        if self.ends_at is not None and now + quiet >= self.ends_at:
+            return False
         return self.last_started is None or now - self.last_started >= self.interval_s
 
     def wait_for_next(self, now: float) -> float:

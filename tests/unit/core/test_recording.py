@@ -66,5 +66,13 @@ def test_a_started_batch_takes_what_is_pending_and_ends_when_written() -> None:
 def test_a_loop_that_hands_over_starts_no_batch_that_would_outlast_it(
     now: float, flushing: bool, due: bool
 ) -> None:
-    state = Batching(10.0, last_started=0.0, pending=True, ends_at=100.0, last_took=20.0)
+    state = Batching(30.0, last_started=0.0, pending=True, ends_at=100.0, last_took=20.0)
     assert state.due(now, flushing) is due
+
+
+def test_a_slow_batch_keeps_the_last_ones_of_a_run_off_for_two_intervals_at_most() -> None:
+    # a first batch of 200 s (ten flows starting theirs together) would otherwise leave a
+    # run of five minutes all to the next
+    state = Batching(10.0, last_started=0.0, pending=True, ends_at=300.0, last_took=200.0)
+    assert state.due(279.0) is True
+    assert state.due(281.0) is False
