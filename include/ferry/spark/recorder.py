@@ -118,8 +118,9 @@ class Recorder:
 
     def end_at(self, when: float | None) -> None:
         """The loop ends at `when` (this recorder's clock) and leaves what is pending then
-        to the next run (`close(hand_over=True)`): no batch starts that the last one's time
-        says would outlast it. None: no end is known."""
+        to the next run (`close(hand_over=True)`): no batch starts within twice the last
+        one's time of it, at most twice the interval (`Batching.due`). None: no end is
+        known."""
         with self._changed:
             self._batching.ends_at = when
             self._changed.notify_all()
