@@ -234,6 +234,13 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
 
         # when: the held batch goes on, and the loop's last flush writes the rest
         release.set()
+        deadline = time.monotonic() + 120
+        while recorder.batches < 1:
+            assert time.monotonic() < deadline, "the first batch never ended"
+            time.sleep(0.05)
+        # the first batch stopped before the second run's entries: recorded without its
+        # rows, they would be lost for good were those rows left to a next run
+        assert "second" not in {r["run_id"] for r in rows(paths.offset_map, flow.name)}
         recorder.close(240)
     finally:
         release.set()
