@@ -180,6 +180,7 @@ def turns(airflow: Any, dags: list[str]) -> None:
         "-> its task start", "-> first cycle start", "first cycle's sync and plan",
         "its copy", "copying nothing")}
     slowest: tuple[float, str, Any, Any] = (0.0, "", None, None)
+    slowest_start: tuple[float, str, Any, Any] = (0.0, "", None, None)
     for dag in dags:
         runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
                       key=lambda r: r["start_date"] or "")
@@ -204,6 +205,9 @@ def turns(airflow: Any, dags: list[str]) -> None:
                 slowest = (task_end - last_end, dag, before, old)
             first_end, first_seconds, first_plan, first_copy = new_cycles[0]
             first_start = first_end - first_seconds
+            if first_start + first_plan + first_copy - task_start > slowest_start[0]:
+                slowest_start = (first_start + first_plan + first_copy - task_start, dag,
+                                 after, new)
             for name, seconds in zip(parts, (
                     task_end - last_end, run_end - task_end, run_start - run_end,
                     task_start - run_start, first_start - task_start, first_plan,
@@ -223,17 +227,29 @@ def turns(airflow: Any, dags: list[str]) -> None:
               f"{max(s for s, _ in batches):.1f} s; median per part: " + ", ".join(
                   f"{name} {statistics.median(p.get(name, 0.0) for _, p in batches):.2f} s"
                   for name in names))
-    seconds, dag, run, task = slowest
-    if task is not None:  # what the slowest end of a run did after its last cycle
-        entries = [e for e in airflow.task_log_entries(dag, run["dag_run_id"], task["task_id"],
-                                                       max(1, task["try_number"]))
-                   if isinstance(e, dict) and "timestamp" in e]
-        last = max(i for i, e in enumerate(entries) if CYCLE_LINE.match(str(e.get("event"))))
-        began = datetime.fromisoformat(entries[last]["timestamp"]).timestamp()
-        print(f"  the slowest end of a run ({dag}, {seconds:.1f} s after its last cycle):")
-        for entry in entries[last:][:25]:
+    def entries_of(dag: str, run: dict[str, Any], task: dict[str, Any]) -> list[Any]:
+        return [e for e in airflow.task_log_entries(dag, run["dag_run_id"], task["task_id"],
+                                                    max(1, task["try_number"]))
+                if isinstance(e, dict) and "timestamp" in e]
+
+    def show(entries: list[Any], began: float) -> None:
+        for entry in entries:
             at_s = datetime.fromisoformat(entry["timestamp"]).timestamp() - began
             print(f"    +{at_s:6.1f} s {entry.get('logger', '')}: {str(entry['event'])[:160]}")
+
+    seconds, dag, run, task = slowest
+    if task is not None:  # what the slowest end of a run did after its last cycle
+        entries = entries_of(dag, run, task)
+        last = max(i for i, e in enumerate(entries) if CYCLE_LINE.match(str(e.get("event"))))
+        print(f"  the slowest end of a run ({dag}, {seconds:.1f} s after its last cycle):")
+        show(entries[last:][:25], datetime.fromisoformat(entries[last]["timestamp"]).timestamp())
+    seconds, dag, run, task = slowest_start
+    if task is not None:  # what the slowest start did up to its first cycle's copy
+        entries = entries_of(dag, run, task)
+        first = min(i for i, e in enumerate(entries) if CYCLE_LINE.match(str(e.get("event"))))
+        print(f"  the slowest start of a run ({dag}, its first copy done {seconds:.1f} s "
+              "after its task started):")
+        show(entries[:first + 1][-40:], datetime.fromisoformat(task["start_date"]).timestamp())
 
 
 def main() -> int:

@@ -29,6 +29,13 @@ class WriterTaken(TransientError):
     committed."""
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of `exc`'s message, at most `limit` characters (its type's name when
+    it has none): what a log line quotes of a client's multi-line error."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the configuration.

@@ -14,15 +14,18 @@ tables, no speculation), listening on loopback unless told otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ferry.core.job import Copied
-from ferry.errors import FerryError
+from ferry.errors import FerryError, first_line
 from ferry.spark.session import spark_conf
 
 if TYPE_CHECKING:
@@ -152,6 +155,8 @@ def _library() -> str:
 
 _kept: dict[str, SparkSession] = {}
 """Sessions kept for the next job of this process (continuous mode), by URL."""
+_opening: dict[str, Future[SparkSession]] = {}
+"""Sessions being opened ahead of a loop's first job (`prepare_loop`), by URL."""
 _recorders: dict[tuple[str, str], Recorder] = {}
 """The Delta recorders of this process's continuous loops, by (URL, flow)."""
 _lanes: dict[tuple[str, str], KeptLanes] = {}
@@ -176,6 +181,53 @@ def end_loops_at(when: float | None) -> None:
 CLOSE_TIMEOUT_S = 300.0
 """How long a loop that stops waits for its recorder's last batch: a batch that hangs (a
 server that stopped answering) must not keep the process from ending."""
+
+
+def prepare_loop(url: str, flow: Flow) -> None:
+    """Ready a continuous loop of `flow` on `url` before its first cycle, off that cycle's
+    path: its recorder is made now, with a first batch that records what earlier runs
+    left (so the first plan, as every later one, reads no offset-map lag), and its session
+    is opened in a thread beside the first sync and plan (the Spark Connect client's
+    imports and the session are about half a second), for the first job and the
+    recorder. A session that fails to open here is opened again by the first job, which
+    reports why."""
+    recorder = _recorder(url, flow)
+    if url in _kept or url in _opening:
+        spark = _kept.get(url)
+        if recorder is not None:
+            recorder.catch_up(spark)
+        return
+    opened: Future[SparkSession] = Future()
+    _opening[url] = opened
+
+    def open_session() -> None:
+        try:
+            spark = remote_session(url)
+        except BaseException as exc:  # the first job opens one, and reports why not
+            opened.set_exception(exc)
+            return
+        opened.set_result(spark)
+        if recorder is not None:
+            recorder.catch_up(spark)
+
+    if recorder is not None:
+        recorder.catch_up()
+    threading.Thread(target=open_session, daemon=True, name="ferry-session").start()
+
+
+def _opened(url: str, flow: Flow) -> SparkSession | None:
+    """The session `prepare_loop` opened for `url` (waited for), or None: none was being
+    opened, or it failed (logged; the caller opens one, which raises why)."""
+    opening = _opening.pop(url, None)
+    if opening is None:
+        return None
+    try:
+        return opening.result()
+    except Exception as exc:
+        log.warning("opening the Spark Connect session to %s ahead of the first cycle "
+                    "failed (%s); opening it again", url, first_line(exc),
+                    extra={"flow": flow.name})
+        return None
 
 
 def records_behind(url: str, flow_name: str) -> bool:
@@ -238,7 +290,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
         return Copied(2)
-    kept = _kept.pop(url, None)
+    kept = _kept.pop(url, None) or _opened(url, flow)
     recorder = _recorder(url, flow) if keep_session else None
     lanes = _kept_lanes(url, flow) if recorder is not None else None
     if kept is not None and lanes is not None and not _answers(kept, url, flow):
@@ -258,8 +310,7 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
         # session): a new one runs the same plan again, which the transactions make safe
         # (each range resumes from what was committed; Delta's appends are idempotent).
         log.warning("the kept Spark Connect session to %s failed (%s); reconnecting and "
-                    "running the job again", url, str(exc).splitlines()[0][:300] if str(exc)
-                    else type(exc).__name__, extra={"flow": flow.name})
+                    "running the job again", url, first_line(exc), extra={"flow": flow.name})
         spark = remote_session(url)
         try:
             copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
@@ -285,8 +336,7 @@ def _answers(spark: SparkSession, url: str, flow: Flow) -> bool:
         return True
     except Exception as exc:  # whatever the client raises: the session is replaced
         log.warning("the kept Spark Connect session to %s no longer answers (%s); "
-                    "reconnecting", url, str(exc).splitlines()[0][:300] if str(exc)
-                    else type(exc).__name__, extra={"flow": flow.name})
+                    "reconnecting", url, first_line(exc), extra={"flow": flow.name})
         return False
 
 
@@ -313,6 +363,10 @@ def close_sessions(hand_over: bool = False) -> None:
     # only now: a recorder told of no end before its close would start the batch that a
     # hand-over leaves to the next run
     _ends_at = None
+    while _opening:
+        _, opening = _opening.popitem()
+        with contextlib.suppress(Exception):  # it failed: nothing to close
+            _stop(opening.result())
     while _kept:
         _, spark = _kept.popitem()
         _stop(spark)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.core.recording import Batching
 from ferry.core.tables import RangeOutcome, StatePaths
-from ferry.errors import FerryError
+from ferry.errors import FerryError, first_line
 from ferry.spark.copy_job import Unwritten
 
 if TYPE_CHECKING:
@@ -116,6 +116,18 @@ class Recorder:
             while self._batching.holds_back(self._clock()) and not self._closed:
                 self._changed.wait(0.1)
 
+    def catch_up(self, spark: SparkSession | None = None) -> None:
+        """Record what earlier runs left for the offset-map topic to give (handed over, or
+        not written) in a first batch, even should no cycle of this loop copy: the loop's
+        first plan then needs not read how far Delta lags. The batch starts once there is a
+        session: `spark`, or one handed over later (`add`, or this again)."""
+        with self._changed:
+            if spark is not None and self._spark is None:
+                self._spark = spark
+            if not self._batches and self._batching.last_started is None:
+                self._batching.pending = True
+            self._changed.notify_all()
+
     def end_at(self, when: float | None) -> None:
         """The loop ends at `when` (this recorder's clock) and leaves what is pending then
         to the next run (`close(hand_over=True)`): no batch starts within twice the last
@@ -134,8 +146,10 @@ class Recorder:
             self._raise_failure()
             self._flushing = True
             self._changed.notify_all()
-            while (self._batching.pending or self._batching.writing_since is not None) \
-                    and self._failure is None:
+            # without a session no rows were handed over: only a catch-up is pending, which
+            # the next run's first batch does as well
+            while ((self._batching.pending and self._spark is not None)
+                   or self._batching.writing_since is not None) and self._failure is None:
                 if deadline is not None and self._clock() >= deadline:
                     self._flushing = False
                     raise self._still_writing(timeout_s)
@@ -195,7 +209,7 @@ class Recorder:
         failure, self._failure = self._failure, None
         if failure is not None:
             raise FerryError(f"flow {self.flow.name}: recording the runs and the offset map "
-                             f"in Delta ({self.paths.root}) failed: {_first_line(failure)} "
+                             f"in Delta ({self.paths.root}) failed: {first_line(failure)} "
                              "(the copies are committed on the target; the next run "
                              "records them from its offset-map topic)") from failure
 
@@ -203,8 +217,9 @@ class Recorder:
         while True:
             with self._changed:
                 # no batch while a failure is unreported: it is retried after it was
-                while not self._closed and (self._failure is not None or not self._batching.due(
-                        self._clock(), self._flushing)):
+                while not self._closed and (
+                        self._failure is not None or self._spark is None
+                        or not self._batching.due(self._clock(), self._flushing)):
                     self._changed.wait(self._batching.wait_for_next(self._clock()) or None)
                 if self._closed:
                     return
@@ -212,7 +227,7 @@ class Recorder:
                 spark = self._spark
                 self._batching.started(self._clock())
             try:
-                assert spark is not None, "add() gives the session"
+                assert spark is not None, "no batch starts without a session"
                 self._write(spark, rows)
                 failure = None
             except Unwritten as exc:  # its rows go with the next batch
@@ -226,7 +241,7 @@ class Recorder:
                 self._batching.ended(self._clock())
                 if failure is not None:
                     log.error("flow %s: a Delta batch failed: %s", self.flow.name,
-                              _first_line(failure), extra={"flow": self.flow.name})
+                              first_line(failure), extra={"flow": self.flow.name})
                     self._failure = failure
                 else:
                     self._batches += 1
@@ -250,7 +265,3 @@ class Recorder:
         with self._changed:
             return self._copying | {row["run_id"] for row in self._rows}
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -28,10 +28,10 @@ def append(path: str, ddl: str, rows: list[dict[str, Any]]) -> None:
     """Append `rows` to the Delta table at `path` (created, partitioned by flow, if new).
     A table an older Ferry wrote without some of `ddl`'s columns takes them (its older rows
     read them as null), as the copy job's Spark appends do (`mergeSchema`)."""
+    if not rows:  # before the imports: a steady sync step appends nothing, at once
+        return
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    if not rows:
-        return
     table = pa.Table.from_pylist(rows, schema=arrow_schema(ddl))
     write_deltalake(path, table, mode="append", partition_by=["flow"], schema_mode="merge")

@@ -426,16 +426,23 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
     run, which records it from the offset-map topic as its lanes reported it, and starts
     no batch that would outlast it; so the next run's first cycle waits for no batch. A
-    loop that stops otherwise (`stop()`, a failed cycle) writes its last batch."""
+    loop that stops otherwise (`stop()`, a failed cycle) writes its last batch. Such a
+    loop also follows a run: its first cycle copies what piled up at the turn and leaves
+    the paced steps that move no record to the cycles after (`Pace.following`).
+
+    On a Spark Connect server (no `runner`), the loop's session is opened and its
+    recorder made before its first cycle, beside that cycle's sync and plan
+    (`prepare_loop`)."""
     from ferry.spark.connect import close_sessions, end_loops_at
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    loop = _Looped(flow, runner)
+    loop = _Looped(flow, runner, following=hand_over)
     timed_out = False
     if hand_over and deadline is not None:
         end_loops_at(deadline)
     try:
+        _prepare(flow, master, runner)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
             last = loop.cycle(config_path, config, master, on_cycle)
@@ -478,6 +485,9 @@ def run_all(config_path: str, config: Config,
     interval = min((f.ferry.continuous_interval_seconds for f in config.enabled_flows),
                    default=0.0)
     try:
+        if continuous:
+            for loop in loops:
+                _prepare(loop.flow, master, None)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
             on_heartbeats(_heartbeat_only(pairs, beats if continuous else None))
@@ -501,6 +511,16 @@ def run_all(config_path: str, config: Config,
     return ok
 
 
+def _prepare(flow: Flow, master: str | None, runner: CopyRunner | None) -> None:
+    """Ready a loop that copies through a Spark Connect server before its first cycle: its
+    session opened beside that cycle's sync and plan, its recorder made (`prepare_loop`)."""
+    from ferry.spark.connect import is_connect, prepare_loop
+
+    url = master or flow.ferry.spark_master
+    if runner is None and is_connect(url):
+        prepare_loop(url, flow)
+
+
 def _heartbeat_only(pairs: list[Flow], pace: Pace | None) -> list[str]:
     """The heartbeats of `pairs` that are due (all of them without `pace`), written."""
     from ferry.steps.heartbeats import emit
@@ -521,8 +541,12 @@ class _Looped:
     """One flow in a long-running loop: its paced steps and its clients, kept across its
     cycles."""
 
-    def __init__(self, flow: Flow, runner: CopyRunner | None = None) -> None:
-        self.flow, self.pace, self.clusters = flow, Pace(), Clusters.of(flow)
+    def __init__(self, flow: Flow, runner: CopyRunner | None = None,
+                 following: bool = False) -> None:
+        """`following`: the loop follows a run of the flow that ended moments ago, whose
+        paced steps ran then (`Pace.following`)."""
+        self.flow, self.clusters = flow, Clusters.of(flow)
+        self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner = runner
 
     def cycle(self, config_path: str, config: Config, master: str | None,

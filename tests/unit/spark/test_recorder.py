@@ -258,3 +258,105 @@ def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed(
 
     assert events == [("end_at", 100.0), ("close", True)]
     assert connect._ends_at is None  # a later loop of the process starts with no end
+
+
+def test_a_loops_first_batch_records_what_earlier_runs_left_once_it_has_a_session(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.catch_up()  # the loop starts; its session is still being opened
+    time.sleep(0.3)  # time for the recorder's thread to start a batch, were one due
+    assert writes.calls == 0  # no batch without a session
+
+    recorder.catch_up(SPARK)  # the session is open
+    recorder.flush(timeout_s=10)
+
+    assert writes.batches == [[]]  # no rows of its own: the offset-map topic gives them
+    assert recorder.batches == 1
+
+
+def test_a_loop_whose_session_never_opened_closes_at_once_leaving_its_catch_up(
+    recorder_of: Any
+) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.catch_up()
+
+    began = time.monotonic()
+    recorder.close(timeout_s=10, hand_over=True)
+
+    assert time.monotonic() - began < 2  # not the close's timeout
+    assert writes.calls == 0
+
+
+def test_a_catch_up_after_the_first_batch_adds_none(recorder_of: Any) -> None:
+    writes = Writes()
+    recorder = recorder_of(writes)
+    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.flush(timeout_s=10)
+
+    recorder.catch_up(SPARK)  # a later loop of the same process
+    time.sleep(0.3)
+
+    assert writes.batches == [["r1"]]
+
+
+class Session:
+    stopped = 0
+
+    def stop(self) -> None:
+        Session.stopped += 1
+
+
+def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_recorder(
+    monkeypatch: pytest.MonkeyPatch, flow: Flow
+) -> None:
+    from ferry.spark import connect
+    from ferry.spark.recorder import Recorder as Made
+
+    opened: list[Session] = []
+    written: list[object] = []
+
+    def remote_session(_url: str) -> Session:
+        time.sleep(0.2)  # the client's imports and the session
+        opened.append(Session())
+        return opened[-1]
+
+    monkeypatch.setattr(connect, "remote_session", remote_session)
+    monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
+    for name in ("_kept", "_opening", "_recorders", "_lanes"):
+        monkeypatch.setattr(connect, name, {})
+
+    connect.prepare_loop("sc://here", flow)
+
+    assert connect.records_behind("sc://here", flow.name)  # the first plan reads no lag
+    session = connect._opened("sc://here", flow)  # what the first job takes
+    assert session is opened[0] and len(opened) == 1
+    recorder = connect._recorders[("sc://here", flow.name)]
+    recorder.flush(timeout_s=10)
+    assert written == [session]  # the catch-up batch, through the same session
+    connect._kept["sc://here"] = session  # kept by the job for the next
+    connect.close_sessions(hand_over=True)
+    assert Session.stopped >= 1 and not connect._recorders
+
+
+def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
+    monkeypatch: pytest.MonkeyPatch, load: Loader, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ferry.errors import TransientError
+    from ferry.spark import connect
+
+    def refused(url: str) -> Session:
+        raise TransientError(f"cannot reach the Spark Connect server at {url}\nmore")
+
+    monkeypatch.setattr(connect, "remote_session", refused)
+    for name in ("_kept", "_opening", "_recorders", "_lanes"):
+        monkeypatch.setattr(connect, name, {})
+    flow = load(BASE + "ferry.state.record.interval.seconds = 0\n").flow("A->B")  # no recorder
+
+    connect.prepare_loop("sc://here", flow)
+
+    assert connect._opened("sc://here", flow) is None
+    assert "opening it again" in caplog.text and "more" not in caplog.text
+    connect.close_sessions()

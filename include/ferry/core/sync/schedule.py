@@ -77,6 +77,11 @@ partition is mirrored within a cycle, where a long-running MM2 waits up to
 `refresh.topics.interval.seconds`."""
 
 
+FIRST_DUE_S = {"configs": 5.0, "acls": 10.0, "checkpoints": 15.0, "lag": 20.0}
+"""When each paced step that moves no record is first due in a loop that follows another
+run (`Pace.following`), in seconds from its start: apart, so no cycle takes two."""
+
+
 @dataclass
 class Pace:
     """When a long-running loop (`ferry mirror --continuous`, the `@continuous` DAG) last
@@ -95,6 +100,19 @@ class Pace:
 
     def ran(self, step: str, now: float) -> None:
         self.last[step] = now
+
+    @classmethod
+    def following(cls, flow: Flow, now: float) -> Pace:
+        """The pace of a loop that follows a run of the same flow that ended moments ago
+        (the `@continuous` DAG's next run), started at `now`: the steps that move no
+        record are first due a few seconds in (`FIRST_DUE_S`, within their interval), one
+        cycle at a time, not all in the first cycle, which copies what piled up while no
+        loop ran. Heartbeats keep their interval from the start."""
+        pace = cls()
+        for step, after in FIRST_DUE_S.items():
+            interval = interval_of(flow, step)
+            pace.last[step] = now + min(after, interval.seconds) - interval.seconds
+        return pace
 
     @staticmethod
     def why_not(interval: Interval) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -94,3 +95,33 @@ def test_a_long_running_loop_runs_each_paced_step_at_its_interval(
 def test_topics_are_not_paced_so_a_new_topic_is_found_within_a_cycle() -> None:
     assert "topics" not in PACED
     assert set(PACED) == {"heartbeats", "configs", "acls", "checkpoints", "lag"}
+
+
+@pytest.mark.parametrize(
+    ("step", "extra", "first_due"),
+    [("heartbeats", "", 0.0),  # every second, from the start
+     ("configs", "", 5.0), ("acls", "", 10.0), ("checkpoints", "", 15.0), ("lag", "", 20.0),
+     ("configs", "sync.topic.configs.interval.seconds = 2\n", 2.0),  # within its interval
+     ("checkpoints", "emit.checkpoints.interval.seconds = 3600\n", 15.0)],
+    ids=["heartbeats", "configs", "acls", "checkpoints", "lag", "short-interval",
+         "long-interval"])
+def test_a_loop_following_a_run_leaves_the_steps_that_move_no_record_to_later_cycles(
+    tmp_path: Path, step: str, extra: str, first_due: float
+) -> None:
+    f = flow(tmp_path, extra)
+    pace = Pace.following(f, 1000.0)
+    interval = interval_of(f, step)
+    if first_due:
+        assert not pace.due(step, interval, 1000.0)  # not in the first cycle
+        assert not pace.due(step, interval, 1000.0 + first_due - 0.1)
+    assert pace.due(step, interval, 1000.0 + first_due)
+    pace.ran(step, 1000.0 + first_due)  # then at its interval, as in any loop
+    assert not pace.due(step, interval, 1000.0 + first_due + interval.seconds - 0.1)
+
+
+def test_a_loop_following_a_run_takes_no_two_quiet_steps_in_one_cycle(tmp_path: Path) -> None:
+    f = flow(tmp_path)
+    pace = Pace.following(f, 0.0)
+    firsts = sorted(next(t / 10 for t in range(1000) if pace.due(s, interval_of(f, s), t / 10))
+                    for s in ("configs", "acls", "checkpoints", "lag"))
+    assert all(later - earlier >= 4.0 for earlier, later in itertools.pairwise(firsts))
