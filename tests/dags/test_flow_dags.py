@@ -61,6 +61,28 @@ def test_one_dag_per_enabled_flow_with_the_expected_shape(tmp_path: Path) -> Non
     assert dag.timetable.expression == "*/5 * * * *"
 
 
+@pytest.mark.parametrize("dag_id", ["ferry_C_to_B", "ferry_backfill", "ferry_heartbeats"])
+def test_a_tasks_process_builds_only_the_dag_it_parses_the_file_for(
+    tmp_path: Path, dag_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Airflow's task runner parses the DAG file in the task's own process, naming the DAG in
+    # its parsing context (these variables)
+    from airflow.sdk.definitions.context import (
+        _AIRFLOW_PARSING_CONTEXT_DAG_ID,
+        _AIRFLOW_PARSING_CONTEXT_TASK_ID,
+    )
+
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI)
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "any")
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, dag_id)
+    assert list(build_dags(path=str(path))) == [dag_id]
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "ferry_gone")
+    assert len(build_dags(path=str(path))) == 8  # unknown: every DAG, as Airflow parses
+
+
 def test_parsing_the_dag_file_looks_up_no_airflow_connection(tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags
 

@@ -5,6 +5,8 @@ config file is read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ferry.airflow.connections import load
@@ -18,25 +20,33 @@ from ferry.config import Config
 def build_dags(config: Config | None = None, path: str | None = None) -> dict[str, Any]:
     """dag_id -> DAG for every enabled flow of the config, `ferry_verify`, `ferry_backfill`,
     `ferry_maintenance`, `ferry_failover` and `ferry_adopt` (when there is a flow), and
-    `ferry_heartbeats` when some pairs emit heartbeats without a data flow."""
+    `ferry_heartbeats` when some pairs emit heartbeats without a data flow. A task's own
+    process, which parses the file for one DAG (Airflow's parsing context), gets that DAG
+    only: with many flows, building every DAG before each task was most of its start."""
+    from airflow.sdk import get_parsing_context
+
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
     # Parsing looks up no connection: a DAG file parsed every 30 s must not call a secrets
     # backend each time, nor lose its DAGs while that backend is down. Tasks look them up.
     config = config or load(path, connections=False)
-    dags = {flow.dag_id: build_dag(flow, path) for flow in config.enabled_flows}
+    builders: dict[str, Callable[[], Any]] = {
+        flow.dag_id: partial(build_dag, flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
         from ferry.airflow.adopt_dag import ADOPT_DAG, build_adopt_dag
         from ferry.airflow.backfill_dag import BACKFILL_DAG, build_backfill_dag
         from ferry.airflow.failover_dag import FAILOVER_DAG, build_failover_dag
         from ferry.airflow.maintenance_dag import MAINTENANCE_DAG, build_maintenance_dag
 
-        dags[VERIFY_DAG] = build_verify_dag(config, path)
-        dags[BACKFILL_DAG] = build_backfill_dag(config, path)
-        dags[MAINTENANCE_DAG] = build_maintenance_dag(config, path)
-        dags[FAILOVER_DAG] = build_failover_dag(config, path)
-        dags[ADOPT_DAG] = build_adopt_dag(config, path)
+        builders[VERIFY_DAG] = partial(build_verify_dag, config, path)
+        builders[BACKFILL_DAG] = partial(build_backfill_dag, config, path)
+        builders[MAINTENANCE_DAG] = partial(build_maintenance_dag, config, path)
+        builders[FAILOVER_DAG] = partial(build_failover_dag, config, path)
+        builders[ADOPT_DAG] = partial(build_adopt_dag, config, path)
     if heartbeat_only_pairs(config):
-        dags[HEARTBEATS_DAG] = build_heartbeats_dag(config, path)
-    return dags
+        builders[HEARTBEATS_DAG] = partial(build_heartbeats_dag, config, path)
+    wanted = get_parsing_context().dag_id
+    if wanted in builders:
+        return {wanted: builders[wanted]()}
+    return {dag_id: build() for dag_id, build in builders.items()}

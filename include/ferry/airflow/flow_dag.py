@@ -198,13 +198,13 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
 
 def build_dag(flow: Flow, path: str) -> Any:
+    if flow.ferry.schedule == "@continuous":
+        return _continuous_dag(flow, path)
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import DAG, task
 
     from ferry.spark.submit import job_arguments
 
-    if flow.ferry.schedule == "@continuous":
-        return _continuous_dag(flow, path)
     with DAG(
         dag_id=flow.dag_id,
         schedule=schedule_of(flow),
