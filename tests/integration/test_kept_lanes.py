@@ -143,13 +143,14 @@ class KeptHere:
 def test_a_hung_cycle_keeps_its_writers_and_the_next_cycle_fences_them_with_new_ones(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
-    # given: a continuous loop keeping its lanes, whose cycles may take 5 s, and a first
+    # given: a continuous loop keeping its lanes, whose cycles may take 15 s (a cycle with
+    # new writers took over 5 s under the suite's load, and was abandoned too), and a first
     # cycle whose writer hangs inside its first transaction (records sent, not committed)
     from ferry.steps.cycle import CycleResult, run_continuously
 
     create_topic(clusters["source"], topic_name, 1)
     produce(clusters["source"], topic_name, records(300, partitions=1))
-    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 5\n")
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 15\n")
     flow = config.enabled_flows[0]
     held, release = threading.Event(), threading.Event()
     lanes = KeptLanes(flow, writer=pausing("commit", held, release))
