@@ -189,8 +189,9 @@ def prepare_loop(url: str, flow: Flow) -> None:
     left (so the first plan, as every later one, reads no offset-map lag), and its session
     is opened in a thread beside the first sync and plan (the Spark Connect client's
     imports and the session are about half a second), for the first job and the
-    recorder. A session that fails to open here is opened again by the first job, which
-    reports why."""
+    recorder (with kept lanes, a job copies without waiting for it: it asks the server
+    nothing). A session that fails to open here is opened again by the next job that
+    needs one, which reports why."""
     recorder = _recorder(url, flow)
     if url in _kept or url in _opening:
         spark = _kept.get(url)
@@ -203,12 +204,12 @@ def prepare_loop(url: str, flow: Flow) -> None:
     def open_session() -> None:
         try:
             spark = remote_session(url)
-        except BaseException as exc:  # the first job opens one, and reports why not
+        except BaseException as exc:  # the next job opens one, and reports why not
             opened.set_exception(exc)
             return
-        opened.set_result(spark)
-        if recorder is not None:
+        if recorder is not None:  # first: a job that copied meanwhile left it its rows
             recorder.catch_up(spark)
+        opened.set_result(spark)
 
     if recorder is not None:
         recorder.catch_up()
@@ -228,6 +229,11 @@ def _opened(url: str, flow: Flow) -> SparkSession | None:
                     "failed (%s); opening it again", url, first_line(exc),
                     extra={"flow": flow.name})
         return None
+
+
+OPEN_TIMEOUT_S = 60.0
+"""How long a loop that stops waits for a session still being opened (`prepare_loop`), so
+that its recorder can write a last batch."""
 
 
 def records_behind(url: str, flow_name: str) -> bool:
@@ -290,9 +296,15 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
         return Copied(2)
-    kept = _kept.pop(url, None) or _opened(url, flow)
     recorder = _recorder(url, flow) if keep_session else None
     lanes = _kept_lanes(url, flow) if recorder is not None else None
+    opening = _opening.get(url)
+    if lanes is not None and url not in _kept and opening is not None and not opening.done():
+        # With kept lanes and a recorder the job asks the server nothing: the loop's first
+        # copy goes on while its session opens, and the recorder takes it as it opens.
+        return run_and_report(None, config_path, flow, plan_path, out=sys.stderr,
+                              recorder=recorder, kept=lanes)
+    kept = _kept.pop(url, None) or _opened(url, flow)
     if kept is not None and lanes is not None and not _answers(kept, url, flow):
         # With kept lanes the job itself asks the server nothing: a session that no
         # longer works would fail only the recorder's batches, behind every cycle.
@@ -348,6 +360,14 @@ def close_sessions(hand_over: bool = False) -> None:
     follows at once): the copied ranges' rows still pending are left to the next run's
     first batch (`Recorder.close`), so the next run does not wait for a last batch."""
     global _ends_at
+    for url, opening in list(_opening.items()):
+        # still opening (a run of a few seconds): a last batch needs it
+        with contextlib.suppress(Exception):  # it failed: a recorder without rows needs none
+            spark = opening.result(OPEN_TIMEOUT_S)
+            _kept.setdefault(url, spark)
+            if _kept[url] is not spark:
+                _stop(spark)
+        _opening.pop(url, None)
     while _lanes:
         (_, name), lanes = _lanes.popitem()
         try:
@@ -363,10 +383,6 @@ def close_sessions(hand_over: bool = False) -> None:
     # only now: a recorder told of no end before its close would start the batch that a
     # hand-over leaves to the next run
     _ends_at = None
-    while _opening:
-        _, opening = _opening.popitem()
-        with contextlib.suppress(Exception):  # it failed: nothing to close
-            _stop(opening.result())
     while _kept:
         _, spark = _kept.popitem()
         _stop(spark)

@@ -66,9 +66,11 @@ class RecordsBehind(Protocol):
         ended without them (`end`), its offset-map entries are not a dead job's."""
         ...
 
-    def add(self, spark: SparkSession, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def add(self, spark: SparkSession | None, run_id: str, rows: list[dict[str, Any]]
+            ) -> None:
         """Take the `runs` rows of the copy job of `run_id`; its offset-map entries are on
-        the target."""
+        the target. `spark`: the session to append them through (None: the recorder's own,
+        handed to it as it opened)."""
         ...
 
     def end(self, run_id: str) -> None:
@@ -384,7 +386,7 @@ def _outcome(future: Future[bool] | None) -> Exception | None:
     return None
 
 
-def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
+def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
                  plan_path: str, recorder: RecordsBehind | None = None,
                  kept: KeptWriters | None = None) -> JobResult:
     """Copy the plan's ranges, then record gaps, runs and the offset map. A plan with a
@@ -392,7 +394,9 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     driver's, loaded once; the lane tasks get `config_path` and load it themselves, so
     secrets never travel in Spark closures. With a `recorder` (a continuous loop), the
     runs and the offset map are handed to it, to be appended behind the copy. With `kept`
-    (a continuous loop keeping its lanes), the lanes run there, not as Spark tasks."""
+    (a continuous loop keeping its lanes), the lanes run there, not as Spark tasks; with
+    both, the job asks the server nothing, and `spark` may be None (the recorder's session
+    is still being opened)."""
     from functools import partial
 
     plan = plan_file.read(plan_path)
@@ -413,6 +417,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
         if writers and kept is not None:
             runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role)
         elif writers:
+            assert spark is not None, "lanes as Spark tasks need a session"
             name_newest(flow, run_id, plan.role)
             lanes = lanes_of(writers, plan.lanes)
             frame = spark.range(0, len(lanes), 1, len(lanes))
@@ -429,6 +434,7 @@ def run_copy_job(spark: SparkSession, config_path: str, flow: Flow,
     if recorder is not None:
         recorder.add(spark, run_id, runs)
         return JobResult(summary, failed, None, tuple(gaps))
+    assert spark is not None, "recording needs a session"
     try:
         mapped = record_runs(spark, flow, paths, runs)
     except Unwritten as exc:
@@ -494,7 +500,7 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
         return None
 
 
-def run_and_report(spark: SparkSession, config_path: str, flow: Flow, plan_path: str,
+def run_and_report(spark: SparkSession | None, config_path: str, flow: Flow, plan_path: str,
                    out: TextIO | None = None, recorder: RecordsBehind | None = None,
                    kept: KeptWriters | None = None) -> Copied:
     """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to

@@ -96,15 +96,17 @@ class Recorder:
             self._copying.discard(run_id)
             self._abandoned.add(run_id)
 
-    def add(self, spark: SparkSession, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def add(self, spark: SparkSession | None, run_id: str, rows: list[dict[str, Any]]
+            ) -> None:
         """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
-        are on the target), to be appended with the next batch through `spark`. Waits
+        are on the target), to be appended with the next batch through `spark` (None: the
+        session handed over before, or once it opens: `catch_up`). Waits
         while the batch being written has taken more than twice the interval (Delta is
         kept that close). Raises the failure of the last batch, once."""
         with self._changed:
             self._copying.discard(run_id)
             self._raise_failure()
-            self._spark = spark
+            self._spark = spark or self._spark
             if run_id in self._abandoned:  # its rows may be rebuilt already: not twice
                 log.info("cycle %s, abandoned as hung, returned: its runs rows are those "
                          "rebuilt from its offset-map entries", run_id,
@@ -144,10 +146,15 @@ class Recorder:
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
             self._raise_failure()
+            if self._spark is None and self._rows:
+                raise FerryError(
+                    f"flow {self.flow.name}: {len(self._rows)} runs rows not recorded in "
+                    "Delta: the Spark Connect session never opened; left to the flow's next "
+                    "run, which records the copied ranges from the offset-map topic")
             self._flushing = True
             self._changed.notify_all()
-            # without a session no rows were handed over: only a catch-up is pending, which
-            # the next run's first batch does as well
+            # without a session only a catch-up is pending, which the next run's first
+            # batch does as well
             while ((self._batching.pending and self._spark is not None)
                    or self._batching.writing_since is not None) and self._failure is None:
                 if deadline is not None and self._clock() >= deadline:

@@ -305,6 +305,11 @@ def test_a_catch_up_after_the_first_batch_adds_none(recorder_of: Any) -> None:
 class Session:
     stopped = 0
 
+    class conf:  # the session's `conf`, which a kept session is asked
+        @staticmethod
+        def get(_key: str, default: str) -> str:
+            return default
+
     def stop(self) -> None:
         Session.stopped += 1
 
@@ -360,3 +365,55 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
     assert connect._opened("sc://here", flow) is None
     assert "opening it again" in caplog.text and "more" not in caplog.text
     connect.close_sessions()
+
+
+def test_a_loops_first_job_with_kept_lanes_copies_while_its_session_opens(
+    monkeypatch: pytest.MonkeyPatch, flow: Flow
+) -> None:
+    from ferry.spark import connect, copy_job
+    from ferry.spark.recorder import Recorder as Made
+
+    slow = threading.Event()
+    sessions: list[Session] = []
+    jobs: list[object] = []
+    written: list[object] = []
+
+    def remote_session(_url: str) -> Session:
+        slow.wait(10)  # a loaded server: the session takes seconds
+        sessions.append(Session())
+        return sessions[-1]
+
+    def job(spark: object, *_args: object, recorder: Any, **_kw: object) -> Any:
+        jobs.append(spark)
+        recorder.add(spark, f"r{len(jobs)}", copied(f"r{len(jobs)}"))
+        return copy_job.Copied(0)
+
+    monkeypatch.setattr(connect, "remote_session", remote_session)
+    monkeypatch.setattr(copy_job, "run_and_report", job)
+    monkeypatch.setattr(connect, "_kept_lanes", lambda _url, _flow: object())
+    monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
+    for name in ("_kept", "_opening", "_recorders", "_lanes"):
+        monkeypatch.setattr(connect, name, {})
+
+    connect.prepare_loop("sc://here", flow)
+    connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
+                            loaded=flow)
+    assert jobs == [None]  # copied without waiting for the session
+
+    slow.set()  # the session opens: the recorder takes it, and so does the next job
+    connect._opening["sc://here"].result(10)
+    connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
+                            loaded=flow)
+    assert jobs == [None, sessions[0]] and len(sessions) == 1
+    connect.close_sessions()  # a stop: the last batch is written through that session
+    assert written and all(spark is sessions[0] for spark in written)
+
+
+def test_rows_a_recorder_never_had_a_session_for_fail_its_flush_naming_who_records_them(
+    recorder_of: Any
+) -> None:
+    recorder = recorder_of(Writes())
+    recorder.add(None, "r1", copied("r1"))
+
+    with pytest.raises(FerryError, match="never opened; left to the flow's next run"):
+        recorder.flush(timeout_s=10)
