@@ -302,6 +302,15 @@ def test_a_catch_up_after_the_first_batch_adds_none(recorder_of: Any) -> None:
     assert writes.batches == [["r1"]]
 
 
+@pytest.fixture
+def no_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process with no continuous loop yet: no session, recorder or lanes kept."""
+    from ferry.spark import connect
+
+    for name in ("_kept", "_opening", "_recorders", "_lanes"):
+        monkeypatch.setattr(connect, name, {})
+
+
 class Session:
     stopped = 0
 
@@ -315,7 +324,7 @@ class Session:
 
 
 def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_recorder(
-    monkeypatch: pytest.MonkeyPatch, flow: Flow
+    monkeypatch: pytest.MonkeyPatch, no_loops: None, flow: Flow
 ) -> None:
     from ferry.spark import connect
     from ferry.spark.recorder import Recorder as Made
@@ -330,8 +339,6 @@ def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_r
 
     monkeypatch.setattr(connect, "remote_session", remote_session)
     monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
-    for name in ("_kept", "_opening", "_recorders", "_lanes"):
-        monkeypatch.setattr(connect, name, {})
 
     connect.prepare_loop("sc://here", flow)
 
@@ -347,7 +354,7 @@ def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_r
 
 
 def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
-    monkeypatch: pytest.MonkeyPatch, load: Loader, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, no_loops: None, load: Loader, caplog: pytest.LogCaptureFixture
 ) -> None:
     from ferry.errors import TransientError
     from ferry.spark import connect
@@ -356,8 +363,6 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
         raise TransientError(f"cannot reach the Spark Connect server at {url}\nmore")
 
     monkeypatch.setattr(connect, "remote_session", refused)
-    for name in ("_kept", "_opening", "_recorders", "_lanes"):
-        monkeypatch.setattr(connect, name, {})
     flow = load(BASE + "ferry.state.record.interval.seconds = 0\n").flow("A->B")  # no recorder
 
     connect.prepare_loop("sc://here", flow)
@@ -368,7 +373,7 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
 
 
 def test_a_loops_first_job_with_kept_lanes_copies_while_its_session_opens(
-    monkeypatch: pytest.MonkeyPatch, flow: Flow
+    monkeypatch: pytest.MonkeyPatch, no_loops: None, flow: Flow
 ) -> None:
     from ferry.spark import connect, copy_job
     from ferry.spark.recorder import Recorder as Made
@@ -392,8 +397,6 @@ def test_a_loops_first_job_with_kept_lanes_copies_while_its_session_opens(
     monkeypatch.setattr(copy_job, "run_and_report", job)
     monkeypatch.setattr(connect, "_kept_lanes", lambda _url, _flow: object())
     monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
-    for name in ("_kept", "_opening", "_recorders", "_lanes"):
-        monkeypatch.setattr(connect, name, {})
 
     connect.prepare_loop("sc://here", flow)
     connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
