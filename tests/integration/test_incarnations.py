@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.core.internal import offset_map_topic
 from ferry.core.tables import StatePaths
-from ferry.spark.copy_job import record_offset_map
+from ferry.spark.copy_job import record_offset_map, spark_append
 from ferry.state.reader import rows
 from ferry.steps.checkpoints import run as checkpoints
 from ferry.steps.lookup import find
@@ -79,7 +79,7 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
         produce(clusters["source"], topic_name,
                 [(None, f"a{run}-{i}".encode(), 0) for i in range(10)])
         run_cycle(flow, f"run-{run}")
-    assert record_offset_map(spark, flow, paths) == 4
+    assert record_offset_map(spark_append(spark), flow, paths) == 4
     _delete(clusters["target"], offset_map_topic(flow))
 
     # when: the next run writes its entries into the new topic (offsets from 0 again)
@@ -87,7 +87,7 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
     assert run_cycle(flow, "after-loss") == 10
 
     # then: they are recorded (not taken as already recorded), and found
-    assert record_offset_map(spark, flow, paths) == 1
+    assert record_offset_map(spark_append(spark), flow, paths) == 1
     (incident,) = rows(paths.incidents, flow.name)
     assert (incident["kind"], incident["topic"]) == ("offset-map-recreated",
                                                      offset_map_topic(flow))

@@ -24,7 +24,7 @@ from ferry.core.tables import (
     offset_map_row,
 )
 from ferry.errors import UsageError
-from ferry.spark.copy_job import _append as spark_append
+from ferry.spark.copy_job import _append as append_with_spark
 from ferry.state import writer
 from ferry.state.maintain import compact, data_files, maintain, maintain_table
 from ferry.state.reader import rows
@@ -77,7 +77,7 @@ def test_delta_spark_writes_state_tables_delta_rs_can_rewrite(
     from deltalake import DeltaTable
 
     path = str(tmp_path / "runs")
-    spark_append(spark, sample_rows(RUNS_DDL, ["r0"]), RUNS_DDL, path)
+    append_with_spark(spark, sample_rows(RUNS_DDL, ["r0"]), RUNS_DDL, path)
     protocol = DeltaTable(path).protocol()
     # Protocol 1/2 without table features: delta-rs reads, compacts, vacuums and
     # checkpoints it. A delta-spark upgrade that turns features on shows up here first.
@@ -94,8 +94,8 @@ def test_compaction_keeps_every_row_of_tables_spark_and_delta_rs_wrote(
     paths = StatePaths(config.enabled_flows[0].ferry.state_dir)
     run_ids = [f"r{i}" for i in range(6)]
     for run_id in run_ids:
-        spark_append(spark, offset_map_rows([run_id]), OFFSET_MAP_DDL, paths.offset_map)
-        spark_append(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, paths.runs)
+        append_with_spark(spark, offset_map_rows([run_id]), OFFSET_MAP_DDL, paths.offset_map)
+        append_with_spark(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, paths.runs)
         writer.append(paths.syncs, SYNCS_DDL, sample_rows(SYNCS_DDL, [run_id]))
     written = {p: identities(p) for p in (paths.offset_map, paths.runs, paths.syncs)}
     versions = {p: DeltaTable(p).version() for p in written}
@@ -126,7 +126,7 @@ def test_compaction_keeps_every_row_of_tables_spark_and_delta_rs_wrote(
     # Ferry's readers and Spark read the compacted tables; the copy job appends on
     assert {r["run_id"] for r in rows(paths.runs, "A->B")} == set(run_ids)
     assert spark.read.format("delta").load(paths.offset_map).count() == 12
-    spark_append(spark, sample_rows(RUNS_DDL, ["after"]), RUNS_DDL, paths.runs)
+    append_with_spark(spark, sample_rows(RUNS_DDL, ["after"]), RUNS_DDL, paths.runs)
     assert identities(paths.runs) == written[paths.runs] + Counter(
         {(f, "after"): 1 for f in FLOWS})
     # a second run finds nothing to do
@@ -140,7 +140,7 @@ def test_vacuum_deletes_replaced_files_only_once_past_the_retention(
 
     path = str(tmp_path / "runs")
     for run_id in ("r0", "r1", "r2", "r3"):
-        spark_append(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
+        append_with_spark(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
     before = identities(path)
     version = DeltaTable(path).version()
     replaced = parquet_on_disk(path)
@@ -189,18 +189,18 @@ def test_files_whose_tombstones_left_the_log_are_swept_once_old_enough(
 
     # given: a table whose tombstones expire after one second, compacted
     path = str(tmp_path / "runs")
-    spark_append(spark, sample_rows(RUNS_DDL, ["r0"]), RUNS_DDL, path)
+    append_with_spark(spark, sample_rows(RUNS_DDL, ["r0"]), RUNS_DDL, path)
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
               "('delta.deletedFileRetentionDuration' = 'interval 1 seconds')")
     for run_id in ("r1", "r2", "r3"):
-        spark_append(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
+        append_with_spark(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
     replaced = parquet_on_disk(path)
     assert maintain_table(path, "runs", 24, policy=SMALL).compacted
     time.sleep(1.5)
     # and Spark's next checkpoint dropped the expired tombstones: delta-rs's vacuum alone
     # would never delete those files
     while DeltaTable(path).version() % 10 != 0:
-        spark_append(spark, sample_rows(RUNS_DDL, [f"x{time.monotonic_ns()}"]), RUNS_DDL,
+        append_with_spark(spark, sample_rows(RUNS_DDL, [f"x{time.monotonic_ns()}"]), RUNS_DDL,
                      path)
     assert DeltaTable(path).vacuum(retention_hours=0, dry_run=True,
                                    enforce_retention_duration=False) == []
@@ -231,12 +231,12 @@ def test_appends_that_commit_while_a_compaction_runs_are_kept(
     # given: compaction planned on a snapshot...
     path = str(tmp_path / "runs")
     for run_id in ("r0", "r1", "r2", "r3"):
-        spark_append(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
+        append_with_spark(spark, sample_rows(RUNS_DDL, [run_id]), RUNS_DDL, path)
     snapshot = DeltaTable(path)
     read_at = snapshot.version()
     plan = compaction_plan(data_files(snapshot), SMALL)
     # ...then Spark and delta-rs append before it commits
-    spark_append(spark, sample_rows(RUNS_DDL, ["spark-late"]), RUNS_DDL, path)
+    append_with_spark(spark, sample_rows(RUNS_DDL, ["spark-late"]), RUNS_DDL, path)
     writer.append(path, RUNS_DDL, sample_rows(RUNS_DDL, ["delta-rs-late"]))
     appended = identities(path)
 
@@ -257,7 +257,7 @@ def test_flows_writing_and_reading_during_maintenance_lose_nothing(
 
     config = state_config(tmp_path)
     paths = StatePaths(config.enabled_flows[0].ferry.state_dir)
-    spark_append(spark, sample_rows(RUNS_DDL, ["seed"]), RUNS_DDL, paths.runs)
+    append_with_spark(spark, sample_rows(RUNS_DDL, ["seed"]), RUNS_DDL, paths.runs)
     writer.append(paths.syncs, SYNCS_DDL, sample_rows(SYNCS_DDL, ["seed"]))
     held = {p: DeltaTable(p) for p in (paths.runs, paths.syncs)}  # a reader's old snapshot
     stop = threading.Event()
@@ -278,7 +278,7 @@ def test_flows_writing_and_reading_during_maintenance_lose_nothing(
         return threading.Thread(target=loop, daemon=True)
 
     def spark_writes(n: int) -> None:  # the copy job recording its runs
-        spark_append(spark, sample_rows(RUNS_DDL, [f"s{n}"]), RUNS_DDL, paths.runs)
+        append_with_spark(spark, sample_rows(RUNS_DDL, [f"s{n}"]), RUNS_DDL, paths.runs)
         written[paths.runs].append(f"s{n}")
 
     def delta_rs_writes(n: int) -> None:  # the sync step recording its steps

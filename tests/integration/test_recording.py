@@ -21,7 +21,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
-from ferry.spark.copy_job import record_offset_map, run_copy_job
+from ferry.spark.copy_job import record_offset_map, run_copy_job, spark_append
 from ferry.state.reader import rows
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
 
@@ -46,8 +46,8 @@ def test_two_jobs_recording_the_same_entries_at_once_append_them_once(
 
     # when: one job records them, and another that looked before the first committed (a
     # retried `copy` beside its first attempt) records the same
-    assert record_offset_map(spark, flow, paths) == len(entries)
-    assert record_offset_map(spark, flow, paths, after=-1) == 0
+    assert record_offset_map(spark_append(spark), flow, paths) == len(entries)
+    assert record_offset_map(spark_append(spark), flow, paths, after=-1) == 0
 
     # then
     assert len(rows(paths.offset_map, flow.name)) == len(entries)
@@ -86,7 +86,7 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
     failed.set_exception(RuntimeError("the runs table could not be written"))
 
     # when: the offset map is recorded
-    mapped = record_offset_map(spark, flow, paths, runs=failed)
+    mapped = record_offset_map(spark_append(spark), flow, paths, runs=failed)
 
     # then: the run's rows were rebuilt from its entries instead
     assert mapped == 2
@@ -95,7 +95,7 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
         ("runs-append-failed", 0, 15), ("runs-append-failed", 1, 15)]
     # and with nothing left to record, the failed append is the job's error
     with pytest.raises(RuntimeError, match="could not be written"):
-        record_offset_map(spark, flow, paths, runs=failed)
+        record_offset_map(spark_append(spark), flow, paths, runs=failed)
 
 
 def test_a_job_sigkilled_between_its_runs_and_offset_map_commits_loses_and_doubles_nothing(
@@ -131,7 +131,7 @@ def test_a_job_sigkilled_between_its_runs_and_offset_map_commits_loses_and_doubl
     assert not rows(paths.offset_map, flow.name)  # killed before the offset map's commit
 
     # when: the next job records what the target committed
-    mapped = record_offset_map(spark, flow, paths)
+    mapped = record_offset_map(spark_append(spark), flow, paths)
 
     # then: the runs were the first commit, so nothing of the run was lost, and no row of
     # it was written twice
@@ -187,7 +187,7 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
     # first run's rows are in Delta
     import threading
 
-    import ferry.spark.copy_job as copy_job
+    import ferry.state.writer as writer
     from ferry.core.tables import RUNS_DDL
     from ferry.spark.recorder import Recorder
     from ferry.steps.cycle import write_plan
@@ -199,29 +199,28 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
     flow = config.enabled_flows[0]
     paths = StatePaths(flow.ferry.state_dir)
     held, release = threading.Event(), threading.Event()
-    append = copy_job._append
+    append = writer.append
 
-    def held_runs_append(spark: SparkSession, rows_: list[dict[str, object]], ddl: str,
-                         path: str, *args: object, **kwargs: object) -> bool:
+    def held_runs_append(path: str, ddl: str, rows_: list[dict[str, object]],
+                         once: tuple[str, int] | None = None) -> bool:
         if ddl == RUNS_DDL and rows_ and not held.is_set():
             held.set()
             assert release.wait(120), "the test never released the batch"
-        return append(spark, rows_, ddl, path, *args, **kwargs)  # type: ignore[arg-type]
+        return append(path, ddl, rows_, once)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(copy_job, "_append", held_runs_append)
+    monkeypatch.setattr(writer, "append", held_runs_append)  # the recorder's (delta-rs)
     recorder = Recorder(flow)
     if second_rows == "still-copying":
         add = recorder.add
 
-        def after_the_batch(spark: SparkSession, run_id: str, rows_: list[dict[str, object]]
-                            ) -> None:
+        def after_the_batch(run_id: str, rows_: list[dict[str, object]]) -> None:
             if run_id == "second":  # committed; the batch goes on and ends before the rows
                 release.set()
                 deadline = time.monotonic() + 120
                 while recorder.batches < 1:
                     assert time.monotonic() < deadline, "the first batch never ended"
                     time.sleep(0.05)
-            add(spark, run_id, rows_)  # type: ignore[arg-type]
+            add(run_id, rows_)  # type: ignore[arg-type]
 
         monkeypatch.setattr(recorder, "add", after_the_batch)
     try:

@@ -275,13 +275,13 @@ print(json.dumps({"code": copied.exit_code, "run": (copied.summary or {}).get("r
 """
 
 
-@pytest.mark.parametrize(("lanes", "said"), [
-    ("spark", "reconnecting and running the job again"),  # the job's lane tasks fail
-    ("kept", "no longer answers"),  # the job asks the server nothing: asked first
+@pytest.mark.parametrize(("lanes", "replaced"), [
+    ("spark", True),  # its lane tasks fail: a new session runs the job again
+    ("kept", False),  # its lanes copy in the loop's process and it records with delta-rs
 ])
-def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
+def test_a_loop_whose_kept_session_no_longer_works_copies_exactly_and_replaces_it_only_to_use_it(
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
-    lanes: str, said: str
+    lanes: str, replaced: bool
 ) -> None:
     # given: a continuous loop's kept session that can no longer run anything
     from ferry.steps.cycle import write_plan
@@ -296,11 +296,13 @@ def test_a_kept_session_that_no_longer_works_is_replaced_and_the_job_runs(
     job = subprocess.run([sys.executable, "-c", STALE_SESSION_JOB, config.path, flow.name,
                           plan, url], capture_output=True, text=True, timeout=300)
 
-    # then: it reconnected, said so, and copied exactly; the new session is the one kept
+    # then: it copied exactly; with lanes as Spark tasks it reconnected, said so, and kept
+    # the new session; with kept lanes it asked the server nothing, so never noticed
     assert job.returncode == 0, job.stderr[-3000:]
     assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "run": "after-restart",
-                                                        "replaced": True}
-    assert said in job.stderr
+                                                        "replaced": replaced}
+    assert ("reconnecting and running the job again" in job.stderr) is replaced, (
+        job.stderr[-3000:])
     assert_exact(flow, clusters, topic_name, 2)
 
 
@@ -335,8 +337,8 @@ def test_a_continuous_loop_records_delta_behind_its_copies_and_all_of_it_as_it_s
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a loop on the warm Spark whose Delta batches are an hour apart: the first is
-    # written at once (as its session opens: what earlier runs left, and the first copy
-    # if it came first), the next only as the loop stops
+    # written at once (as the loop starts: what earlier runs left, and the first copy if
+    # it came first), the next only as the loop stops
     _, config = _hourly_batches(connect_home, clusters, topic_name, tmp_path, 300)
     flow = config.enabled_flows[0]
     running = _continuous(config.path, flow.name, "--pause", "0.2")
@@ -388,9 +390,9 @@ config = load_config(config_path)
 flow = config.flow(flow_name)
 handed = []
 add = recorder.Recorder.add
-def keep(self, spark, run_id, rows):  # the rows as the lanes reported them
+def keep(self, run_id, rows):  # the rows as the lanes reported them
     handed.extend({k: str(v) if k == "finished_at" else v for k, v in r.items()} for r in rows)
-    add(self, spark, run_id, rows)
+    add(self, run_id, rows)
 recorder.Recorder.add = keep
 cycles = []
 def report(result, _seconds):
@@ -432,9 +434,11 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
     cycles, err = _loop_handing_over(config, flow, url, 20, clusters["source"], topic_name,
                                      tmp_path / "first.json", more=40)
 
-    # then: its first batch, at once as its session opened, held at most its first copy
+    # then: its first batch, at once as the loop started, held at most its first copy
     # (when that came first); the later copies were left to the next run, not written in a
-    # last batch that the next run's first cycle would have waited for
+    # last batch that the next run's first cycle would have waited for; and it opened no
+    # Spark Connect session: its lanes are kept, its batches appended with delta-rs
+
     copies = [c["run_id"] for c in cycles if c["copied"]]
     assert len(copies) >= 2 and all(c["ok"] for c in cycles), cycles
     written = set(copies) & _delta_run_ids(flow, "runs")
@@ -444,6 +448,7 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
         err[-3000:]
     assert _behind(config, flow.name) > 0
     assert_exact(flow, clusters, topic_name, 2)
+    assert "Spark Connect session on" not in err, err[-3000:]
 
     # when: the next run starts, and finds nothing new to copy
     next_cycles, next_err = _loop_handing_over(config, flow, url, 8, clusters["source"],

@@ -123,11 +123,34 @@ class Airflow:
                 for ti in found["task_instances"]}
 
     def finished(self, dag_id: str, run_id: str, timeout: float) -> str:
-        """Wait until the run has finished; its state."""
+        """Wait until the run has finished; its state. A run still going after `timeout`
+        fails the test with where it is (`progress`)."""
         # asked twice a second: the tests wait on runs one after the other, a GET is cheap
-        return wait_for(f"run {run_id} of {dag_id} to finish", timeout, lambda: (
-            state if (state := self.run_state(dag_id, run_id)) in FINISHED else None),
-            every=0.5)
+        try:
+            return wait_for(f"run {run_id} of {dag_id} to finish", timeout, lambda: (
+                state if (state := self.run_state(dag_id, run_id)) in FINISHED else None),
+                every=0.5)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.progress(dag_id, run_id)}") from None
+
+    def progress(self, dag_id: str, run_id: str) -> str:
+        """Where a run is, for a failure's message: each task's state, try, start and end
+        (from the REST API), and the last lines of the log of each task that started and
+        has not succeeded."""
+        found = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        lines, tails = [], []
+        for ti in found["task_instances"]:
+            lines.append(f"  {ti['task_id']}: {ti['state']} (try {ti['try_number']}), "
+                         f"queued {ti.get('queued_when')}, started {ti.get('start_date')}, "
+                         f"ended {ti.get('end_date')}")
+            if ti["start_date"] and ti["state"] != "success":
+                entries = self.task_log_entries(dag_id, run_id, ti["task_id"],
+                                                int(ti["try_number"]))
+                tails.append(f"--- {ti['task_id']}, its log's last lines:")
+                tails += [f"{e.get('timestamp', '')} {str(e.get('event', ''))[:300]}"
+                          if isinstance(e, dict) else str(e)[:300] for e in entries[-40:]]
+        return "\n".join([f"{dag_id} {run_id}, now {datetime.now().astimezone():%H:%M:%S}:",
+                          *lines, *tails])
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
         """The task's XCom `key` (default: its return value)."""

@@ -338,9 +338,9 @@ KEYS: tuple[FerryKey, ...] = (
              "lanes reported: the next run starts without waiting for a Delta batch, and "
              "Delta holds the last stretch once it has (a stopped loop, ferry mirror "
              "--continuous, writes its last batch itself). "
-             "Each batch costs the Spark server seconds of "
-             "CPU (about 2 s here), so many flows on one server need a long interval. 0 "
-             "records in every cycle.",
+             "The batches are delta-rs appends from the loop's own process (milliseconds for "
+             "a batch's rows), not Spark appends through the server. 0 records in every "
+             "cycle, with Spark.",
              _seconds_or_zero, "10"),
     FerryKey("ferry.continuous.interval.seconds", "1",
              "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the least "
@@ -356,8 +356,9 @@ KEYS: tuple[FerryKey, ...] = (
              "the loop's own process (the @continuous DAG's task, or ferry mirror "
              "--continuous), one thread per lane, each writer's producer (its transactions "
              "initialised), consumer and position reader kept from cycle to cycle, so a "
-             "cycle is read, send, commit: no Spark job per cycle, and Spark only appends "
-             "Delta behind the copies. The same writer ids, fencing and positions as Spark's "
+             "cycle is read, send, commit: no Spark job per cycle, and no Spark session at "
+             "all (Delta is appended behind the copies with delta-rs). The same writer ids, "
+             "fencing and positions as Spark's "
              "lanes; a writer whose cycle failed (fenced by another run, a broker fault) "
              "starts afresh in the next. The lanes share the loop's Python interpreter: a "
              "lane copies at what one core does. Needs ferry.delivery=exactly_once and "

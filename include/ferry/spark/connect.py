@@ -185,34 +185,27 @@ server that stopped answering) must not keep the process from ending."""
 
 def prepare_loop(url: str, flow: Flow) -> None:
     """Ready a continuous loop of `flow` on `url` before its first cycle, off that cycle's
-    path: its recorder is made now, with a first batch that records what earlier runs
-    left (so the first plan, as every later one, reads no offset-map lag), and its session
-    is opened in a thread beside the first sync and plan (the Spark Connect client's
-    imports and the session are about half a second), for the first job and the
-    recorder (with kept lanes, a job copies without waiting for it: it asks the server
-    nothing). A session that fails to open here is opened again by the next job that
-    needs one, which reports why."""
+    path: its recorder is made now and starts a first batch that records what earlier runs
+    left (so the first plan, as every later one, reads no offset-map lag). A loop whose
+    lanes are kept asks the server nothing (its recorder appends with delta-rs); any other
+    has its session opened in a thread beside the first sync and plan (the Spark Connect
+    client's imports and the session are about half a second). A session that fails to
+    open here is opened again by the next job that needs one, which reports why."""
     recorder = _recorder(url, flow)
-    if url in _kept or url in _opening:
-        spark = _kept.get(url)
-        if recorder is not None:
-            recorder.catch_up(spark)
+    if recorder is not None:
+        recorder.catch_up()
+    if (recorder is not None and _kept_lanes(url, flow) is not None) or (
+            url in _kept or url in _opening):
         return
     opened: Future[SparkSession] = Future()
     _opening[url] = opened
 
     def open_session() -> None:
         try:
-            spark = remote_session(url)
+            opened.set_result(remote_session(url))
         except BaseException as exc:  # the next job opens one, and reports why not
             opened.set_exception(exc)
-            return
-        if recorder is not None:  # first: a job that copied meanwhile left it its rows
-            recorder.catch_up(spark)
-        opened.set_result(spark)
 
-    if recorder is not None:
-        recorder.catch_up()
     threading.Thread(target=open_session, daemon=True, name="ferry-session").start()
 
 
@@ -232,8 +225,8 @@ def _opened(url: str, flow: Flow) -> SparkSession | None:
 
 
 OPEN_TIMEOUT_S = 60.0
-"""How long a loop that stops waits for a session still being opened (`prepare_loop`), so
-that its recorder can write a last batch."""
+"""How long a loop that stops waits for a session still being opened (`prepare_loop`), to
+close it."""
 
 
 def records_behind(url: str, flow_name: str) -> bool:
@@ -287,9 +280,10 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     stderr, as the job's do.
     `keep_session`: the session stays open for this process's next job (back-to-back
     cycles), and the runs and the offset map are appended to Delta behind the copies, in
-    batches (`ferry.spark.recorder`; `close_sessions` writes the last); with the recorder,
-    the lanes run in this process, their writers kept (`ferry.spark.kept`); else it is closed
-    (the server and its Spark stay warm either way). `loaded`: the flow as this process
+    batches with delta-rs (`ferry.spark.recorder`; `close_sessions` writes the last); with
+    the recorder, the lanes run in this process, their writers kept (`ferry.spark.kept`),
+    and the job opens no session at all; else it is closed (the server and its Spark stay
+    warm either way). `loaded`: the flow as this process
     already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
@@ -298,18 +292,12 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
         return Copied(2)
     recorder = _recorder(url, flow) if keep_session else None
     lanes = _kept_lanes(url, flow) if recorder is not None else None
-    opening = _opening.get(url)
-    if lanes is not None and url not in _kept and opening is not None and not opening.done():
-        # With kept lanes and a recorder the job asks the server nothing: the loop's first
-        # copy goes on while its session opens, and the recorder takes it as it opens.
+    if lanes is not None:
+        # kept lanes copy in this process and the recorder appends with delta-rs: the job
+        # asks the server nothing, and needs no session
         return run_and_report(None, config_path, flow, plan_path, out=sys.stderr,
                               recorder=recorder, kept=lanes)
     kept = _kept.pop(url, None) or _opened(url, flow)
-    if kept is not None and lanes is not None and not _answers(kept, url, flow):
-        # With kept lanes the job itself asks the server nothing: a session that no
-        # longer works would fail only the recorder's batches, behind every cycle.
-        _stop(kept)
-        kept = None
     spark = kept or remote_session(url)
     try:
         copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
@@ -340,18 +328,6 @@ def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
     return copied
 
 
-def _answers(spark: SparkSession, url: str, flow: Flow) -> bool:
-    """Whether a kept session still works: one configuration request, a few milliseconds
-    (a server that restarted, or dropped the session, refuses it)."""
-    try:
-        spark.conf.get(LIBRARY_CONF, "")
-        return True
-    except Exception as exc:  # whatever the client raises: the session is replaced
-        log.warning("the kept Spark Connect session to %s no longer answers (%s); "
-                    "reconnecting", url, first_line(exc), extra={"flow": flow.name})
-        return False
-
-
 def close_sessions(hand_over: bool = False) -> None:
     """Write the recorders' last batches, then close the sessions kept for later jobs. A
     last batch that fails is logged, not raised: what it held is rebuilt from the
@@ -361,8 +337,8 @@ def close_sessions(hand_over: bool = False) -> None:
     first batch (`Recorder.close`), so the next run does not wait for a last batch."""
     global _ends_at
     for url, opening in list(_opening.items()):
-        # still opening (a run of a few seconds): a last batch needs it
-        with contextlib.suppress(Exception):  # it failed: a recorder without rows needs none
+        # still opening (a run of a few seconds): closed once it is open
+        with contextlib.suppress(Exception):  # it failed: nothing to close
             spark = opening.result(OPEN_TIMEOUT_S)
             _kept.setdefault(url, spark)
             if _kept[url] is not spark:

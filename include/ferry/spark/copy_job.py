@@ -66,11 +66,9 @@ class RecordsBehind(Protocol):
         ended without them (`end`), its offset-map entries are not a dead job's."""
         ...
 
-    def add(self, spark: SparkSession | None, run_id: str, rows: list[dict[str, Any]]
-            ) -> None:
+    def add(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Take the `runs` rows of the copy job of `run_id`; its offset-map entries are on
-        the target. `spark`: the session to append them through (None: the recorder's own,
-        handed to it as it opened)."""
+        the target."""
         ...
 
     def end(self, run_id: str) -> None:
@@ -252,6 +250,18 @@ job (another flow's, sharing the state folder) created it, or evolved its schema
 CREATE_ATTEMPTS = 3
 
 
+Append = Callable[[str, str, list[dict[str, Any]], "tuple[str, int] | None"], bool]
+"""How recording appends to a state table: `(path, ddl, rows, once)`, True unless `once`
+(an idempotent write's application id and version) found the rows recorded already.
+Spark's (`spark_append`: a copy job's, through its session) or delta-rs's
+(`ferry.state.writer.append`: a continuous loop's recorder, in its own process)."""
+
+
+def spark_append(spark: SparkSession) -> Append:
+    """Appends through `spark` (`_append`)."""
+    return lambda path, ddl, rows, once: _append(spark, rows, ddl, path, once)
+
+
 def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
             once: tuple[str, int] | None = None) -> bool:
     """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
@@ -314,15 +324,16 @@ def _timed(timings: dict[str, float] | None, part: str) -> Iterator[None]:
             timings[part] = timings.get(part, 0.0) + time.monotonic() - began
 
 
-def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
+def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
                       after: int | None = None, *, runs: Future[bool] | None = None,
                       timings: dict[str, float] | None = None,
                       pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
-    two jobs record at the same time (a retried task beside its first attempt): each
-    append is a Delta idempotent write versioned by the highest topic offset it holds.
+    two jobs record at the same time (a retried task beside its first attempt), and
+    whether each appends with Spark or with delta-rs (`append_to`): each append is a Delta
+    idempotent write versioned by the highest topic offset it holds.
 
     `runs`: the outcome of this job's own `runs` append, made before this one; it is
     waited for before the runs rows are checked. When it failed, this job's runs are
@@ -358,15 +369,15 @@ def record_offset_map(spark: SparkSession, flow: Flow, paths: StatePaths,
         # One writer id per offset-map topic incarnation: a recreated topic starts at 0.
         app = f"{flow.name}.{cursor.topic_id}"
         with _timed(timings, "offset map"):
-            appended = _append(spark, rows, OFFSET_MAP_DDL, paths.offset_map,
-                               once=(f"ferry.offset_map.{app}", version))
+            appended = append_to(paths.offset_map, OFFSET_MAP_DDL, rows,
+                                 (f"ferry.offset_map.{app}", version))
     failed = _outcome(runs)
     if appended:
         with _timed(timings, "rebuilt runs"):
             recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
-            _append(spark, runs_from_entries([e for _, e in found], recorded,
-                                             flow.ferry.delivery),
-                    RUNS_DDL, paths.runs, once=(f"ferry.runs_rebuilt.{app}", version))
+            append_to(paths.runs, RUNS_DDL,
+                      runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
+                      (f"ferry.runs_rebuilt.{app}", version))
     if failed is not None:
         if appended:
             log.warning("the runs append failed (%s); the runs were rebuilt from their "
@@ -395,8 +406,7 @@ def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
     secrets never travel in Spark closures. With a `recorder` (a continuous loop), the
     runs and the offset map are handed to it, to be appended behind the copy. With `kept`
     (a continuous loop keeping its lanes), the lanes run there, not as Spark tasks; with
-    both, the job asks the server nothing, and `spark` may be None (the recorder's session
-    is still being opened)."""
+    both, the job asks the server nothing, and `spark` may be None."""
     from functools import partial
 
     plan = plan_file.read(plan_path)
@@ -432,11 +442,11 @@ def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
     failed = failures(runs)
     summary = run_summary(run_id, runs, len(new_gaps))
     if recorder is not None:
-        recorder.add(spark, run_id, runs)
+        recorder.add(run_id, runs)
         return JobResult(summary, failed, None, tuple(gaps))
     assert spark is not None, "recording needs a session"
     try:
-        mapped = record_runs(spark, flow, paths, runs)
+        mapped = record_runs(spark_append(spark), flow, paths, runs)
     except Unwritten as exc:
         raise exc.cause from None
     return JobResult(summary, failed, mapped, tuple(gaps))
@@ -451,7 +461,7 @@ class Unwritten(Exception):
         self.cause = cause
 
 
-def record_runs(spark: SparkSession, flow: Flow, paths: StatePaths,
+def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
                 runs: list[dict[str, Any]], timings: dict[str, float] | None = None,
                 pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
@@ -464,11 +474,11 @@ def record_runs(spark: SparkSession, flow: Flow, paths: StatePaths,
     appended: Future[bool] = Future()
     try:
         with _timed(timings, "runs"):
-            appended.set_result(_append(spark, runs, RUNS_DDL, paths.runs))
+            appended.set_result(append_to(paths.runs, RUNS_DDL, runs, None))
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
     try:
-        return record_offset_map(spark, flow, paths, runs=appended, timings=timings,
+        return record_offset_map(append_to, flow, paths, runs=appended, timings=timings,
                                  pending=pending)
     except Exception as exc:
         if appended.exception() is not None:

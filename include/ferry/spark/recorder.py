@@ -7,6 +7,12 @@ the offset map recorded from the target's offset-map topic as a job does
 (`record_offset_map`). The copy's critical path is then lanes only: the records, their
 offset-map entries and positions are committed to Kafka in the cycle, as always.
 
+The batches append with delta-rs (`ferry.state.writer`), in the loop's own process, not
+through the Connect server: a batch's few rows take milliseconds there, where a Spark
+append waits its turn behind every other flow's on a shared server (twenty flows' batches
+took minutes each). The appends are Delta idempotent writes as a job's are, so a batch and
+a Spark job recording the same entries at once still record them once.
+
 Nothing is lost to a batch not yet written: the offset map and the runs of the copies that
 committed are rebuilt from the offset-map topic by the next job or batch of any process
 (`record_offset_map`), with the times their lanes reported (`runs_from_entries`); only a
@@ -34,8 +40,6 @@ from ferry.errors import FerryError, first_line
 from ferry.spark.copy_job import Unwritten
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from ferry.config import Flow
 
 log = logging.getLogger(__name__)
@@ -45,9 +49,8 @@ class Recorder:
     """Appends one flow's runs and offset map to Delta in batches, in a thread of its own."""
 
     def __init__(self, flow: Flow, clock: Callable[[], float] = time.monotonic,
-                 write: Callable[[SparkSession, list[dict[str, Any]]], None] | None = None
-                 ) -> None:
-        """`write(spark, rows)`: appends one batch (default: the runs rows, then the offset
+                 write: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+        """`write(rows)`: appends one batch (default: the runs rows, then the offset
         map from the target's offset-map topic); rows it raises on without appending go
         back to the head of the next batch only when it says so (`Unwritten`)."""
         self.flow = flow
@@ -60,7 +63,6 @@ class Recorder:
         """Runs whose copy is under way: their rows are still to come."""
         self._abandoned: set[str] = set()
         """Runs whose cycle the loop abandoned as hung: rebuilt from their entries."""
-        self._spark: SparkSession | None = None
         self._failure: Exception | None = None
         self._flushing = self._closed = False
         self._batches = 0
@@ -96,17 +98,14 @@ class Recorder:
             self._copying.discard(run_id)
             self._abandoned.add(run_id)
 
-    def add(self, spark: SparkSession | None, run_id: str, rows: list[dict[str, Any]]
-            ) -> None:
+    def add(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
-        are on the target), to be appended with the next batch through `spark` (None: the
-        session handed over before, or once it opens: `catch_up`). Waits
-        while the batch being written has taken more than twice the interval (Delta is
-        kept that close). Raises the failure of the last batch, once."""
+        are on the target), to be appended with the next batch. Waits while the batch
+        being written has taken more than twice the interval (Delta is kept that close).
+        Raises the failure of the last batch, once."""
         with self._changed:
             self._copying.discard(run_id)
             self._raise_failure()
-            self._spark = spark or self._spark
             if run_id in self._abandoned:  # its rows may be rebuilt already: not twice
                 log.info("cycle %s, abandoned as hung, returned: its runs rows are those "
                          "rebuilt from its offset-map entries", run_id,
@@ -118,14 +117,11 @@ class Recorder:
             while self._batching.holds_back(self._clock()) and not self._closed:
                 self._changed.wait(0.1)
 
-    def catch_up(self, spark: SparkSession | None = None) -> None:
+    def catch_up(self) -> None:
         """Record what earlier runs left for the offset-map topic to give (handed over, or
-        not written) in a first batch, even should no cycle of this loop copy: the loop's
-        first plan then needs not read how far Delta lags. The batch starts once there is a
-        session: `spark`, or one handed over later (`add`, or this again)."""
+        not written) in a first batch, now, even should no cycle of this loop copy: the
+        loop's first plan then needs not read how far Delta lags."""
         with self._changed:
-            if spark is not None and self._spark is None:
-                self._spark = spark
             if not self._batches and self._batching.last_started is None:
                 self._batching.pending = True
             self._changed.notify_all()
@@ -146,17 +142,10 @@ class Recorder:
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
             self._raise_failure()
-            if self._spark is None and self._rows:
-                raise FerryError(
-                    f"flow {self.flow.name}: {len(self._rows)} runs rows not recorded in "
-                    "Delta: the Spark Connect session never opened; left to the flow's next "
-                    "run, which records the copied ranges from the offset-map topic")
             self._flushing = True
             self._changed.notify_all()
-            # without a session only a catch-up is pending, which the next run's first
-            # batch does as well
-            while ((self._batching.pending and self._spark is not None)
-                   or self._batching.writing_since is not None) and self._failure is None:
+            while ((self._batching.pending or self._batching.writing_since is not None)
+                   and self._failure is None):
                 if deadline is not None and self._clock() >= deadline:
                     self._flushing = False
                     raise self._still_writing(timeout_s)
@@ -225,17 +214,15 @@ class Recorder:
             with self._changed:
                 # no batch while a failure is unreported: it is retried after it was
                 while not self._closed and (
-                        self._failure is not None or self._spark is None
+                        self._failure is not None
                         or not self._batching.due(self._clock(), self._flushing)):
                     self._changed.wait(self._batching.wait_for_next(self._clock()) or None)
                 if self._closed:
                     return
                 rows, self._rows = self._rows, []
-                spark = self._spark
                 self._batching.started(self._clock())
             try:
-                assert spark is not None, "no batch starts without a session"
-                self._write(spark, rows)
+                self._write(rows)
                 failure = None
             except Unwritten as exc:  # its rows go with the next batch
                 with self._changed:
@@ -254,12 +241,13 @@ class Recorder:
                     self._batches += 1
                 self._changed.notify_all()
 
-    def _record(self, spark: SparkSession, rows: list[dict[str, Any]]) -> None:
+    def _record(self, rows: list[dict[str, Any]]) -> None:
         from ferry.spark.copy_job import record_runs
+        from ferry.state.writer import append
 
         started = self._clock()
         timings: dict[str, float] = {}
-        mapped = record_runs(spark, self.flow, self.paths, rows, timings, self._pending)
+        mapped = record_runs(append, self.flow, self.paths, rows, timings, self._pending)
         log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs (%s)",
                  len(rows), mapped, self._clock() - started,
                  ", ".join(f"{part} {seconds:.2f}s" for part, seconds in timings.items()),

@@ -17,8 +17,6 @@ from ferry.errors import FerryError
 from ferry.spark.recorder import Recorder, Unwritten
 from tests.unit.conftest import BASE, Loader
 
-SPARK: Any = object()  # the writer is scripted: no session is used
-
 
 class Writes:
     """Records each batch; fails the batches named in `fail` (by number, from 1)."""
@@ -31,7 +29,7 @@ class Writes:
         self.gate.set()
         self.writing = threading.Event()
 
-    def __call__(self, _spark: Any, rows: list[dict[str, Any]]) -> None:
+    def __call__(self, rows: list[dict[str, Any]]) -> None:
         self.calls += 1
         self.writing.set()
         self.gate.wait(10)
@@ -69,10 +67,10 @@ def test_the_first_batch_is_written_at_once_and_later_cycles_wait_for_the_interv
 ) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", rows("r1"))
+    recorder.add("r1", rows("r1"))
     recorder.flush()  # waits for the batch under way
-    recorder.add(SPARK, "r2", rows("r2"))
-    recorder.add(SPARK, "r3", rows("r3"))
+    recorder.add("r2", rows("r2"))
+    recorder.add("r3", rows("r3"))
     assert writes.batches == [["r1"]]  # an hour's interval: r2 and r3 are pending
     recorder.flush()
     assert writes.batches == [["r1"], ["r2", "r3"]]  # one batch for both cycles
@@ -84,14 +82,14 @@ def test_a_failed_batch_fails_the_next_cycle_once_and_its_rows_go_with_the_next_
 ) -> None:
     writes = Writes({1: Unwritten(RuntimeError("DELTA_CONCURRENT_APPEND\nat ..."))})
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", rows("r1"))
+    recorder.add("r1", rows("r1"))
     with pytest.raises(FerryError) as failed:
         recorder.flush()
     assert str(failed.value) == (
         "flow A->B: recording the runs and the offset map in Delta "
         f"({recorder.paths.root}) failed: DELTA_CONCURRENT_APPEND (the copies are committed "
         "on the target; the next run records them from its offset-map topic)")
-    recorder.add(SPARK, "r2", rows("r2"))  # the failure was reported once
+    recorder.add("r2", rows("r2"))  # the failure was reported once
     recorder.flush()
     assert writes.batches == [["r1", "r2"]]
 
@@ -101,10 +99,10 @@ def test_a_batch_that_failed_after_writing_its_rows_does_not_write_them_twice(
 ) -> None:
     writes = Writes({1: RuntimeError("offset map append failed")})
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", rows("r1"))
+    recorder.add("r1", rows("r1"))
     with pytest.raises(FerryError, match="offset map append failed"):
         recorder.flush()
-    recorder.add(SPARK, "r2", rows("r2"))
+    recorder.add("r2", rows("r2"))
     recorder.flush()
     assert writes.batches == [["r2"]]
 
@@ -113,9 +111,9 @@ def test_copies_go_on_while_a_batch_is_written(recorder_of: Any) -> None:
     writes = Writes()
     writes.gate.clear()  # the first batch is slow
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", rows("r1"))
+    recorder.add("r1", rows("r1"))
     assert writes.writing.wait(10)
-    recorder.add(SPARK, "r2", rows("r2"))  # returns at once: the batch has not taken an hour
+    recorder.add("r2", rows("r2"))  # returns at once: the batch has not taken an hour
     writes.gate.set()
     recorder.flush()
     assert writes.batches == [["r1"], ["r2"]]
@@ -127,7 +125,7 @@ def test_a_flush_gives_up_on_a_batch_that_hangs_naming_who_records_it_instead(
     writes = Writes()
     writes.gate.clear()  # the batch never ends (a server that stopped answering)
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", rows("r1"))
+    recorder.add("r1", rows("r1"))
     with pytest.raises(FerryError) as hung:
         recorder.flush(timeout_s=0.3)
     assert str(hung.value) == (
@@ -146,9 +144,9 @@ def test_a_loop_that_hands_over_leaves_copied_rows_to_the_next_run_after_the_bat
     writes = Writes()
     writes.gate.clear()  # the first batch is being written as the loop ends
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.add("r1", copied("r1"))
     assert writes.writing.wait(10)
-    recorder.add(SPARK, "r2", copied("r2"))
+    recorder.add("r2", copied("r2"))
     threading.Timer(0.3, writes.gate.set).start()
 
     recorder.close(timeout_s=10, hand_over=True)
@@ -164,9 +162,9 @@ def test_a_loop_that_hands_over_still_writes_rows_the_offset_map_topic_cannot_gi
 ) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.add("r1", copied("r1"))
     recorder.flush()
-    recorder.add(SPARK, "r2", copied("r2") + copied("r2", outcome))
+    recorder.add("r2", copied("r2") + copied("r2", outcome))
 
     recorder.close(timeout_s=10, hand_over=True)
 
@@ -179,7 +177,7 @@ def test_a_run_that_wrote_no_batch_yet_writes_its_last_one_even_handing_over(
     writes = Writes()
     recorder = recorder_of(writes)
     recorder.end_at(time.monotonic() - 1)  # a run so short that no batch started in it
-    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.add("r1", copied("r1"))
 
     recorder.close(timeout_s=10, hand_over=True)
 
@@ -189,9 +187,9 @@ def test_a_run_that_wrote_no_batch_yet_writes_its_last_one_even_handing_over(
 def test_a_loop_that_stops_writes_its_last_batch(recorder_of: Any) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.add("r1", copied("r1"))
     recorder.flush()
-    recorder.add(SPARK, "r2", copied("r2"))
+    recorder.add("r2", copied("r2"))
 
     recorder.close(timeout_s=10)
 
@@ -202,17 +200,17 @@ def test_a_recorder_told_its_end_starts_no_batch_that_would_outlast_it(flow: Flo
     now = [0.0]
     batches: list[list[str]] = []
 
-    def half_an_hour_each(_spark: Any, rows: list[dict[str, Any]]) -> None:
+    def half_an_hour_each(rows: list[dict[str, Any]]) -> None:
         now[0] += 1800.0
         batches.append([r["run_id"] for r in rows])
 
     recorder = Recorder(flow, clock=lambda: now[0], write=half_an_hour_each)
     try:
         recorder.end_at(3600.0 * 3)
-        recorder.add(SPARK, "r1", copied("r1"))  # the first batch: at once
+        recorder.add("r1", copied("r1"))  # the first batch: at once
         recorder.flush()
         now[0] = 3600.0 * 2.6  # the interval has passed, but the loop ends in 0.4 h
-        recorder.add(SPARK, "r2", copied("r2"))
+        recorder.add("r2", copied("r2"))
         time.sleep(0.3)  # time for the recorder's thread to start a batch, were one due
     finally:
         recorder.close(timeout_s=10, hand_over=True)
@@ -228,8 +226,8 @@ def test_rows_of_a_cycle_abandoned_as_hung_are_not_waited_for_nor_taken_when_it_
     recorder.abandon("hung")
     assert "hung" not in recorder._pending()  # a batch goes on past its entries
 
-    recorder.add(SPARK, "hung", copied("hung"))  # its copy returns at last
-    recorder.add(SPARK, "r2", copied("r2"))
+    recorder.add("hung", copied("hung"))  # its copy returns at last
+    recorder.add("r2", copied("r2"))
     recorder.flush()
 
     assert writes.batches == [["r2"]]  # the hung run's rows are those rebuilt from entries
@@ -260,43 +258,24 @@ def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed(
     assert connect._ends_at is None  # a later loop of the process starts with no end
 
 
-def test_a_loops_first_batch_records_what_earlier_runs_left_once_it_has_a_session(
-    recorder_of: Any
-) -> None:
+def test_a_loops_first_batch_records_what_earlier_runs_left_at_once(recorder_of: Any) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.catch_up()  # the loop starts; its session is still being opened
-    time.sleep(0.3)  # time for the recorder's thread to start a batch, were one due
-    assert writes.calls == 0  # no batch without a session
 
-    recorder.catch_up(SPARK)  # the session is open
+    recorder.catch_up()  # the loop starts: before its first cycle's plan
     recorder.flush(timeout_s=10)
 
     assert writes.batches == [[]]  # no rows of its own: the offset-map topic gives them
     assert recorder.batches == 1
 
 
-def test_a_loop_whose_session_never_opened_closes_at_once_leaving_its_catch_up(
-    recorder_of: Any
-) -> None:
-    writes = Writes()
-    recorder = recorder_of(writes)
-    recorder.catch_up()
-
-    began = time.monotonic()
-    recorder.close(timeout_s=10, hand_over=True)
-
-    assert time.monotonic() - began < 2  # not the close's timeout
-    assert writes.calls == 0
-
-
 def test_a_catch_up_after_the_first_batch_adds_none(recorder_of: Any) -> None:
     writes = Writes()
     recorder = recorder_of(writes)
-    recorder.add(SPARK, "r1", copied("r1"))
+    recorder.add("r1", copied("r1"))
     recorder.flush(timeout_s=10)
 
-    recorder.catch_up(SPARK)  # a later loop of the same process
+    recorder.catch_up()  # a later loop of the same process
     time.sleep(0.3)
 
     assert writes.batches == [["r1"]]
@@ -323,14 +302,16 @@ class Session:
         Session.stopped += 1
 
 
-def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_recorder(
-    monkeypatch: pytest.MonkeyPatch, no_loops: None, flow: Flow
+def test_a_loop_with_lanes_as_spark_tasks_opens_its_session_beside_its_first_cycle(
+    monkeypatch: pytest.MonkeyPatch, no_loops: None, load: Loader
 ) -> None:
     from ferry.spark import connect
     from ferry.spark.recorder import Recorder as Made
 
+    flow = load(BASE + "ferry.state.record.interval.seconds = 3600\n"
+                "ferry.continuous.lanes = spark\n").flow("A->B")
     opened: list[Session] = []
-    written: list[object] = []
+    written: list[int] = []
 
     def remote_session(_url: str) -> Session:
         time.sleep(0.2)  # the client's imports and the session
@@ -338,16 +319,16 @@ def test_a_loop_opens_its_session_beside_its_first_cycle_for_its_first_job_and_r
         return opened[-1]
 
     monkeypatch.setattr(connect, "remote_session", remote_session)
-    monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
+    monkeypatch.setattr(Made, "_record", lambda _self, rows: written.append(len(rows)))
 
     connect.prepare_loop("sc://here", flow)
 
     assert connect.records_behind("sc://here", flow.name)  # the first plan reads no lag
-    session = connect._opened("sc://here", flow)  # what the first job takes
-    assert session is opened[0] and len(opened) == 1
     recorder = connect._recorders[("sc://here", flow.name)]
     recorder.flush(timeout_s=10)
-    assert written == [session]  # the catch-up batch, through the same session
+    assert written == [0]  # the catch-up batch, written without the session
+    session = connect._opened("sc://here", flow)  # what the first job takes
+    assert session is opened[0] and len(opened) == 1
     connect._kept["sc://here"] = session  # kept by the job for the next
     connect.close_sessions(hand_over=True)
     assert Session.stopped >= 1 and not connect._recorders
@@ -372,51 +353,34 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
     connect.close_sessions()
 
 
-def test_a_loops_first_job_with_kept_lanes_copies_while_its_session_opens(
+def test_a_loop_with_kept_lanes_opens_no_session_its_jobs_and_batches_need_none(
     monkeypatch: pytest.MonkeyPatch, no_loops: None, flow: Flow
 ) -> None:
     from ferry.spark import connect, copy_job
     from ferry.spark.recorder import Recorder as Made
 
-    slow = threading.Event()
-    sessions: list[Session] = []
     jobs: list[object] = []
-    written: list[object] = []
+    written: list[list[str]] = []
 
-    def remote_session(_url: str) -> Session:
-        slow.wait(10)  # a loaded server: the session takes seconds
-        sessions.append(Session())
-        return sessions[-1]
+    def remote_session(url: str) -> Session:
+        raise AssertionError(f"a session to {url} was opened")
 
     def job(spark: object, *_args: object, recorder: Any, **_kw: object) -> Any:
         jobs.append(spark)
-        recorder.add(spark, f"r{len(jobs)}", copied(f"r{len(jobs)}"))
+        recorder.add(f"r{len(jobs)}", copied(f"r{len(jobs)}"))
         return copy_job.Copied(0)
 
     monkeypatch.setattr(connect, "remote_session", remote_session)
     monkeypatch.setattr(copy_job, "run_and_report", job)
     monkeypatch.setattr(connect, "_kept_lanes", lambda _url, _flow: object())
-    monkeypatch.setattr(Made, "_record", lambda _self, spark, _rows: written.append(spark))
+    monkeypatch.setattr(Made, "_record",
+                        lambda _self, rows: written.append([r["run_id"] for r in rows]))
 
     connect.prepare_loop("sc://here", flow)
-    connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
-                            loaded=flow)
-    assert jobs == [None]  # copied without waiting for the session
+    for _ in range(2):
+        connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
+                                loaded=flow)
+    connect.close_sessions()  # a stop: the last batch
 
-    slow.set()  # the session opens: the recorder takes it, and so does the next job
-    connect._opening["sc://here"].result(10)
-    connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
-                            loaded=flow)
-    assert jobs == [None, sessions[0]] and len(sessions) == 1
-    connect.close_sessions()  # a stop: the last batch is written through that session
-    assert written and all(spark is sessions[0] for spark in written)
-
-
-def test_rows_a_recorder_never_had_a_session_for_fail_its_flush_naming_who_records_them(
-    recorder_of: Any
-) -> None:
-    recorder = recorder_of(Writes())
-    recorder.add(None, "r1", copied("r1"))
-
-    with pytest.raises(FerryError, match="never opened; left to the flow's next run"):
-        recorder.flush(timeout_s=10)
+    assert jobs == [None, None] and not connect._opening and not connect._kept
+    assert sorted(run for batch in written for run in batch) == ["r1", "r2"]

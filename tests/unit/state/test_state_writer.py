@@ -1,6 +1,8 @@
-"""Appends to the Delta state without a JVM (delta-rs) across Ferry versions: a release
-that adds a column appends to a table an older release wrote; the older rows read the new
-column as null (docs/upgrade.md)."""
+"""Appends to the Delta state without a JVM (delta-rs): across Ferry versions, a release
+that adds a column appends to a table an older release wrote, the older rows reading the
+new column as null (docs/upgrade.md); and the idempotent appends a continuous loop's
+recorder makes, which write a version of an application once, even racing another
+writer of it."""
 
 from __future__ import annotations
 
@@ -15,20 +17,27 @@ from ferry.core.tables import (
     GAPS_DDL,
     INCIDENTS_DDL,
     LAG_DDL,
+    OFFSET_MAP_DDL,
+    RUNS_DDL,
     SYNCS_DDL,
     VERIFY_DDL,
 )
-from ferry.state.writer import append
+from ferry.state.writer import append, arrow_schema
 
 DELTA_RS_TABLES = {"lag": LAG_DDL, "syncs": SYNCS_DDL, "verify": VERIFY_DDL,
-                   "checkpoints": CHECKPOINTS_DDL, "gaps": GAPS_DDL, "incidents": INCIDENTS_DDL}
+                   "checkpoints": CHECKPOINTS_DDL, "gaps": GAPS_DDL, "incidents": INCIDENTS_DDL,
+                   "runs": RUNS_DDL, "offset_map": OFFSET_MAP_DDL}
 
 
 def row(ddl: str, run_id: str) -> dict[str, object]:
-    columns = [c.split(" ") for c in ddl.split(", ")]
-    values: dict[str, object] = {"string": "x", "int": 1, "bigint": 1, "double": 1.0,
-                                 "boolean": True, "timestamp": datetime.now(UTC)}
-    return {name: values[kind] for name, kind in columns} | {"flow": "A->B", "run_id": run_id}
+    """A row of every column of `ddl` (the offset map's segments: one segment)."""
+    import pyarrow as pa
+
+    values = {pa.string(): "x", pa.int32(): 1, pa.int64(): 1, pa.float64(): 1.0,
+              pa.bool_(): True, pa.timestamp("us", tz="UTC"): datetime.now(UTC)}
+    segment = {"source_start": 0, "target_start": 0, "count": 1}
+    return {field.name: [segment] if pa.types.is_list(field.type) else values[field.type]
+            for field in arrow_schema(ddl)} | {"flow": "A->B", "run_id": run_id}
 
 
 @pytest.mark.parametrize("table", sorted(DELTA_RS_TABLES))
@@ -49,3 +58,51 @@ def test_a_table_an_older_release_wrote_takes_the_rows_of_a_release_with_a_new_c
     found = {r["run_id"]: r for r in DeltaTable(path).to_pyarrow_table().to_pylist()}
     assert set(found) == {"old", "new"}
     assert found["old"][new_column] is None and found["new"][new_column] is not None
+
+
+def _run_ids(path: str) -> list[str]:
+    return sorted(r["run_id"] for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+
+
+@pytest.mark.parametrize(("versions", "written", "kept"), [
+    ([5], [True], ["v5"]),
+    ([5, 5], [True, False], ["v5"]),  # the same version again: nothing appended
+    ([5, 4], [True, False], ["v5"]),  # an older one: nothing appended
+    ([5, 6], [True, True], ["v5", "v6"]),
+])
+def test_an_idempotent_append_writes_each_version_of_an_application_once(
+    tmp_path: Path, versions: list[int], written: list[bool], kept: list[str]
+) -> None:
+    path = str(tmp_path / "runs")
+    done = [append(path, RUNS_DDL, [row(RUNS_DDL, f"v{v}")], once=("ferry.test", v))
+            for v in versions]
+    assert done == written
+    assert _run_ids(path) == kept
+    assert DeltaTable(path).transaction_version("ferry.test") == max(versions)
+
+
+def test_an_idempotent_append_that_another_writer_of_its_application_overtook_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a table, and another writer of the same application and version that commits
+    # between this append's read of the table and its commit
+    import deltalake
+
+    path = str(tmp_path / "offset_map")
+    append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "before")])
+    write = deltalake.write_deltalake
+
+    def overtaken(*args: object, **kwargs: object) -> None:
+        monkeypatch.setattr(deltalake, "write_deltalake", write)
+        assert append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "other")],
+                      once=("ferry.test", 7))
+        write(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(deltalake, "write_deltalake", overtaken)
+
+    # when: this append commits
+    done = append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "this")], once=("ferry.test", 7))
+
+    # then: it was refused; the rows are there once, the other writer's
+    assert done is False
+    assert _run_ids(path) == ["before", "other"]
