@@ -24,6 +24,7 @@ fail-without-retry at the task edge when retrying cannot help.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -165,8 +166,14 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
     log = logging.getLogger("ferry.continuous")
     with task_edge():
+        began = time.monotonic()
         config = task_config(path, name)
         flow = config.flow(name)
+        span = run_span(flow.name, flow.ferry.continuous_run_seconds)
+        # where a run's start goes before its first cycle (the DAG file's parse is logged
+        # by Airflow before this)
+        log.info("cycles back to back for %.0fs (the config read in %.1fs)", span,
+                 time.monotonic() - began, extra={"flow": flow.name})
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
         topics: dict[str, dict[str, Any]] = {}
 
@@ -187,8 +194,7 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
         last = run_continuously(path, config, flow, report,
                                 master=spark_master() or flow.ferry.spark_master,
-                                for_s=run_span(flow.name, flow.ferry.continuous_run_seconds),
-                                hand_over=True)
+                                for_s=span, hand_over=True)
         if last is not None and not last.ok:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "

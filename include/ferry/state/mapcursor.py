@@ -11,7 +11,7 @@ from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapCursor
 from ferry.core.tables import StatePaths
-from ferry.state.reader import max_map_offset
+from ferry.state.reader import max_map_offsets
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +26,11 @@ def map_cursor(flow: Flow, topic_id: str, topic_end: Callable[[], int]) -> MapCu
         return MapCursor("", -1, False)
     topic = offset_map_topic(flow)
     path = StatePaths(flow.ferry.state_dir).offset_map
-    current = max_map_offset(path, flow.name, topic_id)
-    legacy = max_map_offset(path, flow.name, "")
+    recorded = max_map_offsets(path, flow.name)  # one read for the three questions
+    current, legacy = recorded.get(topic_id, -1), recorded.get("", -1)
     legacy_current = legacy >= 0 and (current >= 0 or legacy < topic_end())
     after = max(current, legacy) if legacy_current else current
-    if after < 0 and max_map_offset(path, flow.name) >= 0:
+    if after < 0 and recorded:
         from ferry.core import incidents
         from ferry.state.store import DeltaStore
 

@@ -23,6 +23,19 @@ def _table(path: str) -> Any | None:
         return None
 
 
+def _flow_dataset(table: Any, flow: str) -> Any:
+    """The table's files of one flow (every state table is partitioned by flow) as a
+    pyarrow dataset. Pruned as the dataset is built, not by a filter on a dataset of every
+    file: a dataset of the whole table is built from every file's statistics, which took
+    1.3 s at 600 files (twenty flows' batches) where one flow's took 0.1 s. (delta-rs
+    deprecates `partitions` for `file_pruning_predicate`, which took 0.75 s here.)"""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return table.to_pyarrow_dataset(partitions=[("flow", "=", flow)])
+
+
 def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     """Rows of one flow (partition pruned), filtered by column equality."""
     import pyarrow.dataset as ds
@@ -30,10 +43,10 @@ def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     table = _table(path)
     if table is None:
         return []
-    condition = ds.field("flow") == flow
+    condition = ds.scalar(True)
     for column, value in equal.items():
         condition = condition & (ds.field(column) == value)
-    result: list[dict[str, Any]] = table.to_pyarrow_dataset().to_table(
+    result: list[dict[str, Any]] = _flow_dataset(table, flow).to_table(
         filter=condition).to_pylist()
     return result
 
@@ -47,8 +60,8 @@ def recorded_run_ids(path: str, flow: str, run_ids: set[str]) -> set[str]:
     table = _table(path)
     if table is None or not run_ids:
         return set()
-    condition = (ds.field("flow") == flow) & ds.field("run_id").isin(sorted(run_ids))
-    found = table.to_pyarrow_dataset().to_table(columns=["run_id"], filter=condition)
+    found = _flow_dataset(table, flow).to_table(
+        columns=["run_id"], filter=ds.field("run_id").isin(sorted(run_ids)))
     return set(found.column("run_id").to_pylist())
 
 
@@ -69,40 +82,38 @@ def unrecorded_gaps(path: str, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
 
 def last_steps(path: str, flow: str) -> dict[str, datetime]:
     """When each step of the flow last ran, from the `syncs` table."""
-    import pyarrow.dataset as ds
-
     table = _table(path)
     if table is None:
         return {}
-    found = table.to_pyarrow_dataset().to_table(
-        columns=["step", "synced_at"], filter=ds.field("flow") == flow)
+    found = _flow_dataset(table, flow).to_table(columns=["step", "synced_at"])
     grouped = found.group_by("step").aggregate([("synced_at", "max")])
     return dict(zip(grouped.column("step").to_pylist(),
                     grouped.column("synced_at_max").to_pylist(), strict=True))
 
 
-def max_map_offset(path: str, flow: str, map_topic_id: str | None = None) -> int:
-    """The highest offset-map topic offset the Delta table holds for the flow: of rows
-    read from the map topic with ID `map_topic_id` ("" for rows of an older Ferry, which
-    recorded no ID; None for any row); -1 for none."""
+def max_map_offsets(path: str, flow: str) -> dict[str, int]:
+    """Map topic ID -> the highest offset-map topic offset the Delta table holds for the
+    flow from that topic ("" for rows of an older Ferry, which recorded no ID): one read
+    of two columns of the flow's files."""
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
 
     table = _table(path)
     if table is None:
-        return -1
-    dataset = table.to_pyarrow_dataset()
-    condition = ds.field("flow") == flow
-    has_ids = "map_topic_id" in dataset.schema.names
-    if map_topic_id is not None and has_ids:
-        column = ds.field("map_topic_id")
-        condition = condition & ((column == map_topic_id) | column.is_null() if not map_topic_id
-                                 else column == map_topic_id)
-    elif map_topic_id:  # a table without the column holds no row of an identified topic
-        return -1
-    column = dataset.to_table(columns=["map_offset"], filter=condition).column("map_offset")
-    value = pc.max(column).as_py() if len(column) else None
-    return -1 if value is None else int(value)
+        return {}
+    dataset = _flow_dataset(table, flow)
+    if "map_topic_id" not in dataset.schema.names:
+        column = dataset.to_table(columns=["map_offset"]).column("map_offset")
+        value = pc.max(column).as_py() if len(column) else None
+        return {} if value is None else {"": int(value)}
+    found = dataset.to_table(columns=["map_offset", "map_topic_id"])
+    grouped = found.group_by("map_topic_id").aggregate([("map_offset", "max")])
+    by_id: dict[str, int] = {}
+    for topic_id, value in zip(grouped.column("map_topic_id").to_pylist(),
+                               grouped.column("map_offset_max").to_pylist(), strict=True):
+        if value is not None:
+            key = topic_id or ""
+            by_id[key] = max(by_id.get(key, -1), int(value))
+    return by_id
 
 
 def map_rows(path: str, flow: str, topics: Collection[str] | None = None
@@ -114,7 +125,8 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     table = _table(path)
     if table is None or (topics is not None and not topics):
         return []
-    condition = ds.field("flow") == flow
+    condition = ds.scalar(True)
     if topics is not None:
-        condition = condition & ds.field("source_topic").isin(sorted(topics))
-    return [map_row(r) for r in table.to_pyarrow_dataset().to_table(filter=condition).to_pylist()]
+        condition = ds.field("source_topic").isin(sorted(topics))
+    return [map_row(r) for r in
+            _flow_dataset(table, flow).to_table(filter=condition).to_pylist()]
