@@ -52,9 +52,17 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
     base = Path(path).resolve().parent
     try:
         if flow is not None and connections is True:
-            named = build_config(raw, str(path), base, env, translation,
-                                 connections=False).flow(flow)
-            connections = (named.source, named.target)
+            # a flow's name says its clusters: one build, not a build to find them first
+            # (each build resolves every pair of clusters: 420 for 21 clusters)
+            source, arrow, target = flow.partition("->")
+            if not arrow:
+                named = build_config(raw, str(path), base, env, translation,
+                                     connections=False).flow(flow)
+                source, target = named.source, named.target
+            config = build_config(raw, str(path), base, env, translation,
+                                  connections=(source.strip(), target.strip()))
+            config.flow(flow)  # KeyError naming the flows there are, as documented
+            return config
         return build_config(raw, str(path), base, env, translation, connections=connections)
     except ConfigError as exc:
         if not origins:

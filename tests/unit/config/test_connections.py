@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,3 +299,30 @@ def test_a_flows_load_looks_up_only_its_own_clusters_connections(
     # and C->D's load still finds its missing connection
     with pytest.raises(ConfigError, match="kafka_d"):
         load_config(path, env={}, flow="ferry_C_to_D")
+
+
+@pytest.mark.parametrize(("name", "builds"), [("A->B", 1), ("ferry_A_to_B", 2)])
+def test_a_flows_load_builds_the_config_once_when_the_flows_name_says_its_clusters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, builds: int) -> None:
+    # each build resolves every pair of clusters: a task of one flow in a config of many
+    # clusters paid it twice (a DAG id must be found among the flows first)
+    import ferry.config as config_module
+
+    built: list[object] = []
+    build = config_module.build_config
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(kwargs.get("connections"))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(config_module, "build_config", counted)
+    path = tmp_path / "flow.properties"
+    path.write_text("clusters = A, B, C\nA.bootstrap.servers = a1:9092\n"
+                    "B.bootstrap.servers = b1:9092\nC.bootstrap.servers = c1:9092\n"
+                    "A->B.enabled = true\n")
+
+    flow = config_module.load_config(path, env={}, flow=name).flow(name)
+
+    assert flow.name == "A->B" and len(built) == builds and built[-1] == ("A", "B")
+    with pytest.raises(KeyError, match="no flow 'A->Z'"):
+        config_module.load_config(path, env={}, flow="A->Z")
