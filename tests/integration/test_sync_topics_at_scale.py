@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from ferry.config import Flow
 from ferry.steps.sync import sync_flow
-from tests.support.kafka_data import conf, flow_config
+from tests.support.kafka_data import conf, flow_config, run_cycle
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def _seen_by_a_new_client(flow: Flow, topic: str) -> int:
     return found.partitions if found is not None else 0
 
 
-def test_remote_topics_over_one_requests_limit_are_created_in_steps(
+def test_remote_topics_over_one_requests_limit_are_created_in_steps_then_planned_whole(
     heavy_clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     clusters = heavy_clusters
@@ -50,7 +51,8 @@ def test_remote_topics_over_one_requests_limit_are_created_in_steps(
     # a broker lists no new topic while it creates the 10,001 logs of another: on a loaded
     # machine that outlasts the default two minutes Ferry waits for a new topic's leader
     flow = flow_config(tmp_path, clusters, f"{topic_name}-.*",
-                       "ferry.kafka.retry.seconds = 480\n").enabled_flows[0]
+                       "ferry.kafka.retry.seconds = 480\nferry.writers = 1\n"
+                       ).enabled_flows[0]
     remote = [flow.remote_topic(big), flow.remote_topic(small)]
     try:
         for name, count in ((big, 5_000), (small, 1)):
@@ -77,7 +79,40 @@ def test_remote_topics_over_one_requests_limit_are_created_in_steps(
         assert partitions(target, remote[0]) == BIG
         assert partitions(target, remote[1]) == 1
         assert sorted(report.mirrored) == sorted([big, small])
+
+        # and then: the flow copies and plans all 10,002 partitions (librdkafka's reads of
+        # their ends and positions in calls of at most 1,000 partitions)
+        _copies_and_plans_every_partition(flow, clusters, big, small)
     finally:
         for admin, names in ((source, [big, small]), (target, remote)):
             for future in admin.delete_topics(names).values():
                 future.exception(60)  # gone, or never made: either way nothing is left
+
+
+
+def _copies_and_plans_every_partition(flow: Flow, clusters: dict[str, str], big: str,
+                                      small: str) -> None:
+    """The first cycle of both topics with one writer slot: one transaction starts all
+    10,002 partitions (three of `big` hold a record), so it commits 10,002 positions, more
+    than one write to `__consumer_offsets` takes (1 MB: about 4,500 of Ferry's positions).
+    Then the next plan finds every position at its end: idle."""
+    from ferry.core.internal import positions_group
+    from ferry.steps.clusters import Cluster
+    from ferry.steps.plan import prepare
+
+    written = (0, 4_321, BIG - 1)  # in the first and the last of the 1,000s asked at once
+    producer = Producer(conf(clusters["source"]))
+    for partition in written:
+        producer.produce(big, b"r", partition=partition)
+    assert producer.flush(60) == 0
+
+    assert run_cycle(flow, "first") == len(written)
+
+    remote = [(flow.remote_topic(big), p) for p in range(BIG)] + [(flow.remote_topic(small), 0)]
+    positions = Cluster(flow.target_admin).committed(positions_group(flow), remote)
+    assert {k: offset for k, (offset, _) in positions.items() if offset} == {
+        (flow.remote_topic(big), p): 1 for p in written}
+    assert len(positions) == BIG + 1
+    idle = prepare(flow, run_id="second")
+    assert idle.plan.is_idle
+    assert [p["low"] for p in idle.details()["partitions"]] == [None] * (BIG + 1)

@@ -30,6 +30,7 @@ from ferry.core.planner import Watermarks
 from ferry.core.sync.batches import create_batches, first_step, growth_steps
 from ferry.errors import FerryError, TerminalError
 from ferry.kafka.errors import Needs, kafka_error
+from ferry.kafka.limits import PER_CALL, chunks
 from ferry.kafka.retry import Again, retrying, transient
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,11 @@ class Admin:
 
         def once(timeout: float) -> dict[K, Any]:
             failing.clear()
-            for raw_key, future in issue(list(pending.values()), timeout).items():
+            todo = list(pending.values())
+            issued: dict[Any, Future[Any]] = {}
+            for chunk in chunks(todo, PER_CALL):
+                issued.update(issue(chunk, timeout))
+            for raw_key, future in issued.items():
                 k = key(raw_key)
                 try:
                     results[k] = future.result(timeout=timeout + MARGIN_S)
@@ -464,9 +469,21 @@ class Admin:
         tps = list(tps)
         if not tps:
             return {}
-        low = self._offsets(tps, OffsetSpec.earliest(), "reading log start offsets")
-        high = self._offsets(tps, OffsetSpec.latest(), "reading last stable offsets")
+        low = self.log_starts(tps)
+        high = self.last_stable(tps)
         return {tp: Watermarks(low[tp], high[tp]) for tp in tps}
+
+    def log_starts(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Log start offsets."""
+        tps = list(tps)
+        return self._offsets(tps, OffsetSpec.earliest(), "reading log start offsets") \
+            if tps else {}
+
+    def last_stable(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Last stable offsets (read_committed ends)."""
+        tps = list(tps)
+        return self._offsets(tps, OffsetSpec.latest(), "reading last stable offsets") \
+            if tps else {}
 
     def ends(self, tps: Iterable[TP]) -> dict[TP, int]:
         """High watermarks (read_uncommitted ends: open transactions' records included)."""
@@ -542,9 +559,11 @@ class Admin:
         consumer = Consumer(conf)
 
         def attempt(timeout: float) -> dict[tuple[str, int], tuple[int, str]]:
+            answer: list[TopicPartition] = []
             try:  # in slices of 5 s at most: a refused login or a denial ends the wait soon
-                answer = consumer.committed([TopicPartition(t, p) for t, p in pairs],
-                                            timeout=min(timeout, COMMITTED_SLICE_S))
+                for chunk in chunks(pairs, PER_CALL):
+                    answer += consumer.committed([TopicPartition(t, p) for t, p in chunk],
+                                                 timeout=min(timeout, COMMITTED_SLICE_S))
             except KafkaException:
                 # The call only times out on a denied group; the consumer reports the denial
                 # as an event (and a refused login to error_cb).

@@ -51,6 +51,12 @@ class KafkaCluster:
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return self.admin.watermarks(tps)
 
+    def log_starts(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.admin.log_starts(tps)
+
+    def last_stable(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.admin.last_stable(tps)
+
     def ends(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermarks: beyond the last stable offset while a transaction is open."""
         return self.admin.ends(tps)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NoReturn, Protocol
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -35,6 +36,7 @@ from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
 from ferry.kafka.lane_state import Part
+from ferry.kafka.limits import POSITIONS_PER_COMMIT, chunks
 
 CALL_TIMEOUT_S = 60.0
 
@@ -219,7 +221,7 @@ class ExactlyOnce(Delivery):
         if offsets:  # bounded: librdkafka may never return from it (kafka/stuck.py)
             what = "committing positions"
             try:
-                lane.retrying(lambda: stuck.send_offsets(producer, offsets, metadata, what),
+                lane.retrying(lambda: self._send_positions(producer, offsets, metadata),
                               target, what)
             except KafkaException as exc:
                 # A record the broker refused may be reported here already, not only at
@@ -236,6 +238,15 @@ class ExactlyOnce(Delivery):
             if err.txn_requires_abort():
                 raise Refused(err.str()) from None
             raise lane.kafka_error(exc, target, "committing a transaction") from None
+
+    @staticmethod
+    def _send_positions(producer: Producer, offsets: list[KTP], metadata: Any) -> None:
+        """The transaction's positions, in commits that `__consumer_offsets` takes
+        (`POSITIONS_PER_COMMIT`); all of them commit with the transaction. Sent again
+        whole after a retriable failure: a position sent twice in one transaction is the
+        same position."""
+        for part in chunks(offsets, POSITIONS_PER_COMMIT):
+            stuck.send_offsets(producer, part, metadata, "committing positions")
 
     def abort(self, lane: Lane, producer: Producer) -> None:
         try:
@@ -318,8 +329,7 @@ class AtLeastOnce(Delivery):
             offsets.append(KTP(part.remote, part.partition, part.covered,
                                metadata=encode_position(part.target_end,
                                                           source_id=part.source_id)))
-        lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
-                  lane.flow.target, "committing start positions")
+        _commit_plainly(lane, reader, offsets, "committing start positions")
 
     def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
                         text: str) -> NoReturn:
@@ -366,8 +376,16 @@ class AtLeastOnce(Delivery):
         if offsets and reader is not None:
             if lane.claim is not None:
                 lane.claim.check()
-            lane.call(lambda: reader.commit(offsets=offsets, asynchronous=False),
-                      lane.flow.target, "committing positions")
+            _commit_plainly(lane, reader, offsets, "committing positions")
+
+
+def _commit_plainly(lane: Lane, reader: Consumer, offsets: list[KTP], what: str) -> None:
+    """Commit positions outside a transaction, in commits `__consumer_offsets` takes
+    (`POSITIONS_PER_COMMIT`). Each part stands alone: a position is committed only after
+    what it covers was acknowledged, so any part committed before a failure is true."""
+    for part in chunks(offsets, POSITIONS_PER_COMMIT):
+        lane.call(partial(reader.commit, offsets=part, asynchronous=False), lane.flow.target,
+                  what)
 
 
 def delivery_for(flow: Flow) -> Delivery:

@@ -54,6 +54,7 @@ from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_
 from ferry.kafka.kept import KeptClients
 from ferry.kafka.lane_errors import LaneErrors, is_fenced
 from ferry.kafka.lane_state import Part
+from ferry.kafka.limits import PER_CALL, chunks
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import retrying, transient
 from ferry.kafka.stuck import ProducerStuck
@@ -495,7 +496,8 @@ class Lane:
                 producer = self._replace_stuck(consumer, markers, exc)
             except Refused as exc:
                 self._abort(producer, consumer, [])
-                names = ", ".join(f"{p.topic}-{p.partition}" for p in markers)
+                names = ", ".join(f"{p.topic}-{p.partition}" for p in markers[:5]) + (
+                    f" and {len(markers) - 5} more" if len(markers) > 5 else "")
                 raise TransientError(f"flow {self.flow.name} lane {self.lane}: recording the "
                                      f"start positions of {names} in {self.map_topic} "
                                      f"failed: {exc}") from None
@@ -586,7 +588,8 @@ class Lane:
         request = [KTP(self.parts[k].remote, k[1]) for k in keys]
 
         def read() -> list[KTP]:
-            answer = reader.committed(request, timeout=CALL_TIMEOUT_S)
+            answer = [tp for part in chunks(request, PER_CALL)
+                      for tp in reader.committed(part, timeout=CALL_TIMEOUT_S)]
             for tp in answer:
                 if tp.error is not None:
                     raise KafkaException(tp.error)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +40,12 @@ class Prepared:
     plan: Plan
     topics: dict[str, int]
     watermarks: dict[TopicPartition, Watermarks]
+    """The partitions planned, with their log start: those not at their end."""
     positions: dict[TopicPartition, int | None]
     topology: TopicActions
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
+    """Every partition's last stable offset; one whose position is there has nothing to
+    plan, and its log start is not read."""
 
     def plan_file(self) -> PlanFile:
         """What the copy job gets."""
@@ -50,13 +54,15 @@ class Prepared:
 
     def details(self) -> dict[str, Any]:
         """What people see beside the plan file (`ferry plan --json`): each partition's
-        watermarks and position, and the topology changes."""
+        end, position and log start ("low": null where the position is at the end, so it was not
+        read), and the topology changes."""
+        ends = self.ends | {tp: m.high for tp, m in self.watermarks.items()}
         return {
             "partitions": [
                 {"topic": tp.topic, "partition": tp.partition,
-                 "low": self.watermarks[tp].low, "end": self.watermarks[tp].high,
-                 "position": self.positions.get(tp)}
-                for tp in sorted(self.watermarks)],
+                 "low": self.watermarks[tp].low if tp in self.watermarks else None,
+                 "end": end, "position": self.positions.get(tp)}
+                for tp, end in sorted(ends.items())],
             "topology": {
                 "create": [{"topic": c.name, "partitions": c.partitions,
                             "replication_factor": c.replication_factor,
@@ -117,9 +123,16 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         # is there, and keeps what it is given
         target.ensure_offset_map_topic(flow)
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-    marks = source.watermarks(tps)
-    ids = source.topic_ids(topics)
-    positions = _positions(flow, target, state, tps, ids, run_id)
+    # What an idle cycle reads is each partition's end and position. A log start, the source
+    # topic's ID (G10) and the remote topic's ID matter only where the position is not at
+    # the end (there is something to copy, a gap, a new partition, or an end behind the
+    # position), so they are read for those partitions only.
+    ends = source.last_stable(tps)
+    found = _committed(flow, target, tps)
+    positions = {tp: c[0] if c else None for tp, c in found.items()}
+    moving = {tp for tp in tps if positions[tp] != ends[tp]}
+    ids = source.topic_ids({tp.topic for tp in moving})
+    _check_identity(flow, state, ids, source_ids(found, moving), run_id)
     positions.update(_recover(flow, source, target, state,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":
@@ -131,11 +144,17 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             # records, map entries and positions commit in one transaction, and the stable
             # read below, made after the records were seen, sees its positions: then the
             # records are the flow's own and the plan continues after them.
-            late = _positions(flow, target, state, sorted(held), ids, run_id, stable=True)
-            positions.update({tp: p for tp, p in late.items() if p is not None})
+            late = _committed(flow, target, sorted(held), stable=True)
+            _check_identity(flow, state, ids, source_ids(late), run_id)
+            positions.update({tp: c[0] for tp, c in late.items() if c is not None})
             refuse_unmapped(flow, {tp: m for tp, m in held.items() if late[tp] is None})
+    planned = [tp for tp in tps if positions[tp] != ends[tp]]
+    starts = source.log_starts(planned)
+    # a log start read after the end may have passed it (records deleted meanwhile): the
+    # end is then at least the log start
+    marks = {tp: Watermarks(starts[tp], max(ends[tp], starts[tp])) for tp in planned}
     result = plan(positions, marks, limits_for(flow))
-    remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics})
+    remote_ids = target.topic_ids({flow.remote_topic(r.topic) for r in result.ranges})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
                                 target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
                         for r in result.ranges), result.gaps)
@@ -143,7 +162,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
                        flow.ferry.writers)
     prepared = Prepared(flow.name, run_id,
                         datetime.now(UTC).isoformat(timespec="seconds"), lanes, result,
-                        topics, marks, positions, actions)
+                        topics, marks, positions, actions, ends)
     log.info("planned %d ranges (%d offsets) and %d gaps over %d partitions",
              len(result.copies), result.span, len(result.gaps), len(tps),
              extra={"flow": flow.name})
@@ -228,12 +247,10 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
         "--execute`; then run again.")
 
 
-def _positions(flow: Flow, target: PlanTarget, state: StateStore, tps: list[TopicPartition],
-               ids: Mapping[str, str], run_id: str, stable: bool = False
-               ) -> dict[TopicPartition, int | None]:
-    """The committed positions of `tps` in the flow's positions group, None where there is
-    none. A position committed for another incarnation of its source topic is recorded as
-    an incident and refused (G10).
+def _committed(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
+               stable: bool = False) -> dict[TopicPartition, tuple[int, str] | None]:
+    """The committed position of each of `tps` in the flow's positions group, with its
+    commit metadata (`source_ids` reads it), None where there is none.
 
     Not `stable` (the plan's first read): the positions last committed, whatever a writer's
     transaction holds pending. A run killed between sending its positions to its
@@ -242,14 +259,29 @@ def _positions(flow: Flow, target: PlanTarget, state: StateStore, tps: list[Topi
     positions is safe, because each lane takes its partitions' writer id (aborting such a
     transaction, or letting a live writer's commit finish) and then resumes from the
     position it reads, stable, skipping what a newer commit covers."""
-    from ferry.core import incidents
-    from ferry.core.positions import decode_position
-
     committed = target.committed(
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps],
         stable=stable)
-    found = {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
-    recorded = {tp: decode_position(c[1]).source_id for tp, c in found.items() if c}
+    return {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+
+
+def source_ids(found: Mapping[TopicPartition, tuple[int, str] | None],
+               among: Collection[TopicPartition] | None = None) -> dict[TopicPartition, str]:
+    """The source topic ID each committed position (of those `among`, default all) was
+    committed for ("" for an older position without one). Decoded only where asked: an
+    idle cycle of 10,000 partitions spent a fifth of a second on it."""
+    from ferry.core.positions import decode_position
+
+    return {tp: decode_position(c[1]).source_id for tp, c in found.items()
+            if c and (among is None or tp in among)}
+
+
+def _check_identity(flow: Flow, state: StateStore, ids: Mapping[str, str],
+                    recorded: Mapping[TopicPartition, str], run_id: str) -> None:
+    """Refuse positions committed for another incarnation of their source topic (G10),
+    recording each as an incident first."""
+    from ferry.core import incidents
+
     try:
         check_identity(flow, ids, recorded)
     except SourceRecreatedError:
@@ -259,7 +291,6 @@ def _positions(flow: Flow, target: PlanTarget, state: StateStore, tps: list[Topi
             for tp in sorted(recorded)
             if recorded[tp] and tp.topic in ids and ids[tp.topic] != recorded[tp]], run_id)
         raise
-    return {tp: c[0] if c else None for tp, c in found.items()}
 
 
 def _recover(flow: Flow, source: PlanSource, target: PlanTarget, state: StateStore,

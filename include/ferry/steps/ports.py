@@ -53,6 +53,18 @@ class ReadsWatermarks(Protocol):
         ...
 
 
+class ReadsEnds(Protocol):
+    """A partition's two ends read apart: an idle cycle needs only the last stable one."""
+
+    def last_stable(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Last stable offset (read_committed end) of each partition."""
+        ...
+
+    def log_starts(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log start offset of each partition."""
+        ...
+
+
 class ReadsGroupOffsets(Protocol):
     def group_offsets(self, group: str, tps: Iterable[tuple[str, int]]) -> Offsets:
         """`group`'s committed offsets on (topic, partition)s; absent ones left out."""
@@ -223,7 +235,7 @@ class SyncTarget(SyncSource, Protocol):
         ...
 
 
-class PlanSource(SyncSource, ReadsWatermarks, HasTopicIds, Protocol):
+class PlanSource(SyncSource, ReadsWatermarks, ReadsEnds, HasTopicIds, Protocol):
     """The source as a cycle's plan (`ferry.steps.plan.prepare`) reads it."""
 
 

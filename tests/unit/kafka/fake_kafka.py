@@ -44,6 +44,11 @@ class Txn:
     offsets: dict[str, dict[Key, tuple[int, str]]] = field(default_factory=dict)
 
 
+OFFSETS_PER_COMMIT = 4_500
+"""About what one commit of Ferry's positions may carry: the coordinator writes it as one
+record batch, refused above 1 MB (`max.message.bytes` of `__consumer_offsets`)."""
+
+
 class FakeKafka:
     """One cluster: logs by (topic, partition), group offsets, transactional id epochs."""
 
@@ -56,6 +61,17 @@ class FakeKafka:
         self.refusals: dict[tuple[str, bytes | None], KafkaError] = {}
         self.claims: dict[str, FakeClaim] = {}
         """Writer slot -> the claim that holds it (at_least_once targets)."""
+        self.offsets_per_commit = OFFSETS_PER_COMMIT
+        self.commits: list[int] = []
+        """The offsets each commit carried (transactional or plain), in order."""
+
+    def take_commit(self, offsets: list[KTP], in_transaction: bool) -> None:
+        """One offset commit as the group coordinator takes it: refused whole when its
+        records would not fit one write to `__consumer_offsets`."""
+        if len(offsets) > self.offsets_per_commit:
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN, "Unknown broker error",
+                                            txn_requires_abort=in_transaction))
+        self.commits.append(len(offsets))
 
     # -- set-up --------------------------------------------------------------------------
 
@@ -216,6 +232,7 @@ class FakeProducer:
                                     timeout: float = -1) -> None:
         self._check()
         assert self.txn is not None, "offsets sent outside a transaction"
+        self.kafka.take_commit(offsets, in_transaction=True)
         group = metadata.group
         self.kafka.txns[self.txn].offsets.setdefault(group, {}).update(
             {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets})
@@ -308,6 +325,7 @@ class FakeConsumer:
 
     def commit(self, offsets: list[KTP], asynchronous: bool = True) -> None:
         """A plain commit of group offsets (at_least_once), visible at once."""
+        self.kafka.take_commit(offsets, in_transaction=False)
         self.kafka.groups.setdefault(self.group, {}).update(
             {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in offsets})
 

@@ -175,6 +175,29 @@ def test_partitions_of_one_slot_commit_together_each_with_its_own_entry(load: Lo
             [f"v{p}-{i}".encode() for i in range(40)]
 
 
+@pytest.mark.parametrize(("mode", "commits"), [
+    ("exactly_once", [1_000] * 5),  # in one transaction
+    ("at_least_once", [1_000] * 10),  # the start positions first, then the batch's
+])
+def test_a_batch_over_more_partitions_than_one_commit_takes_commits_their_positions_in_parts(
+    load: Loader, monkeypatch: pytest.MonkeyPatch, mode: str, commits: list[int]
+) -> None:
+    # the first batch of one writer slot over 5,000 partitions: one commit of all their
+    # positions is refused whole by the group coordinator (over 1 MB)
+    flow = load(BASE + f"A->B.topics = {TOPIC}\nferry.writers = 1\nferry.delivery = {mode}\n"
+                ).enabled_flows[0]
+    source, target = clusters(flow, 1, partitions=5_000)
+    claims_on(target, monkeypatch)
+
+    result = LaneOnFakes(source, target, flow,
+                         [Range(TOPIC, p, 0, 1) for p in range(5_000)]).run()
+
+    assert result.transactions == 1
+    assert target.commits == commits
+    assert {offset for offset, _ in target.groups[positions_group(flow)].values()} == {1}
+    assert len(target.groups[positions_group(flow)]) == 5_000
+
+
 # -- at_least_once: targets without transactions (Event Hubs Standard) ---------------------
 
 @pytest.fixture

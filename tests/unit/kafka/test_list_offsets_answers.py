@@ -16,6 +16,7 @@ from ferry.config.clients import ClientConfig
 from ferry.core.planner import TopicPartition as TP
 from ferry.errors import TransientError
 from ferry.kafka.admin import Admin
+from ferry.kafka.limits import PER_CALL
 
 
 class Answers:
@@ -76,3 +77,35 @@ def test_an_offset_for_a_time_with_no_record_that_recent_is_an_answer_not_a_fail
     # -1 for a timestamp look-up means "no record at or after it": the end is taken instead
     admin, _ = admin_answering(-1, 500)
     assert admin.offsets_at([TP("t", 0)], 1_000) == {TP("t", 0): 500}
+
+
+class Sizes(Answers):
+    """Answers every partition with offset 7, noting how many each call asked about."""
+
+    def __init__(self) -> None:
+        super().__init__(7)
+        self.sizes: list[int] = []
+
+    def list_offsets(self, request: dict[TopicPartition, Any], **kwargs: Any
+                     ) -> dict[TopicPartition, Future[Any]]:
+        self.sizes.append(len(request))
+        return super().list_offsets(request, **kwargs)
+
+
+@pytest.mark.parametrize(("partitions", "sizes"), [
+    (1, [1]), (PER_CALL, [PER_CALL]), (PER_CALL + 1, [PER_CALL, 1]),
+    (10_000, [PER_CALL] * 10)])
+def test_offsets_of_many_partitions_are_asked_in_calls_of_at_most_a_thousand(
+    partitions: int, sizes: list[int]
+) -> None:
+    # librdkafka's time for one ListOffsets grows with the square of its partitions:
+    # 10,000 in one call took about 1 s of CPU, in calls of 1,000 about 0.15 s
+    admin = Admin(ClientConfig("source", "admin", {"bootstrap.servers": "127.0.0.1:9"}))
+    answers = Sizes()
+    admin._admin = answers  # type: ignore[assignment]
+    tps = [TP(f"t{n // 200}", n % 200) for n in range(partitions)]
+
+    found = admin.last_stable(tps)
+
+    assert answers.sizes == sizes
+    assert found == dict.fromkeys(tps, 7)

@@ -71,6 +71,10 @@ class FakeCluster:
     """Positions written through `write_positions`, in order."""
     topic_listings: int = 0
     """How often a step listed the cluster's topics."""
+    starts_read: list[TopicPartition] = field(default_factory=list)
+    """Partitions whose log start a step read (`log_starts`), in order."""
+    ids_read: list[str] = field(default_factory=list)
+    """Topics whose ID a step read, in order."""
 
     def topic(self, name: str, *ends: int, start: int = 0) -> FakeCluster:
         """Add topic `name` with one partition per end offset (all starting at `start`)."""
@@ -85,6 +89,14 @@ class FakeCluster:
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: self.marks[tp] for tp in tps}
+
+    def last_stable(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.marks[tp].high for tp in tps}
+
+    def log_starts(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        self.starts_read.extend(tps)
+        return {tp: self.marks[tp].low for tp in tps}
 
     def offsets_at(self, tps: Iterable[TopicPartition], time_ms: int
                    ) -> dict[TopicPartition, int]:
@@ -232,6 +244,8 @@ class FakeCluster:
         return self.stamps[(topic, partition)][later[0]] if later else None
 
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        names = sorted(set(names))
+        self.ids_read.extend(names)
         return {name: self.ids[name] for name in names if name in self.ids}
 
     def map_cursor(self, flow: Flow) -> MapCursor:

@@ -92,6 +92,56 @@ def test_a_cycle_continues_from_the_positions_committed_on_the_target(flow: Flow
     assert target.created == []
 
 
+# orders: partition 0 ends at 5, 1 at 0, 2 at 7 (`source()`)
+@pytest.mark.parametrize(("positions", "starts_read", "ids_read", "remote_ids_read"), [
+    ({0: 5, 1: 0, 2: 7}, [], [], []),
+    ({0: 3, 1: 0, 2: 7}, [0], ["orders"], ["A.orders"]),
+    ({0: 5, 2: 7}, [1], ["orders"], ["A.orders"]),  # a new partition: its start marker
+    ({0: 6, 1: 0, 2: 7}, [0], ["orders"], []),  # past the end: refused below
+], ids=["every-position-at-its-end", "one-behind", "one-without-a-position",
+        "one-past-its-end"])
+def test_a_plan_reads_log_starts_and_topic_ids_only_where_a_position_is_not_at_its_end(
+    flow: Flow, positions: dict[int, int], starts_read: list[int], ids_read: list[str],
+    remote_ids_read: list[str]
+) -> None:
+    # an idle cycle of a flow of 10,000 partitions read them all every second
+    source_cluster, target = source(), mirrored_target()
+    for partition, offset in positions.items():
+        committed(target, partition, offset)
+
+    try:
+        prepared = prepare(flow, master="local[1]", source=source_cluster, target=target)
+    except TerminalError as exc:
+        assert "ends at offset 5" in str(exc)
+    else:
+        assert prepared.plan.is_idle == (starts_read == [])
+        partitions = prepared.details()["partitions"]
+        assert [(p["partition"], p["end"]) for p in partitions] == [(0, 5), (1, 0), (2, 7)]
+        assert [p["partition"] for p in partitions if p["low"] is not None] == starts_read
+
+    assert source_cluster.starts_read == [TopicPartition("orders", p) for p in starts_read]
+    assert source_cluster.ids_read == ids_read
+    assert target.ids_read == remote_ids_read
+
+
+def test_a_log_start_that_passed_the_end_read_before_it_is_a_gap_up_to_the_log_start(
+    flow: Flow
+) -> None:
+    # records 3..9 deleted (DeleteRecords) between the plan's read of the end and of the
+    # log start: nothing is copied across them in silence
+    source_cluster = FakeCluster("A", ids={"orders": "s1"}).topic("orders", 5, 0, 7)
+    source_cluster.marks[TopicPartition("orders", 0)] = Watermarks(10, 5)
+    target = mirrored_target()
+    committed(target, 0, 3)
+    committed(target, 1, 0)
+    committed(target, 2, 7)
+
+    prepared = prepare(flow, master="local[1]", source=source_cluster, target=target)
+
+    assert [(g.partition, g.start, g.end) for g in prepared.plan.gaps] == [(0, 3, 10)]
+    assert prepared.watermarks[TopicPartition("orders", 0)] == Watermarks(10, 10)
+
+
 def test_positions_of_a_recreated_source_topic_refuse_the_plan_and_record_an_incident(
     flow: Flow, state_dir: Path
 ) -> None:
