@@ -293,12 +293,14 @@ def test_a_loop_whose_kept_session_no_longer_works_copies_exactly_and_replaces_i
     plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
 
     # when: the loop's next job (in a process of its own, as the loop is)
-    job = subprocess.run([sys.executable, "-c", STALE_SESSION_JOB, config.path, flow.name,
-                          plan, url], capture_output=True, text=True, timeout=300)
+    job = subprocess.run([sys.executable, "-X", "faulthandler", "-c", STALE_SESSION_JOB,
+                          config.path, flow.name, plan, url], capture_output=True, text=True,
+                         timeout=300)
 
     # then: it copied exactly; with lanes as Spark tasks it reconnected, said so, and kept
     # the new session; with kept lanes it asked the server nothing, so never noticed
-    assert job.returncode == 0, job.stderr[-3000:]
+    assert job.returncode == 0, (f"exit {job.returncode}; stdout: {job.stdout[-1000:]}; "
+                                 f"stderr: {job.stderr[-3000:]}")
     assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "run": "after-restart",
                                                         "replaced": replaced}
     assert ("reconnecting and running the job again" in job.stderr) is replaced, (
