@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ class Prepared:
     """The partitions planned, with their log start: those not at their end."""
     positions: dict[TopicPartition, int | None]
     topology: TopicActions
-    ends: dict[TopicPartition, int] = field(default_factory=dict)
+    ends: dict[TopicPartition, int]
     """Every partition's last stable offset; one whose position is there has nothing to
     plan, and its log start is not read."""
 
@@ -56,13 +56,13 @@ class Prepared:
         """What people see beside the plan file (`ferry plan --json`): each partition's
         end, position and log start ("low": null where the position is at the end, so it was not
         read), and the topology changes."""
-        ends = self.ends | {tp: m.high for tp, m in self.watermarks.items()}
         return {
             "partitions": [
                 {"topic": tp.topic, "partition": tp.partition,
-                 "low": self.watermarks[tp].low if tp in self.watermarks else None,
-                 "end": end, "position": self.positions.get(tp)}
-                for tp, end in sorted(ends.items())],
+                 "low": marks.low if marks else None,
+                 "end": marks.high if marks else end, "position": self.positions.get(tp)}
+                for tp, end in sorted(self.ends.items())
+                for marks in [self.watermarks.get(tp)]],
             "topology": {
                 "create": [{"topic": c.name, "partitions": c.partitions,
                             "replication_factor": c.replication_factor,
@@ -132,7 +132,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     positions = {tp: c[0] if c else None for tp, c in found.items()}
     moving = {tp for tp in tps if positions[tp] != ends[tp]}
     ids = source.topic_ids({tp.topic for tp in moving})
-    _check_identity(flow, state, ids, source_ids(found, moving), run_id)
+    _check_identity(flow, state, ids, _source_ids(found, moving), run_id)
     positions.update(_recover(flow, source, target, state,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":
@@ -145,7 +145,7 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             # read below, made after the records were seen, sees its positions: then the
             # records are the flow's own and the plan continues after them.
             late = _committed(flow, target, sorted(held), stable=True)
-            _check_identity(flow, state, ids, source_ids(late), run_id)
+            _check_identity(flow, state, ids, _source_ids(late), run_id)
             positions.update({tp: c[0] for tp, c in late.items() if c is not None})
             refuse_unmapped(flow, {tp: m for tp, m in held.items() if late[tp] is None})
     planned = [tp for tp in tps if positions[tp] != ends[tp]]
@@ -250,7 +250,7 @@ def check_identity(flow: Flow, ids: Mapping[str, str],
 def _committed(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
                stable: bool = False) -> dict[TopicPartition, tuple[int, str] | None]:
     """The committed position of each of `tps` in the flow's positions group, with its
-    commit metadata (`source_ids` reads it), None where there is none.
+    commit metadata (`_source_ids` reads it), None where there is none.
 
     Not `stable` (the plan's first read): the positions last committed, whatever a writer's
     transaction holds pending. A run killed between sending its positions to its
@@ -265,7 +265,7 @@ def _committed(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
     return {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
 
 
-def source_ids(found: Mapping[TopicPartition, tuple[int, str] | None],
+def _source_ids(found: Mapping[TopicPartition, tuple[int, str] | None],
                among: Collection[TopicPartition] | None = None) -> dict[TopicPartition, str]:
     """The source topic ID each committed position (of those `among`, default all) was
     committed for ("" for an older position without one). Decoded only where asked: an
