@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NoReturn, Protocol
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
@@ -39,6 +39,10 @@ from ferry.kafka.lane_state import Part
 from ferry.kafka.limits import POSITIONS_PER_COMMIT, chunks
 
 CALL_TIMEOUT_S = 60.0
+REPORTS_S = 5.0
+"""How long a transaction that became abortable waits for its delivery reports, to name a
+refused record: the refusal's report is queued when the state turns, so this is rarely
+waited out (only when no record was refused and reports are still outstanding)."""
 
 
 class Lane(Protocol):
@@ -64,7 +68,8 @@ class Lane(Protocol):
 
     def remote_end(self, reader: Consumer, part: Part) -> int: ...
 
-    def flush(self, producer: Producer, until_refused: bool = True) -> int: ...
+    def flush(self, producer: Producer, until_refused: bool = True,
+              seconds: float = CALL_TIMEOUT_S) -> int: ...
 
     def resume_from_committed(self, reader: Consumer) -> None: ...
 
@@ -224,10 +229,10 @@ class ExactlyOnce(Delivery):
                 lane.retrying(lambda: self._send_positions(producer, offsets, metadata),
                               target, what)
             except KafkaException as exc:
-                # A record the broker refused may be reported here already, not only at
-                # the commit: which call learns it first is a matter of timing.
+                # A record the broker refused may be learnt here already, not only at the
+                # commit: which call learns it first is a matter of timing.
                 if exc.args[0].txn_requires_abort():
-                    raise Refused(exc.args[0].str()) from None
+                    raise self._refused(lane, producer, exc.args[0]) from None
                 raise lane.kafka_error(exc, target, what) from None
         try:  # a retriable failure: the same call again (librdkafka's contract)
             lane.retrying(lambda: producer.commit_transaction(CALL_TIMEOUT_S), target,
@@ -236,8 +241,18 @@ class ExactlyOnce(Delivery):
         except KafkaException as exc:
             err = exc.args[0]
             if err.txn_requires_abort():
-                raise Refused(err.str()) from None
+                raise self._refused(lane, producer, err) from None
             raise lane.kafka_error(exc, target, "committing a transaction") from None
+
+    @staticmethod
+    def _refused(lane: Lane, producer: Producer, err: KafkaError) -> Refused:
+        """The transaction became abortable. When a refused record's answer reaches
+        librdkafka while the positions are in flight, the call fails with the text of the
+        request it cut short ("Local: Erroneous state"), naming nothing; the refusal itself
+        is in a delivery report not yet served. So serve the reports (briefly) and name the
+        refused record when there is one."""
+        lane.flush(producer, seconds=REPORTS_S)
+        return Refused(lane.refused[2] if lane.refused is not None else err.str())
 
     @staticmethod
     def _send_positions(producer: Producer, offsets: list[KTP], metadata: Any) -> None:

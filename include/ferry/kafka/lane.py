@@ -356,11 +356,12 @@ class Lane:
             f"reading the end of {part.remote}-{part.partition}")
         return int(end)
 
-    def flush(self, producer: Producer, until_refused: bool = True) -> int:
-        """Wait for delivery reports (at most CALL_TIMEOUT_S); the count still unreported.
+    def flush(self, producer: Producer, until_refused: bool = True,
+              seconds: float = CALL_TIMEOUT_S) -> int:
+        """Wait for delivery reports (at most `seconds`); the count still unreported.
         `until_refused`: stop at the first refusal (after one, a transaction must abort and
         the records queued behind it are never sent)."""
-        deadline = time.monotonic() + CALL_TIMEOUT_S
+        deadline = time.monotonic() + seconds
         remaining = self._flush_once(producer)
         while (remaining and not (until_refused and self.refused is not None)
                and time.monotonic() < deadline):

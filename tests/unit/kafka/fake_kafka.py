@@ -10,7 +10,8 @@ target offsets the records took.
 
 What it leaves out (timing, batching, leaders, retries inside the client) is what the
 integration tests on real brokers cover. A test can make the cluster refuse a record
-(`refuse`) or fence a writer from outside (`fence`).
+(`refuse`, `refuse_topic`) or fence a writer from outside (`fence`), and can make a refusal
+reach the producer while its positions are in flight (`refusals_land_mid_positions`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ class FakeKafka:
         self.epochs: dict[str, int] = {}
         self.txns: list[Txn] = []
         self.refusals: dict[tuple[str, bytes | None], KafkaError] = {}
+        self.refused_topics: dict[str, KafkaError] = {}
+        self.refusals_land_mid_positions = False
+        """A refusal of a queued record reaches the producer during its next
+        `send_offsets_to_transaction`, as librdkafka's background thread may take the
+        broker's answer at any moment: the call fails with librdkafka's text for a request
+        cut short ("Erroneous state"), which does not name the refusal; the record's own
+        report waits for the next poll."""
         self.claims: dict[str, FakeClaim] = {}
         """Writer slot -> the claim that holds it (at_least_once targets)."""
         self.offsets_per_commit = OFFSETS_PER_COMMIT
@@ -103,6 +111,14 @@ class FakeKafka:
                ) -> None:
         """The cluster refuses every record of `value` written to `topic`."""
         self.refusals[(topic, value)] = KafkaError(code)
+
+    def refuse_topic(self, topic: str, code: int = KafkaError.MSG_SIZE_TOO_LARGE) -> None:
+        """The cluster refuses every record written to `topic` (a record limit below any
+        record's size)."""
+        self.refused_topics[topic] = KafkaError(code)
+
+    def refusal_of(self, topic: str, value: bytes | None) -> KafkaError | None:
+        return self.refusals.get((topic, value)) or self.refused_topics.get(topic)
 
     def fence(self, txn_id: str) -> None:
         """Another producer initialises `txn_id` (a newer writer): the current one is fenced
@@ -206,7 +222,7 @@ class FakeProducer:
         while self.queued:
             topic, partition, record, report = self.queued.pop(0)
             fenced = self.epoch is not None and self.kafka.epochs.get(self.txn_id) != self.epoch
-            refusal = self.kafka.refusals.get((topic, record.value)) or self.failed
+            refusal = self.kafka.refusal_of(topic, record.value) or self.failed
             error = (KafkaError(KafkaError.PRODUCER_FENCED, fatal=True) if fenced
                      else refusal)
             if refusal is not None and self.txn is not None:
@@ -232,6 +248,13 @@ class FakeProducer:
                                     timeout: float = -1) -> None:
         self._check()
         assert self.txn is not None, "offsets sent outside a transaction"
+        if self.kafka.refusals_land_mid_positions and self.failed is None:
+            refusals = [self.kafka.refusal_of(t, r.value) for t, _, r, _ in self.queued]
+            self.failed = next((r for r in refusals if r is not None), None)
+            if self.failed is not None:
+                raise KafkaException(KafkaError(
+                    KafkaError._STATE, "Failed to commit offsets to transaction on broker "
+                    "(none): Local: Erroneous state", txn_requires_abort=True))
         self.kafka.take_commit(offsets, in_transaction=True)
         group = metadata.group
         self.kafka.txns[self.txn].offsets.setdefault(group, {}).update(

@@ -374,3 +374,27 @@ def test_a_producer_stuck_committing_positions_is_replaced_and_its_batch_copied_
     assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
         [f"v0-{i}".encode() for i in range(250)]
     assert [(r.outcome, r.records) for r in result.ranges] == [("copied", 250)]
+
+
+@pytest.mark.parametrize("lands", ["at-commit", "mid-positions"])
+def test_a_refused_start_marker_fails_naming_the_refusal_whichever_call_learns_of_it(
+    flow: Flow, lands: str
+) -> None:
+    # given: an empty source partition (its first cycle records only where copying starts,
+    # in a transaction of offset-map entries alone) and an offset-map topic that refuses
+    # every entry; the refusal reaching the producer when the transaction commits, or while
+    # its positions are in flight (librdkafka's error then reads "Erroneous state", naming
+    # nothing: a CI run on real brokers saw it)
+    source, target = clusters(flow, 0)
+    target.refuse_topic(offset_map_topic(flow))
+    target.refusals_land_mid_positions = lands == "mid-positions"
+
+    # when / then: a Ferry error a retry may clear, naming the step, the partition, the
+    # offset-map topic and the broker's refusal; no position committed
+    with pytest.raises(TransientError) as err:
+        LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 0)]).run()
+    message = str(err.value)
+    assert (f"recording the start positions of {TOPIC}-0 in {offset_map_topic(flow)} failed"
+            in message)
+    assert "message size too large" in message.lower()
+    assert positions_group(flow) not in target.groups
