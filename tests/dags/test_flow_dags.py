@@ -83,6 +83,36 @@ def test_a_tasks_process_builds_only_the_dag_it_parses_the_file_for(
     assert len(build_dags(path=str(path))) == 8  # unknown: every DAG, as Airflow parses
 
 
+def test_a_flows_task_parses_the_dag_file_building_only_its_flow_and_its_reverse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every pair of the config's clusters was built and validated in each task's parse: with
+    # twenty flows, seconds of a new task's start at each DAG run's turn
+    from airflow.sdk.definitions.context import (
+        _AIRFLOW_PARSING_CONTEXT_DAG_ID,
+        _AIRFLOW_PARSING_CONTEXT_TASK_ID,
+    )
+
+    import ferry.config.mm2 as mm2
+    from ferry.airflow.dags import build_dags
+
+    built: list[str] = []
+    build = mm2._flow
+
+    def counted(props: Any, source: str, target: str, *args: Any) -> Any:
+        built.append(f"{source}->{target}")
+        return build(props, source, target, *args)
+
+    monkeypatch.setattr(mm2, "_flow", counted)
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI)
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "cycle")
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "ferry_C_to_B")
+
+    assert list(build_dags(path=str(path))) == ["ferry_C_to_B"]
+    assert sorted(built) == ["B->C", "C->B"]
+
+
 def test_parsing_the_dag_file_looks_up_no_airflow_connection(tmp_path: Path) -> None:
     from ferry.airflow.dags import build_dags
 

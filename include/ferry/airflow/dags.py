@@ -28,9 +28,10 @@ def build_dags(config: Config | None = None, path: str | None = None) -> dict[st
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     path = path or config_path()
+    wanted = get_parsing_context().dag_id
     # Parsing looks up no connection: a DAG file parsed every 30 s must not call a secrets
     # backend each time, nor lose its DAGs while that backend is down. Tasks look them up.
-    config = config or load(path, connections=False)
+    config = config or _parsed_config(path, wanted)
     builders: dict[str, Callable[[], Any]] = {
         flow.dag_id: partial(build_dag, flow, path) for flow in config.enabled_flows}
     if config.enabled_flows:
@@ -46,7 +47,17 @@ def build_dags(config: Config | None = None, path: str | None = None) -> dict[st
         builders[ADOPT_DAG] = partial(build_adopt_dag, config, path)
     if heartbeat_only_pairs(config):
         builders[HEARTBEATS_DAG] = partial(build_heartbeats_dag, config, path)
-    wanted = get_parsing_context().dag_id
     if wanted in builders:
         return {wanted: builders[wanted]()}
     return {dag_id: build() for dag_id, build in builders.items()}
+
+
+def _parsed_config(path: str, wanted: str | None) -> Config:
+    """The config a parse builds its DAGs from: in a flow's task's own process (`wanted`
+    names the flow's DAG), that flow and its reverse only (`load_config`); else all of it."""
+    if wanted is not None and "_to_" in wanted:  # only a flow's DAG id has it
+        try:
+            return load(path, connections=False, flow=wanted)
+        except KeyError:  # a flow no longer in the config: every DAG, as Airflow expects
+            pass
+    return load(path, connections=False)

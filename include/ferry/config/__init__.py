@@ -44,26 +44,19 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`. Without
     `connections`, clusters' `ferry.connection`s are not looked up (a DAG file's parse: no
     call to a secrets backend), so those clusters have no client settings; with a collection
-    of aliases, only those clusters' are. With `flow` (`A->B`, or its DAG id), only the
+    of aliases, only those clusters' are. With `flow` (`A->B`, or its DAG id), only that
+    flow and its reverse are built (`build_config`), and with `connections` only the
     connections of that flow's two clusters are looked up: what one flow's cycle, tasks and
     copy job need, so another cluster's missing connection fails only its own flows.
     KeyError when the config has no such flow."""
     raw, translation, origins = _raw_properties(path, env)
     base = Path(path).resolve().parent
     try:
-        if flow is not None and connections is True:
-            # a flow's name says its clusters: one build, not a build to find them first
-            # (each build resolves every pair of clusters: 420 for 21 clusters)
-            source, arrow, target = flow.partition("->")
-            if not arrow:
-                named = build_config(raw, str(path), base, env, translation,
-                                     connections=False).flow(flow)
-                source, target = named.source, named.target
-            config = build_config(raw, str(path), base, env, translation,
-                                  connections=(source.strip(), target.strip()))
+        config = build_config(raw, str(path), base, env, translation,
+                              connections=connections, flow=flow)
+        if flow is not None:
             config.flow(flow)  # KeyError naming the flows there are, as documented
-            return config
-        return build_config(raw, str(path), base, env, translation, connections=connections)
+        return config
     except ConfigError as exc:
         if not origins:
             raise

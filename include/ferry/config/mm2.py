@@ -36,7 +36,7 @@ from ferry.config.connections import expand as expand_connections
 from ferry.config.ferry_keys import resolve_ferry_settings
 from ferry.config.findings import Findings
 from ferry.config.mm1 import Translation
-from ferry.config.model import Cluster, Config, Flow
+from ferry.config.model import Cluster, Config, Flow, names_pair
 from ferry.config.providers import Providers
 from ferry.config.reader import Reader
 from ferry.config.values import Props, Value
@@ -63,11 +63,18 @@ log = logging.getLogger(__name__)
 def build_config(
     raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
     translation: Translation | None = None, *, connections: bool | Collection[str] = True,
+    flow: str | None = None,
 ) -> Config:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
     `translation`: what the settings of an MM1 setup became (its warnings join the config's).
     `connections`: whose `ferry.connection` is looked up now: every cluster's (True), none
-    (False), or only these aliases'; the others' client settings are not resolved."""
+    (False), or only these aliases'; the others' client settings are not resolved.
+
+    `flow` (`A->B`, or its DAG id): when it names one pair of the config's clusters, only
+    that flow and its reverse (`B->A`, whose offset map serves fail-back) are built and
+    validated, and `connections=True` means those two clusters' connections: what one
+    flow's task and copy job need. A config of N clusters has N×(N−1) pairs (420 for 21),
+    and building them all was most of a task's start. Any other `flow` builds every pair."""
     findings = Findings()
     for warning in translation.warnings if translation else ():
         findings.warn(warning)
@@ -80,6 +87,13 @@ def build_config(
         props[key] = Value.of(key, resolved, from_provider)
 
     aliases = cluster_aliases(props, findings)
+    pairs = [(s, t) for s in aliases for t in aliases if s != t]
+    named = [(s, t) for s, t in pairs if flow is not None and names_pair(flow, s, t)]
+    if len(named) == 1:
+        (source, target), = named
+        pairs = [(source, target), (target, source)]
+        if connections is True:
+            connections = (source, target)
     if isinstance(connections, bool):
         wanted = set(aliases) if connections else set()
     else:
@@ -98,11 +112,8 @@ def build_config(
     clusters = {a: replace(c, admin=replace(c.admin, retry_seconds=retry))
                 for a, c in clusters.items()}
     top = Reader(props, findings)
-    flows = tuple(
-        _flow(props, s, t, base_dir, findings, client_profiles)
-        for s in aliases for t in aliases
-        if s != t and _pair_exists(top, s, t)
-    )
+    flows = tuple(_flow(props, s, t, base_dir, findings, client_profiles)
+                  for s, t in pairs if _pair_exists(top, s, t))
     if not any(f.enabled for f in flows) and aliases:
         findings.warn("no flow is enabled: set e.g. "
                       f"{aliases[0]}->{aliases[-1]}.enabled=true")

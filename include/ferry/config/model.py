@@ -121,7 +121,7 @@ class Flow:
 
     @property
     def dag_id(self) -> str:
-        return f"ferry_{_ident(self.source)}_to_{_ident(self.target)}"
+        return dag_id_of(self.source, self.target)
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.named_source, topic)
@@ -129,6 +129,18 @@ class Flow:
 
 def _ident(alias: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", alias)
+
+
+def dag_id_of(source: str, target: str) -> str:
+    """The DAG id of the flow `source->target`."""
+    return f"ferry_{_ident(source)}_to_{_ident(target)}"
+
+
+def names_pair(name: str, source: str, target: str) -> bool:
+    """Whether `name` names the flow `source->target`: `A->B`, its DAG id (`ferry_A_to_B`),
+    or that id without its prefix (`A_to_B`, which needs no quoting in a shell)."""
+    dag_id = dag_id_of(source, target)
+    return name in (f"{source}->{target}", dag_id, dag_id.removeprefix("ferry_"))
 
 
 @dataclass(frozen=True)
@@ -159,7 +171,7 @@ class Config:
         for flow in self.flows:
             if flow.name == name:
                 return flow
-        by_id = [f for f in self.flows if name in (f.dag_id, f.dag_id.removeprefix("ferry_"))]
+        by_id = [f for f in self.flows if names_pair(name, f.source, f.target)]
         if len(by_id) == 1:
             return by_id[0]
         known = ", ".join(f.name for f in self.enabled_flows) or "none"
