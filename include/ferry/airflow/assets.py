@@ -79,10 +79,10 @@ def remote_topic_asset(flow_name: str, source_topic: str, path: str | None = Non
     from ferry.airflow.tasks import config_path
 
     path = path or config_path()
-    config = load(path, connections=False)
+    config = load(path, connections=False, flow=flow_name)
     target = config.flow(flow_name).target
     if not config.clusters[target].bootstrap_servers:
-        config = load(path, connections=(target,))
+        config = load(path, connections=(target,), flow=flow_name)
     return Asset(uri=remote_topic_uri(config, config.flow(flow_name), source_topic),
                  group=GROUP)
 
@@ -95,5 +95,5 @@ def flow_alias(flow_name: str, path: str | None = None) -> Any:
     from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
-    return AssetAlias(alias_name(load(path or config_path(), connections=False)
+    return AssetAlias(alias_name(load(path or config_path(), connections=False, flow=flow_name)
                                  .flow(flow_name)))
