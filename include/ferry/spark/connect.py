@@ -185,15 +185,13 @@ server that stopped answering) must not keep the process from ending."""
 
 def prepare_loop(url: str, flow: Flow) -> None:
     """Ready a continuous loop of `flow` on `url` before its first cycle, off that cycle's
-    path: its recorder is made now and starts a first batch that records what earlier runs
-    left (so the first plan, as every later one, reads no offset-map lag). A loop whose
-    lanes are kept asks the server nothing (its recorder appends with delta-rs); any other
-    has its session opened in a thread beside the first sync and plan (the Spark Connect
-    client's imports and the session are about half a second). A session that fails to
-    open here is opened again by the next job that needs one, which reports why."""
+    path: its recorder is made now (so the first plan, as every later one, reads no
+    offset-map lag; its first batch waits for `loop_started`). A loop whose lanes are kept
+    asks the server nothing (its recorder appends with delta-rs); any other has its
+    session opened in a thread beside the first sync and plan (the Spark Connect client's
+    imports and the session are about half a second). A session that fails to open here
+    is opened again by the next job that needs one, which reports why."""
     recorder = _recorder(url, flow)
-    if recorder is not None:
-        recorder.catch_up()
     if (recorder is not None and _kept_lanes(url, flow) is not None) or (
             url in _kept or url in _opening):
         return
@@ -207,6 +205,17 @@ def prepare_loop(url: str, flow: Flow) -> None:
             opened.set_exception(exc)
 
     threading.Thread(target=open_session, daemon=True, name="ferry-session").start()
+
+
+def loop_started(url: str, flow: Flow) -> None:
+    """The loop's first cycle is done: its recorder starts a first batch now, which records
+    what earlier runs left (handed over at their end, or not written), even should no later
+    cycle copy. Not before: that batch's first Delta reads (pyarrow's imports, the table's
+    log) took the CPU and the GIL from the first cycle, which copies what piled up while
+    no run of the flow was copying, at each turn of an `@continuous` DAG's runs."""
+    recorder = _recorders.get((url, flow.name))
+    if recorder is not None:
+        recorder.catch_up()
 
 
 def _opened(url: str, flow: Flow) -> SparkSession | None:

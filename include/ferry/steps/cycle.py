@@ -432,7 +432,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
 
     On a Spark Connect server (no `runner`), the loop's session is opened and its
     recorder made before its first cycle, beside that cycle's sync and plan
-    (`prepare_loop`)."""
+    (`prepare_loop`); the recorder's first batch starts once that cycle is done
+    (`loop_started`)."""
     from ferry.spark.connect import close_sessions, end_loops_at
 
     deadline = None if for_s is None else time.monotonic() + for_s
@@ -445,7 +446,10 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
         _prepare(flow, master, runner)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
+            first = last is None
             last = loop.cycle(config_path, config, master, on_cycle)
+            if first:
+                _started(flow, master, runner)
             if last.abandoned:
                 continue
             if not last.ok:
@@ -501,6 +505,10 @@ def run_all(config_path: str, config: Config,
                     on_error(loop.flow, exc)
                     ok = False
                     continue
+                finally:
+                    if continuous and not loop.started:
+                        loop.started = True
+                        _started(loop.flow, master, None)
                 ok = ok and (result.ok or result.abandoned)
             if not continuous or not ok:
                 break
@@ -519,6 +527,16 @@ def _prepare(flow: Flow, master: str | None, runner: CopyRunner | None) -> None:
     url = master or flow.ferry.spark_master
     if runner is None and is_connect(url):
         prepare_loop(url, flow)
+
+
+def _started(flow: Flow, master: str | None, runner: CopyRunner | None) -> None:
+    """The loop's first cycle is done: what `_prepare` readied and left for after it
+    starts (`loop_started`)."""
+    from ferry.spark.connect import is_connect, loop_started
+
+    url = master or flow.ferry.spark_master
+    if runner is None and is_connect(url):
+        loop_started(url, flow)
 
 
 def _heartbeat_only(pairs: list[Flow], pace: Pace | None) -> list[str]:
@@ -548,6 +566,8 @@ class _Looped:
         self.flow, self.clusters = flow, Clusters.of(flow)
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner = runner
+        self.started = False
+        """Its first cycle is done (`_started`)."""
 
     def cycle(self, config_path: str, config: Config, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True

@@ -326,6 +326,9 @@ def test_a_loop_with_lanes_as_spark_tasks_opens_its_session_beside_its_first_cyc
     assert connect.records_behind("sc://here", flow.name)  # the first plan reads no lag
     recorder = connect._recorders[("sc://here", flow.name)]
     recorder.flush(timeout_s=10)
+    assert written == []  # no batch beside the first cycle: it would slow that cycle
+    connect.loop_started("sc://here", flow)  # the first cycle is done
+    recorder.flush(timeout_s=10)
     assert written == [0]  # the catch-up batch, written without the session
     session = connect._opened("sc://here", flow)  # what the first job takes
     assert session is opened[0] and len(opened) == 1

@@ -222,3 +222,33 @@ def test_a_loop_leaves_its_last_batch_to_the_next_run_only_when_its_run_ends_on_
 
     assert closed == [handed]
     assert len(ends) == int(hand_over)  # the recorders learn when the run ends
+
+
+def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # at a turn of an @continuous DAG's runs, the first cycle copies what piled up while no
+    # run copied; the recorder's first batch (Delta reads, pyarrow's imports) beside it took
+    # its CPU and the GIL
+    import ferry.spark.connect as connect
+    import ferry.steps.cycle as cycle_module
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    config = config_with("ferry.continuous.interval.seconds = 0\n")
+    flow = config.flow("A->B")
+    events: list[str] = []
+    monkeypatch.setattr(connect, "prepare_loop", lambda url, _f: events.append("prepare"))
+    monkeypatch.setattr(connect, "loop_started", lambda url, _f: events.append("started"))
+    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
+
+    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
+        events.append("cycle")
+        return CycleResult(flow.name, run_id)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+
+    run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
+                     master="sc://here", stop=lambda: events.count("cycle") >= 3)
+
+    assert events == ["prepare", "cycle", "started", "cycle", "cycle"]
+
