@@ -427,7 +427,7 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
     connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: the @continuous DAG's loop on the warm Spark, Delta batches an hour apart (the
-    # first at once, as the loop starts: what earlier runs left); a first copy, then more
+    # first once its first cycle is done: what earlier runs left); a first copy, then more
     # records that a later cycle copies
     url, config = _hourly_batches(connect_home, clusters, topic_name, tmp_path, 60)
     flow = config.enabled_flows[0]
@@ -436,8 +436,8 @@ def test_a_dag_runs_loop_leaves_its_last_batch_to_the_next_run_which_records_it_
     cycles, err = _loop_handing_over(config, flow, url, 20, clusters["source"], topic_name,
                                      tmp_path / "first.json", more=40)
 
-    # then: its first batch, at once as the loop started, held at most its first copy
-    # (when that came first); the later copies were left to the next run, not written in a
+    # then: its first batch, once its first cycle was done, held at most its first copy
+    # (when that cycle copied); the later copies were left to the next run, not written in a
     # last batch that the next run's first cycle would have waited for; and it opened no
     # Spark Connect session: its lanes are kept, its batches appended with delta-rs
 
