@@ -4,6 +4,7 @@ interval later), and a cycle that hangs is abandoned at its limit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +16,24 @@ from ferry.errors import TransientError
 from ferry.steps.cycle import Clusters, Cycle
 from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster
+
+
+def looping(config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, interval: float,
+            seen: Callable[[str], object], failed: bool = False) -> tuple[Config, Any]:
+    """(config, its flow A->B) with cycles `interval` s apart, whose cycles stand in: each
+    calls `seen(run_id)` and returns its result (with a failed copy when `failed`)."""
+    import ferry.steps.cycle as cycle_module
+    from ferry.steps.cycle import CycleResult
+
+    config = config_with(f"ferry.continuous.interval.seconds = {interval}\n")
+    flow = config.flow("A->B")
+
+    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
+        seen(run_id)
+        return CycleResult(flow.name, run_id, copy_exit_code=1 if failed else None)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+    return config, flow
 
 
 def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
@@ -162,18 +181,11 @@ def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
     import itertools
     import time
 
-    import ferry.steps.cycle as cycle_module
-    from ferry.steps.cycle import CycleResult, run_continuously
+    from ferry.steps.cycle import run_continuously
 
-    config = config_with("ferry.continuous.interval.seconds = 0.4\n")
-    flow = config.flow("A->B")
     starts: list[float] = []
-
-    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
-        starts.append(time.monotonic())
-        return CycleResult(flow.name, run_id)
-
-    monkeypatch.setattr(cycle_module, "run", run)
+    config, flow = looping(config_with, monkeypatch, 0.4,
+                           lambda _id: starts.append(time.monotonic()))
 
     # when: it runs four cycles
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
@@ -199,23 +211,16 @@ def test_a_loop_leaves_its_last_batch_to_the_next_run_only_when_its_run_ends_on_
     handed: bool
 ) -> None:
     import ferry.spark.connect as connect
-    import ferry.steps.cycle as cycle_module
-    from ferry.steps.cycle import CycleResult, run_continuously
+    from ferry.steps.cycle import run_continuously
 
-    config = config_with("ferry.continuous.interval.seconds = 0.1\n")
-    flow = config.flow("A->B")
     ends: list[float | None] = []
     closed: list[bool] = []
     monkeypatch.setattr(connect, "end_loops_at", ends.append)
     monkeypatch.setattr(connect, "close_sessions",
                         lambda hand_over=False: closed.append(hand_over))
     cycles: list[str] = []
-
-    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
-        cycles.append(run_id)
-        return CycleResult(flow.name, run_id, copy_exit_code=1 if how == "failed" else None)
-
-    monkeypatch.setattr(cycle_module, "run", run)
+    config, flow = looping(config_with, monkeypatch, 0.1, cycles.append,
+                           failed=how == "failed")
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
                      stop=lambda: how == "stop" and len(cycles) >= 2, hand_over=hand_over)
@@ -231,21 +236,13 @@ def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
     # run copied; the recorder's first batch (Delta reads, pyarrow's imports) beside it took
     # its CPU and the GIL
     import ferry.spark.connect as connect
-    import ferry.steps.cycle as cycle_module
-    from ferry.steps.cycle import CycleResult, run_continuously
+    from ferry.steps.cycle import run_continuously
 
-    config = config_with("ferry.continuous.interval.seconds = 0\n")
-    flow = config.flow("A->B")
     events: list[str] = []
     monkeypatch.setattr(connect, "prepare_loop", lambda url, _f: events.append("prepare"))
     monkeypatch.setattr(connect, "loop_started", lambda url, _f: events.append("started"))
     monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
-
-    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
-        events.append("cycle")
-        return CycleResult(flow.name, run_id)
-
-    monkeypatch.setattr(cycle_module, "run", run)
+    config, flow = looping(config_with, monkeypatch, 0, lambda _id: events.append("cycle"))
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
                      master="sc://here", stop=lambda: events.count("cycle") >= 3)
