@@ -446,10 +446,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
         _prepare(flow, master, runner)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
-            first = last is None
             last = loop.cycle(config_path, config, master, on_cycle)
-            if first:
-                _started(flow, master, runner)
             if last.abandoned:
                 continue
             if not last.ok:
@@ -505,10 +502,6 @@ def run_all(config_path: str, config: Config,
                     on_error(loop.flow, exc)
                     ok = False
                     continue
-                finally:
-                    if continuous and not loop.started:
-                        loop.started = True
-                        _started(loop.flow, master, None)
                 ok = ok and (result.ok or result.abandoned)
             if not continuous or not ok:
                 break
@@ -567,7 +560,7 @@ class _Looped:
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner = runner
         self.started = False
-        """Its first cycle is done (`_started`)."""
+        """Its first looping cycle is done (`_started`)."""
 
     def cycle(self, config_path: str, config: Config, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True
@@ -575,7 +568,8 @@ class _Looped:
         """One cycle (`run`), reported to `on_cycle`. Looping, it keeps its session and
         clients for the next, and one still running after `ferry.cycle.timeout.seconds` is
         abandoned as hung: the next starts with clients of its own, and its writers, holding
-        the same writer ids, fence whatever the hung one still writes (G11)."""
+        the same writer ids, fence whatever the hung one still writes (G11). Once its first
+        looping cycle is done, what `_prepare` readied for after it starts (`_started`)."""
         flow = self.flow
         started, run_id = time.monotonic(), new_run_id()
         if not looping:
@@ -583,6 +577,17 @@ class _Looped:
                          runner=self.runner)
             on_cycle(result, time.monotonic() - started)
             return result
+        try:
+            return self._looping(config_path, config, master, on_cycle, started, run_id)
+        finally:
+            if not self.started:
+                self.started = True
+                _started(flow, master, self.runner)
+
+    def _looping(self, config_path: str, config: Config, master: str | None,
+                 on_cycle: Callable[[CycleResult, float], None], started: float,
+                 run_id: str) -> CycleResult:
+        flow = self.flow
         limit = flow.ferry.cycle_timeout_seconds
         done = _within(limit, partial(run, config_path, config, flow, master=master,
                                       keep_session=True, pace=self.pace,
