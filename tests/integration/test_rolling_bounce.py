@@ -9,12 +9,15 @@ order."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -162,6 +165,74 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     assert failures == [] and writer.replaced >= 1
     assert sum(r.records for r in writer.results) == 1_500
     assert_exact(flow, clusters, topic_name, PARTITIONS)
+
+
+def test_a_remote_partition_short_of_in_sync_replicas_in_a_restart_is_waited_out_exactly_once(
+    replicated_clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from ferry.local.layout import states_in
+    from ferry.local.probe import registered, under_replicated
+    from ferry.local.process import start_node, stop_node
+    from tests.support.kafka_data import produce, run_cycle
+
+    # given: a remote partition on nodes 1 and 2 of the target, both needed in sync
+    # (min.insync.replicas 2), and the target's producer giving up on a record after 2 s
+    # (it does after the transaction timeout, 60 s by default)
+    clusters = replicated_clusters
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(b"k", f"v{i}".encode(), 0) for i in range(10)])
+    target = flow_config(tmp_path, clusters, topic_name, replicas=3).enabled_flows[0].target
+    flow = flow_config(tmp_path, clusters, topic_name,
+                       f"{target}.producer.delivery.timeout.ms = 2000\n",
+                       replicas=3).enabled_flows[0]
+    remote = flow.remote_topic(topic_name)
+    admin = AdminClient({"bootstrap.servers": clusters["target"]})
+    admin.create_topics([NewTopic(remote, 1, replica_assignment=[[1, 2]],
+                                  config={"min.insync.replicas": "2"})])[remote].result(30)
+    wait_until(lambda: under_replicated(clusters["target"]) == 0, "the remote topic is led", 60)
+
+    # when: node 2 crashes (the partition has one replica in sync: every acks=all write is
+    # answered NOT_ENOUGH_REPLICAS and times out), a cycle copies meanwhile, and the node
+    # is started again once the cycle's first batch has timed out
+    (state,) = [s for s in states_in(Path(clusters["root"])) if s.alias == "target"]
+    state = stop_node(state, 2, hard=True)
+    wait_until(lambda: registered(clusters["target"]) < 3, "the node left the metadata", 120)
+    timed_out = threading.Event()
+    restart = threading.Thread(target=lambda: timed_out.wait(180) and start_node(state, 2))
+    restart.start()
+    with on_log("ferry.kafka.lane", "copying the batch again", timed_out):
+        try:
+            copied = run_cycle(flow)
+        finally:
+            timed_out.set()  # the node comes back whatever happened
+            restart.join()
+            wait_until(lambda: registered(clusters["target"]) == 3
+                       and under_replicated(clusters["target"]) == 0,
+                       "the cluster is whole again", 180)
+
+    # then: the cycle waited it out, its timed-out batches aborted and copied again by new
+    # producers of the id, and every record is on the target once, in order
+    assert copied == 10
+    assert_exact(flow, clusters, topic_name, 1)
+
+
+@contextlib.contextmanager
+def on_log(logger: str, text: str, event: threading.Event) -> Iterator[None]:
+    """Set `event` when `logger` logs a message containing `text` (a step of the code
+    under test that a test waits for, to force an interleaving)."""
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                event.set()
+
+    handler, log = Seen(), logging.getLogger(logger)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def read_reports(path: Path) -> list[dict[str, object]]:

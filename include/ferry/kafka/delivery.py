@@ -35,7 +35,7 @@ from ferry.errors import FerryError, TerminalError, TransientError
 from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
-from ferry.kafka.lane_state import Part
+from ferry.kafka.lane_state import Part, Refusal
 from ferry.kafka.limits import POSITIONS_PER_COMMIT, chunks
 
 CALL_TIMEOUT_S = 60.0
@@ -56,7 +56,7 @@ class Lane(Protocol):
     explain: LaneErrors
     log: logging.Logger
     reader: Consumer | None
-    refused: tuple[str, int, str] | None
+    refused: Refusal | None
     in_transaction: bool
     claim: WriterClaim | None
 
@@ -79,7 +79,13 @@ class Lane(Protocol):
 
 
 class Refused(Exception):
-    """The batch failed in a way an abort and a re-run may fix (or pinpoint)."""
+    """The batch failed in a way an abort and a re-run may fix (or pinpoint). `unanswered`:
+    the target did not acknowledge the batch in time (a state that passes), rather than
+    refusing a record of it."""
+
+    def __init__(self, text: str, unanswered: bool = False) -> None:
+        super().__init__(text)
+        self.unanswered = unanswered
 
 
 class RefusedKept(TerminalError):
@@ -147,8 +153,9 @@ class Delivery(ABC):
                refusal: str | None) -> None:
         """Commit the batch's positions `offsets` (its records and entries are sent)."""
 
-    def abort(self, lane: Lane, producer: Producer) -> None:
-        """Throw the failed batch away before it is read again."""
+    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
+        """Throw the failed batch away before it is read again (waiting at most
+        `seconds`)."""
         return None  # by default, nothing to do
 
     def abort_open(self, lane: Lane, producer: Producer) -> None:
@@ -213,8 +220,11 @@ class ExactlyOnce(Delivery):
 
     def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
                         remaining: int) -> str | None:
-        if lane.refused is not None or remaining:
-            raise Refused(lane.refused[2] if lane.refused else f"{remaining} records unsent")
+        if lane.refused is not None:
+            raise Refused(lane.refused.text, lane.refused.unanswered)
+        if remaining:
+            raise Refused(f"cluster {lane.flow.target} did not acknowledge {remaining} "
+                          f"records within {CALL_TIMEOUT_S:.0f}s", unanswered=True)
         return None
 
     def owner(self, lane: Lane) -> str:
@@ -252,7 +262,9 @@ class ExactlyOnce(Delivery):
         is in a delivery report not yet served. So serve the reports (briefly) and name the
         refused record when there is one."""
         lane.flush(producer, seconds=REPORTS_S)
-        return Refused(lane.refused[2] if lane.refused is not None else err.str())
+        if lane.refused is not None:
+            return Refused(lane.refused.text, lane.refused.unanswered)
+        return Refused(err.str())
 
     @staticmethod
     def _send_positions(producer: Producer, offsets: list[KTP], metadata: Any) -> None:
@@ -263,9 +275,9 @@ class ExactlyOnce(Delivery):
         for part in chunks(offsets, POSITIONS_PER_COMMIT):
             stuck.send_offsets(producer, part, metadata, "committing positions")
 
-    def abort(self, lane: Lane, producer: Producer) -> None:
+    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
         try:
-            producer.abort_transaction(CALL_TIMEOUT_S)
+            producer.abort_transaction(seconds)
             lane.in_transaction = False
         except KafkaException as exc:
             if not exc.args[0].fatal():
@@ -349,7 +361,7 @@ class AtLeastOnce(Delivery):
     def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
                         text: str) -> NoReturn:
         part.txn.refuse(source_offset)
-        lane.refused = lane.refused or (part.topic, part.partition, text)
+        lane.refused = lane.refused or Refusal(part.topic, part.partition, text)
         raise Refused(text)
 
     def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,
@@ -359,7 +371,7 @@ class AtLeastOnce(Delivery):
             lane.commit(producer, metadata, list(lane.parts.values()))
         except Refused as again:
             raise TerminalError(str(again)) from None
-        raise TerminalError(lane.refused[2] if lane.refused else str(exc)) from None
+        raise TerminalError(lane.refused.text if lane.refused else str(exc)) from None
 
     def refusal_to_keep(self, lane: Lane, producer: Producer, touched: list[Part],
                         remaining: int) -> str | None:
@@ -371,11 +383,11 @@ class AtLeastOnce(Delivery):
                 raise Refused(f"{remaining} records unsent")
             return None
         if lane.flush(producer, until_refused=False):
-            raise Refused(lane.refused[2])
+            raise Refused(lane.refused.text)
         for part in touched:
             if part.txn.refused_at is not None:
                 part.keep_before_refusal()
-        return lane.refused[2]
+        return lane.refused.text
 
     def commit(self, lane: Lane, producer: Producer, metadata: Any, offsets: list[KTP],
                refusal: str | None) -> None:
@@ -384,7 +396,7 @@ class AtLeastOnce(Delivery):
             lane.refused = None
         remaining = lane.flush(producer)
         if remaining or lane.refused is not None:
-            why = lane.refused[2] if lane.refused else f"{remaining} entries unacknowledged"
+            why = lane.refused.text if lane.refused else f"{remaining} entries unacknowledged"
             raise TransientError(f"{why}; no position was committed over it: the next run "
                                  "copies this batch again")
         reader = lane.reader

@@ -27,11 +27,17 @@ and one assigned consumer. The contract:
 - A record the target refuses fails the lane with topic, partition and offset named: the
   failed transaction is aborted and re-run once by a fresh producer that sends one record
   per batch with a report per record (brokers refuse whole batches), which names it.
+- A batch the target does not acknowledge in time (its records time out: a partition
+  without a leader, too few in-sync replicas) is no refusal: it is aborted and copied
+  again by a fresh producer of the id, with backoff, until the target takes it or
+  `ferry.kafka.retry.seconds` have passed since the first such batch; then the lane fails
+  as transient, naming the record and what to check.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -52,11 +58,11 @@ from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.kept import KeptClients
-from ferry.kafka.lane_errors import LaneErrors, is_fenced
-from ferry.kafka.lane_state import Part
+from ferry.kafka.lane_errors import LaneErrors, is_fenced, unanswered
+from ferry.kafka.lane_state import Part, Refusal
 from ferry.kafka.limits import PER_CALL, chunks
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
-from ferry.kafka.retry import retrying, transient
+from ferry.kafka.retry import backoff, retrying, transient
 from ferry.kafka.stuck import ProducerStuck
 
 __all__ = ["Lane", "LaneResult"]
@@ -68,6 +74,9 @@ POLL_S = 0.05
 """consume() waits out its whole timeout unless the batch fills: short, so the last batch of
 a range (and a small range) does not wait for records that will not come."""
 STALL_S = 120.0
+ABORT_UNANSWERED_S = 10.0
+"""How long a batch the target left unacknowledged waits for its abort (`_wait_out`)
+before the next producer of the id takes the abort over."""
 MAX_REPLACED = 3
 PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_000,
                                            "compression.type": "none"}
@@ -137,8 +146,12 @@ class Lane:
         self.total = sum(p.end - p.start for p in self.parts.values())
         self.copied = 0
         self.diagnose = False
-        self.refused: tuple[str, int, str] | None = None
-        """The first refusal the target reported: (topic, partition, message)."""
+        self.refused: Refusal | None = None
+        """The first refusal (or record left unacknowledged) the target reported."""
+        self.unanswered_since: float | None = None
+        """When the first of the batches the target left unacknowledged since the last
+        commit failed (`_wait_out`); None when the last batch committed."""
+        self.unanswered_attempts = 0
         self.fenced: str | None = None
         """A delivery report saying a newer writer took this writer's transactional id (or
         that the producer hit a fatal error: `fatal` says which)."""
@@ -496,6 +509,9 @@ class Lane:
             except ProducerStuck as exc:
                 producer = self._replace_stuck(consumer, markers, exc)
             except Refused as exc:
+                if exc.unanswered:
+                    producer = self._wait_out(producer, consumer, [], exc)
+                    continue
                 self._abort(producer, consumer, [])
                 names = ", ".join(f"{p.topic}-{p.partition}" for p in markers[:5]) + (
                     f" and {len(markers) - 5} more" if len(markers) > 5 else "")
@@ -520,10 +536,13 @@ class Lane:
                 producer = self._restart(consumer, active, diagnose=True)
                 continue
             except Refused as exc:
+                if exc.unanswered:
+                    producer = self._wait_out(producer, consumer, active, exc)
+                    continue
                 self._abort(producer, consumer, active)
                 if self.diagnose:
                     if self.refused is not None:
-                        raise TerminalError(self.refused[2]) from None
+                        raise TerminalError(self.refused.text) from None
                     raise TransientError(f"flow {self.flow.name} lane {self.lane}: the "
                                          f"transaction failed twice: {exc}") from None
                 # Re-run the same records one per request, each reported, to name a refusal.
@@ -533,6 +552,47 @@ class Lane:
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
                 producer = self._restart(consumer, active)
+
+    def _wait_out(self, producer: Producer, consumer: Consumer, active: list[Part],
+                  exc: Exception) -> Producer:
+        """The batch failed because the target did not acknowledge it in time: a state
+        that passes, such as a partition between leaders or short of in-sync replicas in a
+        broker's restart. Its transaction is aborted; after a backoff, a new producer of
+        the same id (fresh connections and metadata) copies it again from the committed
+        positions. Once `ferry.kafka.retry.seconds` have passed since the first such
+        failure since the last commit, the lane fails as transient. exactly_once only
+        (`Refused.unanswered`): an at_least_once batch has no transaction to abort, and
+        what it wrote before timing out could not be counted as duplicates.
+
+        The abort may not finish: its markers go to the same partitions, which take no
+        write until enough replicas are in sync. Then the new producer's
+        `init_transactions` completes it (Kafka answers it CONCURRENT_TRANSACTIONS until
+        the abort is written, a transient state it waits out) before anything is sent."""
+        try:
+            self.delivery.abort(self, producer, seconds=ABORT_UNANSWERED_S)
+        except TransientError as failed:
+            self.log.warning("writer %s: %s; the next producer of its id aborts it",
+                             self.lane, failed,
+                             extra={"flow": self.flow.name, "lane": self.lane})
+        for part in active:
+            part.aborted()
+        now = time.monotonic()
+        if self.unanswered_since is None:
+            self.unanswered_since, self.unanswered_attempts = now, 0
+        self.unanswered_attempts += 1
+        waited, budget = now - self.unanswered_since, self.flow.ferry.kafka_retry_seconds
+        if waited >= budget:
+            raise TransientError(self.explain.unanswered_too_long(
+                str(exc), waited, self.unanswered_attempts)) from None
+        self.log.warning("writer %s: %s; a transient state, copying the batch again from "
+                         "the committed positions with a new producer (attempt %d, %.0fs of "
+                         "ferry.kafka.retry.seconds=%g left)", self.lane, exc,
+                         self.unanswered_attempts, budget - waited, budget,
+                         extra={"flow": self.flow.name, "lane": self.lane})
+        time.sleep(backoff(self.unanswered_attempts, random.random()))
+        self.refused = None
+        return self._restart(consumer, [p for p in active if p.start < p.end],
+                             diagnose=self.diagnose)
 
     def _replace_stuck(self, consumer: Consumer, parts: list[Part],
                        exc: ProducerStuck) -> Producer:
@@ -757,8 +817,9 @@ class Lane:
                     return
                 txn.refuse(source_offset)
                 if self.refused is None:
-                    self.refused = (part.topic, part.partition,
-                                    self.explain.refusal(part, source_offset, err))
+                    self.refused = Refusal(part.topic, part.partition,
+                                           self.explain.refusal(part, source_offset, err),
+                                           unanswered(err))
                 return
             offset = _offset(msg)
             if txn.first_target is None or offset < txn.first_target:
@@ -812,6 +873,7 @@ class Lane:
                                    part.source_id)))
         self.delivery.commit(self, producer, metadata, offsets, refusal)
         self.transactions += 1
+        self.unanswered_since = None
         self._settle(parts, touched, ends)
         if refusal is not None:
             raise RefusedKept(f"{refusal}; the records before it are committed: the next "
@@ -860,11 +922,13 @@ class Lane:
         over an entry the target did not take (at_least_once has no transaction to fail)."""
         def report(err: KafkaError | None, _msg: Message) -> None:
             if err is not None and self.refused is None:
-                self.refused = (entry.source_topic, entry.source_partition,
-                                f"flow {self.flow.name}: cluster {self.flow.target} refused "
-                                f"the offset-map entry of {entry.source_topic}-"
-                                f"{entry.source_partition} offsets {entry.covered_start}.."
-                                f"{entry.covered_end - 1} on {self.map_topic}: {err.str()}")
+                did = "did not acknowledge" if unanswered(err) else "refused"
+                self.refused = Refusal(
+                    entry.source_topic, entry.source_partition,
+                    f"flow {self.flow.name}: cluster {self.flow.target} {did} the offset-map "
+                    f"entry of {entry.source_topic}-{entry.source_partition} offsets "
+                    f"{entry.covered_start}..{entry.covered_end - 1} on {self.map_topic}: "
+                    f"{err.str()}", unanswered(err))
 
         key, value = encode(entry)
         while True:

@@ -2,7 +2,8 @@
 
 Every message names the flow, the cluster, the action and what to do: the principal and
 the right it lacks when access was denied, the record (topic, partition, source offset)
-when the target refused one, the partitions and positions when a lane stopped moving.
+when the target refused one (or did not acknowledge it in time), the partitions and
+positions when a lane stopped moving.
 """
 
 from __future__ import annotations
@@ -17,6 +18,20 @@ from ferry.core.internal import positions_group, reader_group
 from ferry.errors import FerryError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.lane_state import Part
+
+UNANSWERED = frozenset({
+    KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+})
+"""Delivery failures that say the cluster did not take a record in time, not that it
+refused it: librdkafka retries a partition without a leader or with too few in-sync
+replicas for `acks=all` until the record's `message.timeout.ms` (the transaction timeout
+for a transactional producer), then reports `_MSG_TIMED_OUT`."""
+
+
+def unanswered(err: Any) -> bool:
+    """Whether a delivery report's error is the cluster not answering (`UNANSWERED`)."""
+    return isinstance(err, KafkaError) and err.code() in UNANSWERED
 
 
 class LaneErrors:
@@ -42,15 +57,28 @@ class LaneErrors:
             "CLUSTER": "IDEMPOTENT_WRITE on CLUSTER kafka-cluster"})
 
     def refusal(self, part: Part, source_offset: int, err: Any) -> str:
-        """The target refused the record of `part` at `source_offset`."""
+        """The target refused the record of `part` at `source_offset` (or did not
+        acknowledge it in time: `unanswered`)."""
         text = err.str() if isinstance(err, KafkaError) else str(err)
         if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             text = str(kafka_error(KafkaException(err), self.flow.target, "writing",
                                    principal=self.flow.producer.principal,
                                    needs=f"WRITE on TOPIC {part.remote}"))
-        return (f"flow {self.flow.name}: cluster {self.flow.target} refused the record of "
+        did = "did not acknowledge" if unanswered(err) else "refused"
+        return (f"flow {self.flow.name}: cluster {self.flow.target} {did} the record of "
                 f"{part.topic}-{part.partition} at source offset {source_offset} (remote "
                 f"topic {part.remote}): {text}")
+
+    def unanswered_too_long(self, text: str, seconds: float, attempts: int) -> str:
+        """The target left a batch unacknowledged (`text`, the first record) again and
+        again for the whole retry budget."""
+        budget = self.flow.ferry.kafka_retry_seconds
+        remote = ", ".join(sorted({p.remote for p in self.parts}))
+        return (f"{text}; still unacknowledged after {seconds:.0f}s and {attempts} attempts "
+                f"(ferry.kafka.retry.seconds={budget:g}): does every partition of {remote} "
+                f"on {self.flow.target} have a leader and at least min.insync.replicas "
+                "replicas in sync? Nothing past the last commit was kept; the next run "
+                "resumes there")
 
     def stalled(self, parts: Iterable[Part], stall_s: float) -> str:
         """No progress for `stall_s` on the unfinished ones of `parts`."""

@@ -13,11 +13,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from confluent_kafka import Message
 
 from ferry.core.offsetmap import SegmentBuilder
 from ferry.core.tables import RangeResult
+
+
+class Refusal(NamedTuple):
+    """The first record (or offset-map entry) of a batch the target did not take."""
+
+    topic: str
+    partition: int
+    text: str
+    """The operator's message: flow, cluster, record, the client's error."""
+    unanswered: bool = False
+    """The cluster did not acknowledge it in time (`lane_errors.UNANSWERED`): a state
+    that passes (a leader moving, too few in-sync replicas), not a refusal of the record."""
 
 
 @dataclass

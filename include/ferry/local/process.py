@@ -333,7 +333,9 @@ def bounce_node(root: Path, alias: str, node_id: int, hard: bool,
             raise TerminalError(f"cluster {alias} never noticed node {node_id} stopped")
         time.sleep(0.2)
     state = start_node(state, node_id)
-    while registered(state.bootstrap) < state.brokers or under_replicated(state.bootstrap):
+    # `under_replicated` is None when the cluster did not answer (a loaded machine, a
+    # node still starting): not known to be whole, so not a reason to go on.
+    while registered(state.bootstrap) < state.brokers or under_replicated(state.bootstrap) != 0:
         if not is_our_broker(state, node_id):
             raise TerminalError(f"cluster {alias} node {node_id} exited after its restart; "
                                 f"see {state.node(node_id).dir / 'broker.log'}")

@@ -10,7 +10,8 @@ target offsets the records took.
 
 What it leaves out (timing, batching, leaders, retries inside the client) is what the
 integration tests on real brokers cover. A test can make the cluster refuse a record
-(`refuse`, `refuse_topic`) or fence a writer from outside (`fence`), and can make a refusal
+(`refuse`, `refuse_topic`), leave a topic's records unacknowledged for a number of
+transactions (`silence`), or fence a writer from outside (`fence`), and can make a refusal
 reach the producer while its positions are in flight (`refusals_land_mid_positions`).
 """
 
@@ -61,6 +62,10 @@ class FakeKafka:
         self.txns: list[Txn] = []
         self.refusals: dict[tuple[str, bytes | None], KafkaError] = {}
         self.refused_topics: dict[str, KafkaError] = {}
+        self.silent: dict[str, int] = {}
+        """Topic -> how many more transactions writing to it get no acknowledgement."""
+        self.silenced: set[tuple[str, int]] = set()
+        """(topic, transaction) pairs whose records time out."""
         self.refusals_land_mid_positions = False
         """A refusal of a queued record reaches the producer during its next
         `send_offsets_to_transaction`, as librdkafka's background thread may take the
@@ -117,7 +122,20 @@ class FakeKafka:
         record's size)."""
         self.refused_topics[topic] = KafkaError(code)
 
-    def refusal_of(self, topic: str, value: bytes | None) -> KafkaError | None:
+    def silence(self, topic: str, transactions: int) -> None:
+        """The next `transactions` transactions that write to `topic` get no
+        acknowledgement of those records: each times out (librdkafka's `_MSG_TIMED_OUT`), as
+        when the partition has no leader or too few in-sync replicas for `acks=all`."""
+        self.silent[topic] = transactions
+
+    def refusal_of(self, topic: str, value: bytes | None, txn: int | None = None
+                   ) -> KafkaError | None:
+        if txn is not None and self.silent.get(topic, 0) > 0 \
+                and (topic, txn) not in self.silenced:
+            self.silent[topic] -= 1
+            self.silenced.add((topic, txn))
+        if (topic, txn) in self.silenced:
+            return KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out")
         return self.refusals.get((topic, value)) or self.refused_topics.get(topic)
 
     def fence(self, txn_id: str) -> None:
@@ -222,7 +240,7 @@ class FakeProducer:
         while self.queued:
             topic, partition, record, report = self.queued.pop(0)
             fenced = self.epoch is not None and self.kafka.epochs.get(self.txn_id) != self.epoch
-            refusal = self.kafka.refusal_of(topic, record.value) or self.failed
+            refusal = self.kafka.refusal_of(topic, record.value, self.txn) or self.failed
             error = (KafkaError(KafkaError.PRODUCER_FENCED, fatal=True) if fenced
                      else refusal)
             if refusal is not None and self.txn is not None:
@@ -249,7 +267,8 @@ class FakeProducer:
         self._check()
         assert self.txn is not None, "offsets sent outside a transaction"
         if self.kafka.refusals_land_mid_positions and self.failed is None:
-            refusals = [self.kafka.refusal_of(t, r.value) for t, _, r, _ in self.queued]
+            refusals = [self.kafka.refusal_of(t, r.value, self.txn)
+                        for t, _, r, _ in self.queued]
             self.failed = next((r for r in refusals if r is not None), None)
             if self.failed is not None:
                 raise KafkaException(KafkaError(

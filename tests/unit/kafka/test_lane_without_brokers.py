@@ -136,6 +136,48 @@ def test_a_record_the_target_refuses_fails_the_lane_naming_it_and_its_batch_is_n
     assert [r.outcome for r in lane.results] == ["failed"]
 
 
+def test_records_the_target_leaves_unacknowledged_for_a_while_are_copied_again_exactly_once(
+    flow: Flow
+) -> None:
+    # given: a remote partition whose records time out in the next two transactions (no
+    # leader, too few in-sync replicas: the cluster does not answer, it refuses nothing)
+    source, target = clusters(flow, 150)
+    target.silence(flow.remote_topic(TOPIC), transactions=2)
+
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 150)])
+    result = lane.run()
+
+    # then: each timed-out batch was aborted and copied again by a new producer of the id,
+    # until the cluster took it; every record is there once, in order, with its entries
+    assert len(lane.producers) == 3
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(150)]
+    assert [(e.covered_start, e.covered_end) for e in entries(flow, target)] == \
+        [(0, 100), (100, 150)]
+    assert [(r.outcome, r.records) for r in result.ranges] == [("copied", 150)]
+
+
+def test_records_the_target_never_acknowledges_fail_the_lane_as_transient_after_the_budget(
+    load: Loader
+) -> None:
+    flow = load(BASE + f"A->B.topics = {TOPIC}\nferry.kafka.retry.seconds = 1\n"
+                ).enabled_flows[0]
+    source, target = clusters(flow, 60)
+    target.silence(flow.remote_topic(TOPIC), transactions=1_000)
+
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 60)])
+    with pytest.raises(TransientError) as failed:
+        lane.run()
+
+    message = str(failed.value)
+    assert f"cluster B did not acknowledge the record of {TOPIC}-0 at source offset 0" in message
+    assert "Message timed out" in message and "ferry.kafka.retry.seconds=1" in message
+    assert "min.insync.replicas" in message
+    assert len(lane.producers) > 2  # waited out with new producers, not failed at once
+    assert target.committed_records(flow.remote_topic(TOPIC), 0) == []
+    assert positions_group(flow) not in target.groups
+
+
 def test_a_newer_writer_of_the_slot_fences_the_lane_and_its_open_transaction_is_aborted(
     flow: Flow
 ) -> None:
