@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from ferry.config import Config, Flow, load_config
 from ferry.core.internal import offset_map_topic
@@ -217,7 +223,10 @@ two logs compare record by record."""
 
 def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
     """A one-partition compacted topic whose cleaner has already made holes: even records
-    overwrite 10 keys (compacted away), odd ones are unique (kept), some are tombstones."""
+    overwrite 10 keys (compacted away), odd ones are unique (kept), some are tombstones.
+    Then its cleaning stops (`min.cleanable.dirty.ratio` 1: no log is ever that dirty) and
+    the log is left as it is: a later pass of the cleaner would remove records after they
+    were mirrored, and a test comparing the two logs would compare a source that moved."""
     create_topic(bootstrap, topic, 1, {
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
         "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})
@@ -231,6 +240,18 @@ def compacted_topic(bootstrap: Conn, topic: str, rounds: int = 6) -> None:
     while len(read_all(bootstrap, topic, 0)) >= rounds * 60:
         assert time.monotonic() < deadline, "the log cleaner never compacted the topic"
         time.sleep(1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "1.0",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient(conf(bootstrap))
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    # a pass already under way still ends: wait until two reads a moment apart agree
+    before, after = None, [r.content() for r in read_all(bootstrap, topic, 0)]
+    while before != after:
+        assert time.monotonic() < deadline, "the log cleaner never left the topic alone"
+        time.sleep(2)
+        before, after = after, [r.content() for r in read_all(bootstrap, topic, 0)]
 
 
 def pausing(at: str, reached: threading.Event, release: threading.Event) -> type[Lane]:
