@@ -361,7 +361,7 @@ class AtLeastOnce(Delivery):
     def refused_on_send(self, lane: Lane, part: Part, source_offset: int,
                         text: str) -> NoReturn:
         part.txn.refuse(source_offset)
-        lane.refused = lane.refused or Refusal(part.topic, part.partition, text)
+        lane.refused = lane.refused or Refusal(text)
         raise Refused(text)
 
     def after_refused_batch(self, lane: Lane, producer: Producer, metadata: Any,

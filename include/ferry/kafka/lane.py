@@ -58,7 +58,7 @@ from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
 from ferry.kafka.kept import KeptClients
-from ferry.kafka.lane_errors import LaneErrors, is_fenced, unanswered
+from ferry.kafka.lane_errors import LaneErrors, is_fenced, refused, unanswered
 from ferry.kafka.lane_state import Part, Refusal
 from ferry.kafka.limits import PER_CALL, chunks
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
@@ -817,8 +817,7 @@ class Lane:
                     return
                 txn.refuse(source_offset)
                 if self.refused is None:
-                    self.refused = Refusal(part.topic, part.partition,
-                                           self.explain.refusal(part, source_offset, err),
+                    self.refused = Refusal(self.explain.refusal(part, source_offset, err),
                                            unanswered(err))
                 return
             offset = _offset(msg)
@@ -922,11 +921,9 @@ class Lane:
         over an entry the target did not take (at_least_once has no transaction to fail)."""
         def report(err: KafkaError | None, _msg: Message) -> None:
             if err is not None and self.refused is None:
-                did = "did not acknowledge" if unanswered(err) else "refused"
                 self.refused = Refusal(
-                    entry.source_topic, entry.source_partition,
-                    f"flow {self.flow.name}: cluster {self.flow.target} {did} the offset-map "
-                    f"entry of {entry.source_topic}-{entry.source_partition} offsets "
+                    f"flow {self.flow.name}: cluster {self.flow.target} {refused(err)} the "
+                    f"offset-map entry of {entry.source_topic}-{entry.source_partition} offsets "
                     f"{entry.covered_start}..{entry.covered_end - 1} on {self.map_topic}: "
                     f"{err.str()}", unanswered(err))
 

@@ -34,6 +34,11 @@ def unanswered(err: Any) -> bool:
     return isinstance(err, KafkaError) and err.code() in UNANSWERED
 
 
+def refused(err: Any) -> str:
+    """What the target did with a record it did not take, in a message's words."""
+    return "did not acknowledge" if unanswered(err) else "refused"
+
+
 class LaneErrors:
     """Explains the failures of one lane (`lane`, transactional id `txn_id`) copying `parts`."""
 
@@ -64,8 +69,7 @@ class LaneErrors:
             text = str(kafka_error(KafkaException(err), self.flow.target, "writing",
                                    principal=self.flow.producer.principal,
                                    needs=f"WRITE on TOPIC {part.remote}"))
-        did = "did not acknowledge" if unanswered(err) else "refused"
-        return (f"flow {self.flow.name}: cluster {self.flow.target} {did} the record of "
+        return (f"flow {self.flow.name}: cluster {self.flow.target} {refused(err)} the record of "
                 f"{part.topic}-{part.partition} at source offset {source_offset} (remote "
                 f"topic {part.remote}): {text}")
 

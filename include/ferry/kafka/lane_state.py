@@ -24,8 +24,6 @@ from ferry.core.tables import RangeResult
 class Refusal(NamedTuple):
     """The first record (or offset-map entry) of a batch the target did not take."""
 
-    topic: str
-    partition: int
     text: str
     """The operator's message: flow, cluster, record, the client's error."""
     unanswered: bool = False
