@@ -9,9 +9,9 @@ DAGs' SparkSubmitOperator and `ferry mirror` run), so both behave alike.
 
 from __future__ import annotations
 
-import sys
-
 from ferry.jobs.ferry_copy import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ferry import crash
+
+    crash.exit_now(main())  # not sys.exit: see there

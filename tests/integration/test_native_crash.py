@@ -5,10 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from ferry.core.tables import RUNS_DDL
 from ferry.spark.submit import job_path
+from ferry.state.writer import append
 
 pytestmark = pytest.mark.integration
 
@@ -51,3 +54,37 @@ def test_without_an_entry_point_a_segfault_says_nothing() -> None:
 
     assert done.returncode == -11
     assert "the_crashing_call" not in done.stderr
+
+
+READ_STATE_AND_EXIT = """
+import sys
+from ferry.state import digest, reader
+path, flow = sys.argv[1:3]
+assert digest.copied_totals(path, flow) is not None
+assert reader.recorded_run_ids(path, flow, {"r1"}) == {"r1"}
+print(len(reader.rows(path, flow)))  # the last read just before the interpreter ends
+"""
+
+
+def test_a_process_that_read_the_state_ends_normally_without_a_native_abort(
+        tmp_path: Path) -> None:
+    # given: a state table, and processes that read it and then let the interpreter finish
+    # as a script does (no os._exit). Were Arrow's reading threads to call back into Python
+    # (delta-rs's filesystem is a Python one), one that did so as the interpreter finalizes
+    # is ended inside C++ frames: "terminate called without an active exception", SIGABRT
+    # after the work was done. That ended about half of such processes here, so ten in a
+    # row leave no room for luck.
+    from tests.unit.state.test_state_reader import runs_row
+
+    path = str(tmp_path / "runs")
+    append(path, RUNS_DDL, [runs_row("A->B", f"r{i}") for i in range(3)])
+    append(path, RUNS_DDL, [runs_row("A->B", "r3")])
+
+    # when
+    ends = [subprocess.run([sys.executable, "-X", "faulthandler", "-c", READ_STATE_AND_EXIT,
+                            path, "A->B"], capture_output=True, text=True, timeout=120)
+            for _ in range(10)]
+
+    # then: every one read and exited 0
+    assert [(e.returncode, e.stdout.strip()) for e in ends] == [(0, "4")] * 10, (
+        [e.stderr[-600:] for e in ends if e.returncode])

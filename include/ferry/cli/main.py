@@ -120,20 +120,13 @@ def _closed_pipe() -> int:
 
 
 def run() -> NoReturn:
-    """The console script: `main`, then exit at once with its code. Native libraries'
-    threads (librdkafka, Arrow) can abort an interpreter that is finalizing after the work
-    is done and printed (seen as exit code -6 on an idle `ferry mirror`); nothing is left
-    to clean up by then."""
+    """The console script: `main`, then exit at once with its code (`crash.exit_now`)."""
     code = main()
-    logging.shutdown()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         code = _closed_pipe()
-    with contextlib.suppress(OSError):
-        sys.stderr.flush()
-    os._exit(code)
-
+    crash.exit_now(code)
 
 if __name__ == "__main__":
     run()

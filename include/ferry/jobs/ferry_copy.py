@@ -61,4 +61,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ferry import crash
+
+    crash.exit_now(main())  # not sys.exit: see there

@@ -9,7 +9,6 @@ aggregates computed by Arrow, and only the rows of the few runs that are shown.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.tables import RangeOutcome
@@ -21,15 +20,10 @@ Row = dict[str, Any]
 
 
 def _dataset(path: str) -> ds.Dataset | None:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from ferry.state.reader import dataset, open_table
 
-    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
-        return None
-    try:
-        return DeltaTable(path).to_pyarrow_dataset()
-    except TableNotFoundError:
-        return None
+    table = open_table(path)
+    return None if table is None else dataset(table, path)
 
 
 def copied_totals(path: str, flow: str) -> dict[tuple[str, int], tuple[int, int]]:

@@ -11,7 +11,8 @@ from ferry.core.planner import Gap
 from ferry.core.tables import MapRow, map_row, unrecorded
 
 
-def _table(path: str) -> Any | None:
+def open_table(path: str) -> Any | None:
+    """The Delta table at `path`, None where there is none yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -23,30 +24,44 @@ def _table(path: str) -> Any | None:
         return None
 
 
-def _flow_dataset(table: Any, flow: str) -> Any:
-    """The table's files of one flow (every state table is partitioned by flow) as a
-    pyarrow dataset. Pruned as the dataset is built, not by a filter on a dataset of every
-    file: a dataset of the whole table is built from every file's statistics, which took
-    1.3 s at 600 files (twenty flows' batches) where one flow's took 0.1 s. (delta-rs
+def dataset(table: Any, path: str, flow: str | None = None) -> Any:
+    """The table's files (of one `flow` only, when given: every state table is partitioned
+    by flow) as a pyarrow dataset.
+
+    A local table is read through Arrow's own filesystem. delta-rs's default is a Python
+    filesystem, which Arrow's reading threads call into, and so take the GIL, while a
+    read's last buffers are released: in a process that ends right after a read, such a
+    thread is stopped as the interpreter finalizes, inside C++ frames, and the process
+    aborts ("terminate called without an active exception") after its work is done. A
+    URI keeps delta-rs's filesystem; every entry point ends its process with `os._exit`.
+
+    One flow's files are pruned as the dataset is built, not by a filter on a dataset of
+    every file: a dataset of the whole table is built from every file's statistics, which
+    took 1.3 s at 600 files (twenty flows' batches) where one flow's took 0.1 s. (delta-rs
     deprecates `partitions` for `file_pruning_predicate`, which took 0.75 s here.)"""
     import warnings
 
+    from pyarrow import fs
+
+    native = (None if "://" in path else
+              fs.SubTreeFileSystem(str(Path(path).resolve()), fs.LocalFileSystem()))
+    partitions = None if flow is None else [("flow", "=", flow)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return table.to_pyarrow_dataset(partitions=[("flow", "=", flow)])
+        return table.to_pyarrow_dataset(partitions=partitions, filesystem=native)
 
 
 def rows(path: str, flow: str, **equal: object) -> list[dict[str, Any]]:
     """Rows of one flow (partition pruned), filtered by column equality."""
     import pyarrow.dataset as ds
 
-    table = _table(path)
+    table = open_table(path)
     if table is None:
         return []
     condition = ds.scalar(True)
     for column, value in equal.items():
         condition = condition & (ds.field(column) == value)
-    result: list[dict[str, Any]] = _flow_dataset(table, flow).to_table(
+    result: list[dict[str, Any]] = dataset(table, path, flow).to_table(
         filter=condition).to_pylist()
     return result
 
@@ -57,10 +72,10 @@ def recorded_run_ids(path: str, flow: str, run_ids: set[str]) -> set[str]:
     about, not the table's history."""
     import pyarrow.dataset as ds
 
-    table = _table(path)
+    table = open_table(path)
     if table is None or not run_ids:
         return set()
-    found = _flow_dataset(table, flow).to_table(
+    found = dataset(table, path, flow).to_table(
         columns=["run_id"], filter=ds.field("run_id").isin(sorted(run_ids)))
     return set(found.column("run_id").to_pylist())
 
@@ -68,7 +83,7 @@ def recorded_run_ids(path: str, flow: str, run_ids: set[str]) -> set[str]:
 def transaction_version(path: str, app_id: str) -> int | None:
     """The version of the last idempotent write of `app_id` to the table (Delta's
     SetTransaction), None when it never wrote there."""
-    table = _table(path)
+    table = open_table(path)
     if table is None:
         return None
     version = table.transaction_version(app_id)
@@ -82,10 +97,10 @@ def unrecorded_gaps(path: str, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
 
 def last_steps(path: str, flow: str) -> dict[str, datetime]:
     """When each step of the flow last ran, from the `syncs` table."""
-    table = _table(path)
+    table = open_table(path)
     if table is None:
         return {}
-    found = _flow_dataset(table, flow).to_table(columns=["step", "synced_at"])
+    found = dataset(table, path, flow).to_table(columns=["step", "synced_at"])
     grouped = found.group_by("step").aggregate([("synced_at", "max")])
     return dict(zip(grouped.column("step").to_pylist(),
                     grouped.column("synced_at_max").to_pylist(), strict=True))
@@ -97,15 +112,15 @@ def max_map_offsets(path: str, flow: str) -> dict[str, int]:
     of two columns of the flow's files."""
     import pyarrow.compute as pc
 
-    table = _table(path)
+    table = open_table(path)
     if table is None:
         return {}
-    dataset = _flow_dataset(table, flow)
-    if "map_topic_id" not in dataset.schema.names:
-        column = dataset.to_table(columns=["map_offset"]).column("map_offset")
+    files = dataset(table, path, flow)
+    if "map_topic_id" not in files.schema.names:
+        column = files.to_table(columns=["map_offset"]).column("map_offset")
         value = pc.max(column).as_py() if len(column) else None
         return {} if value is None else {"": int(value)}
-    found = dataset.to_table(columns=["map_offset", "map_topic_id"])
+    found = files.to_table(columns=["map_offset", "map_topic_id"])
     grouped = found.group_by("map_topic_id").aggregate([("map_offset", "max")])
     by_id: dict[str, int] = {}
     for topic_id, value in zip(grouped.column("map_topic_id").to_pylist(),
@@ -122,11 +137,11 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`)."""
     import pyarrow.dataset as ds
 
-    table = _table(path)
+    table = open_table(path)
     if table is None or (topics is not None and not topics):
         return []
     condition = ds.scalar(True)
     if topics is not None:
         condition = ds.field("source_topic").isin(sorted(topics))
     return [map_row(r) for r in
-            _flow_dataset(table, flow).to_table(filter=condition).to_pylist()]
+            dataset(table, path, flow).to_table(filter=condition).to_pylist()]
