@@ -128,5 +128,6 @@ def run() -> NoReturn:
         code = _closed_pipe()
     crash.exit_now(code)
 
+
 if __name__ == "__main__":
     run()
