@@ -30,5 +30,9 @@ mkdir -p test-artifacts
 # fifth of the cores idle; four keep them 90-100 % busy). The modules that run for minutes
 # go out first, then the rest, most tests first (tests/conftest.py). Each test's time:
 # test-artifacts/junit*.xml, and when each ran on which worker: test-artifacts/timeline.tsv.
+# A worker that dies (a native crash, an os._exit) fails the test it ran and is not
+# replaced: a replacement runs the same test again, and once left the whole session
+# waiting for ever on a worker that had nothing left to run.
 workers="${FERRY_TEST_WORKERS:-4}"
-exec pytest -n "$workers" --dist loadscope --junitxml=test-artifacts/junit.xml "$@"
+exec pytest -n "$workers" --dist loadscope --max-worker-restart=0 \
+  --junitxml=test-artifacts/junit.xml "$@"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import ferry.crash
 import ferry.jobs.ferry_copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +23,11 @@ def test_the_checkouts_copy_job_entry_runs_the_packages_job_with_its_arguments(
         calls.append(sys.argv[1:] if argv is None else argv)
         return 3
 
+    def exit_now(code: int) -> None:  # the real one ends the process: this one raises
+        raise SystemExit(code)
+
     monkeypatch.setattr(ferry.jobs.ferry_copy, "main", main)
+    monkeypatch.setattr(ferry.crash, "exit_now", exit_now)
     monkeypatch.setattr(sys, "argv", ["ferry_copy.py", "--config", "c", "--flow", "A->B",
                                       "--plan", "p.json"])
 
