@@ -42,11 +42,15 @@ broker-free tier, `-m integration` everything on real services)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test gets the markers of its folder's tier."""
+    """Each test gets the markers of its folder's tier; a test of a `MINUTES_LONG` scope
+    without a timeout of its own gets `LONG_TIMEOUT_S`."""
     for item in items:
-        folder = item.path.resolve().relative_to(TESTS).parts[0]
-        for name in TIERS[folder]:
+        relative = item.path.resolve().relative_to(TESTS)
+        for name in TIERS[relative.parts[0]]:
             item.add_marker(name)
+        if (f"tests/{relative.as_posix()}".startswith(MINUTES_LONG)
+                and item.get_closest_marker("timeout") is None):
+            item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_S))
 
 
 SHARED_SCOPES = (("tests/scheduler/", "tests/webui/"),)
@@ -69,6 +73,14 @@ workers), handed out before all others: xdist orders scopes by their count of te
 left the rolling restarts (two tests, three minutes) or the secure DAG (two tests, over a
 minute) to start last while the other workers had nothing left to do. An entry that grew
 short only starts early."""
+
+LONG_TIMEOUT_S = 1500
+"""pytest-timeout's limit for a test of a `MINUTES_LONG` scope (the others keep
+pyproject's 600 s). Their tests run several spark-submit jobs, Airflow runs or broker
+restarts one after another, and their time follows the machine's: with the suite held to
+0.8 of the 2 cores (about CI's pace: 42 minutes where an idle machine takes 17), the flow
+DAG's three runs went past 600 s and the scheduler's spark-submit copies took minutes. A
+hang still ends, within CI's budget."""
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -26,9 +26,11 @@ from tests.support.kafka_data import assert_exact, create_topic, produce, read_a
 
 pytestmark = pytest.mark.integration
 
-RUN_S = 360
+RUN_S = 600
 """The longest a run may take here: two mirror attempts `airflow_stack.RETRY_DELAY_S` apart (the
-DAG's retry_delay), each a spark-submit, on a small machine shared with other test runs."""
+DAG's retry_delay), each a spark-submit, on a small machine shared with other test runs (on
+CI's, one spark-submit copy took five minutes to start its lanes). The module's tests have
+`conftest.LONG_TIMEOUT_S`."""
 
 ENDED = ("success", "failed", "upstream_failed", "skipped")
 """Task states after which no retry comes."""
