@@ -3,6 +3,8 @@ brokers, Spark and Delta (each run in its own process: Airflow keeps global stat
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +312,10 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
     assert (first["tasks"]["copy"], first["tasks"]["finish"]) == ("success", "success")
     assert_exact(flow, clusters, plain, 3)
     assert_exact(flow, clusters, txn, 1)
+    # and its spark-submit job says how long its Spark session took to start (where a slow
+    # job's time goes: on a loaded machine, minutes)
+    assert re.search(r"INFO ferry\.jobs: Spark session ready in \d+\.\d s \[flow=",
+                     first["log"]), first["log"][-4000:]
     # `finish`, once the run is recorded, told Airflow which remote topics got records
     assert sorted((e["uri"].rsplit("/", 1)[1], e["extra"]["records"])
                   for e in first["asset_events"]) == [

@@ -14,7 +14,9 @@ line per problem, no traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +52,11 @@ def _run(args: argparse.Namespace) -> int:
     flow = load_flow(args.config, args.flow, args.plan)
     if flow is None:
         return 2
+    started = time.monotonic()
     spark = build_session(master=None, app_name=f"ferry-copy {args.flow}")
+    # where a slow job's time went: on a loaded machine the session alone took minutes
+    logging.getLogger("ferry.jobs").info("Spark session ready in %.1f s",
+                                         time.monotonic() - started, extra={"flow": flow.name})
     try:
         copied = run_and_report(spark, args.config, flow, args.plan)
     finally:
