@@ -4,7 +4,6 @@ brokers, Spark and Delta (each run in its own process: Airflow keeps global stat
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 from typing import Any
 
