@@ -261,26 +261,33 @@ def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -
     assert {"A.bootstrap.servers", "A->B.enabled"} <= {p.key for p in err.value.problems}
 
 
-def test_a_continuous_flow_is_one_task_of_cycles_on_airflows_continuous_schedule(
+def test_a_continuous_flow_is_one_task_of_cycles_in_runs_a_span_apart_that_overlap(
     tmp_path: Path
 ) -> None:
+    from datetime import timedelta
+
     from ferry.airflow.dags import build_dags
     from ferry.core.spans import run_span
 
     path = tmp_path / "mm2.properties"
     path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
-                    "A->B.ferry.continuous.run.seconds = 300\n")
+                    "A->B.ferry.continuous.run.seconds = 300\n"
+                    "A->B.ferry.continuous.handover.seconds = 45\n")
     dag = build_dags(path=str(path))["ferry_A_to_B"]
     assert [t.task_id for t in dag.tasks] == ["mirror_continuously"]
-    assert type(dag.timetable).__name__ == "ContinuousTimetable"
-    assert dag.max_active_runs == 1
+    # a run every span of the flow (its own: within 10% of the configured one,
+    # `ferry.core.spans`), and two at once, the one before handing over to the next
+    span = run_span("A->B", 300)
+    assert 270 <= span <= 330
+    assert type(dag.timetable).__name__ == "DeltaTriggerTimetable"
+    assert dag.timetable.delta == timedelta(seconds=round(span))
+    assert dag.max_active_runs == 2 and not dag.catchup
+    assert "continuous" in dag.tags
     task = dag.get_task("mirror_continuously")
     assert task.retries == 2
-    # the longest span a flow's run may have, a cycle, a minute
-    assert task.execution_timeout.total_seconds() == pytest.approx(330 + 900 + 60)
-    # the flow's own span: within 10% of the configured one (`ferry.core.spans`)
-    span = run_span("A->B", 300)
-    assert 270 <= span <= 330 and f"for {span:.0f} s" in dag.doc_md
+    # the longest span a flow's run may have, its hand-over, a cycle, a minute
+    assert task.execution_timeout.total_seconds() == pytest.approx(330 + 45 + 900 + 60)
+    assert f"every {span:.0f} s" in dag.doc_md and "at most 45 s more" in dag.doc_md
 
 
 
@@ -378,6 +385,7 @@ def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
     two_partitions_of(clusters, topic_name, 200)
     config = flow_config(tmp_path, clusters, topic_name, "ferry.schedule = @continuous\n"
                          "ferry.continuous.run.seconds = 20\n"
+                         "ferry.continuous.handover.seconds = 0\n"
                          f"ferry.spark.master = {connect_url}\n")
     flow = config.enabled_flows[0]
 

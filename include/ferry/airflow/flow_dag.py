@@ -15,8 +15,12 @@ record, checkpoints.
 `cycle` pushes what each step did as its `summary` XCom, and the plan as `plan` (names and
 counts only, never client settings). With `ferry.schedule=@continuous` the DAG is one task,
 `mirror_continuously`: whole cycles back to back (`ferry.steps.cycle.run_continuously`,
-each exactly once) for `ferry.continuous.run.seconds`, after which Airflow's continuous
-schedule starts the next run at once (`max_active_runs=1`).
+each exactly once). Airflow starts a run every span (`ferry.continuous.run.seconds`, the
+flow's own within 10%; two runs at most at once), and a run copies on past its span until
+the next one names itself the flow's newest, then hands over to it and ends
+(`ferry.core.takeover`; `ferry.continuous.handover.seconds` at the latest): the flow copies
+through the turn, where Airflow's own `@continuous` schedule (one run at a time) left it
+copying nothing from one run's last cycle to the next one's first.
 
 Parse time stays cheap: only the config file is read. Ferry errors become Airflow's
 fail-without-retry at the task edge when retrying cannot help.
@@ -43,7 +47,8 @@ from ferry.airflow.tasks import (
     warm_master,
 )
 from ferry.config import Flow
-from ferry.core.spans import longest_span, run_span
+from ferry.core.spans import longest_span, run_end, run_span
+from ferry.core.takeover import Named
 
 if TYPE_CHECKING:
     from ferry.steps.cycle import Cycle
@@ -72,11 +77,12 @@ Look up a record: `ferry offsets {path} --flow '{flow.name}' --topic T --partiti
 
 def _run_doc(flow: Flow) -> str:
     if flow.ferry.schedule == "@continuous":
-        return (f"Each run: **mirror_continuously**, whole cycles back to back for "
-                f"{run_span(flow.name, flow.ferry.continuous_run_seconds):.0f} s (sync, "
-                "plan, copy, record, "
-                "checkpoints each; heartbeats and checkpoints when due); the next run "
-                "starts as it ends.")
+        return (f"Each run: **mirror_continuously**, whole cycles back to back (sync, "
+                "plan, copy, record; heartbeats and checkpoints when due). A run starts "
+                f"every {run_span(flow.name, flow.ferry.continuous_run_seconds):.0f} s; the "
+                "run before copies on until it hands over to it (at most "
+                f"{flow.ferry.continuous_handover_seconds:.0f} s more), so two runs "
+                "overlap at each turn.")
     return ("Each run: **cycle** (heartbeat, sync of topics, partitions, configs and ACLs, "
             "exact ranges planned, then, when idle or on a warm Spark Connect server, the "
             "copy, record and checkpoints) →\n**copy** (spark-submit copy job) → "
@@ -170,10 +176,13 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
         config = task_config(path, name)
         flow = config.flow(name)
         span = run_span(flow.name, flow.ferry.continuous_run_seconds)
+        context = get_current_context()
+        owner, for_s = relay_of(context, span, flow.ferry.continuous_handover_seconds)
         # where a run's start goes before its first cycle (the DAG file's parse is logged
         # by Airflow before this)
-        log.info("cycles back to back for %.0fs (the config read in %.1fs)", span,
-                 time.monotonic() - began, extra={"flow": flow.name})
+        log.info("cycles back to back until the next run takes over, %.0fs at most (the "
+                 "config read in %.1fs)", for_s, time.monotonic() - began,
+                 extra={"flow": flow.name})
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
         topics: dict[str, dict[str, Any]] = {}
 
@@ -194,13 +203,24 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
 
         last = run_continuously(path, config, flow, report,
                                 master=spark_master() or flow.ferry.spark_master,
-                                for_s=span, hand_over=True)
-        if last is not None and not last.ok:
+                                for_s=for_s, hand_over=True, owner=owner)
+        if last is not None and not last.ok and last.handed_to is None:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "
                                  "kept, so a retry resumes there")
-        emit(config, flow, file_safe(str(get_current_context()["run_id"])), topics)
-        return totals
+        emit(config, flow, file_safe(str(context["run_id"])), topics)
+        return totals | {"handed_to": last.handed_to if last else None}
+
+
+def relay_of(context: Any, span: float, handover: float) -> tuple[Named, float]:
+    """The continuous run of this task's DAG run, as its lanes name it the flow's newest
+    (its place: the run's `run_after`, a scheduled run's time or a manual one's trigger),
+    and how long it copies at most (`ferry.core.spans.run_end`)."""
+    now = time.time()
+    after = getattr(context.get("dag_run"), "run_after", None)
+    since = after.timestamp() if after is not None else now
+    return (Named(str(context["run_id"]), int(since * 1000)),
+            max(0.0, run_end(since, span, handover, now) - now))
 
 
 def build_dag(flow: Flow, path: str) -> Any:
@@ -262,25 +282,29 @@ def task_defaults(flow: Flow) -> dict[str, Any]:
 
 
 def _continuous_dag(flow: Flow, path: str) -> Any:
-    """`ferry.schedule=@continuous`: one task running cycles back to back for
-    `ferry.continuous.run.seconds`; Airflow starts the next run as this one ends."""
+    """`ferry.schedule=@continuous`: one task running cycles back to back. Airflow starts a
+    run every span of the flow, and the run before hands over to it (see the module's
+    docstring): two runs at once at most, and Kafka fences the older one's writers."""
     from airflow.sdk import DAG, task
 
+    span = run_span(flow.name, flow.ferry.continuous_run_seconds)
     with DAG(
         dag_id=flow.dag_id,
-        schedule="@continuous",
+        # not Airflow's @continuous, which starts the next run only once one has ended
+        schedule=timedelta(seconds=round(span)),
         start_date=datetime(2024, 1, 1),
         catchup=False,
-        max_active_runs=1,  # Airflow's rule for @continuous, and one writer per flow
+        max_active_runs=2,  # a run, and the next one it hands over to
         tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous",
               *team_tags([flow])],
         doc_md=doc_md(flow, path),
         default_args=task_defaults(flow),
     ) as dag:
-        # the last cycle starts before the run's span ends and is abandoned after the
-        # cycle limit at the latest; a minute more for the run's own start and end
+        # the last cycle starts before the run's end (its span, the hand-over) and is
+        # abandoned after the cycle limit at the latest; a minute more for the run's own
+        # start and end
         task(task_id="mirror_continuously", outlets=outlets(flow), execution_timeout=timedelta(
             seconds=longest_span(flow.ferry.continuous_run_seconds)
-            + flow.ferry.cycle_timeout_seconds + 60))(
-            mirror_continuously)(path, flow.name)
+            + flow.ferry.continuous_handover_seconds + flow.ferry.cycle_timeout_seconds
+            + 60))(mirror_continuously)(path, flow.name)
     return dag

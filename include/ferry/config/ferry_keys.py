@@ -318,12 +318,21 @@ KEYS: tuple[FerryKey, ...] = (
              "ferry.range.max.records.",
              _positive_seconds, "1800"),
     FerryKey("ferry.continuous.run.seconds", "600",
-             "With ferry.schedule=@continuous: how long one DAG run mirrors, cycle after "
-             "cycle in one task, before it ends and Airflow's continuous schedule starts the "
-             "next run (each run is a bounded, retried piece of history). Each flow's runs "
-             "are up to 10% shorter or longer, fixed by the flow's name, so that many flows "
-             "do not all end and start again at once.",
+             "With ferry.schedule=@continuous: how often Airflow starts the flow's next DAG "
+             "run, each mirroring cycle after cycle in one task (each run is a bounded, "
+             "retried piece of history). A run goes on copying until the next one's writers "
+             "take over, then ends (ferry.continuous.handover.seconds). Each flow's span is "
+             "up to 10% shorter or longer, fixed by the flow's name, so that many flows do "
+             "not all turn at once.",
              _positive_seconds, "900"),
+    FerryKey("ferry.continuous.handover.seconds", "120",
+             "With ferry.schedule=@continuous: how long a DAG run goes on copying past its "
+             "span while Airflow starts the next run and that run starts its task and "
+             "plans; it ends as soon as the next run names itself the flow's newest, and "
+             "after this at the latest. The flow so copies through the turn. 0: a run ends "
+             "at its span, and nothing is copied from then until the next run's first cycle. "
+             "Airflow needs a free task slot for the next run meanwhile.",
+             _seconds_or_zero, "60"),
     FerryKey("ferry.state.record.interval.seconds", "60",
              "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
              "@continuous DAG): how often the runs and the offset map are appended to Delta, "
@@ -390,6 +399,9 @@ class FerrySettings:
     """`ferry.copy.timeout.seconds`: the copy task's execution_timeout."""
     continuous_run_seconds: float = 600.0
     """`ferry.continuous.run.seconds`: one @continuous DAG run's span of cycles."""
+    continuous_handover_seconds: float = 120.0
+    """`ferry.continuous.handover.seconds`: how long a run copies on, past its span, for the
+    next one to take over."""
     task_retries: int = 2
     copy_retries: int = 1
     task_retry_delay_seconds: float = 30.0
@@ -449,6 +461,7 @@ def resolve_ferry_settings(
         kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
         copy_timeout_seconds=parsed["ferry.copy.timeout.seconds"],
         continuous_run_seconds=parsed["ferry.continuous.run.seconds"],
+        continuous_handover_seconds=parsed["ferry.continuous.handover.seconds"],
         task_retries=parsed["ferry.task.retries"],
         copy_retries=parsed["ferry.copy.retries"],
         task_retry_delay_seconds=parsed["ferry.task.retry.delay.seconds"],

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ferry.core.planner import Gap, Range
+from ferry.core.takeover import Named
 from ferry.errors import TerminalError
 
 VERSION = 1
@@ -39,12 +40,18 @@ class PlanFile:
     planned_at: str = ""
     label: str = ""
     """What the UI shows for a backfill chunk."""
+    owner: Named | None = None
+    """The continuous run this cycle is one of, as its lanes name it the flow's newest
+    (`ferry.core.takeover`); None: the cycle is a run of its own (named by `run_id`)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": VERSION, "flow": self.flow, "run_id": self.run_id,
+        data = {"version": VERSION, "flow": self.flow, "run_id": self.run_id,
                 "planned_at": self.planned_at, "role": self.role, "label": self.label,
                 "lanes": self.lanes, "ranges": [asdict(r) for r in self.ranges],
                 "gaps": [asdict(g) | {"count": g.count} for g in self.gaps]}
+        if self.owner is not None:
+            data["owner"] = asdict(self.owner)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str = "the plan") -> PlanFile:
@@ -66,9 +73,16 @@ class PlanFile:
                 gaps=tuple(Gap(**{k: v for k, v in g.items() if k in gap_keys})
                            for g in data["gaps"]),
                 role=data.get("role", ""), planned_at=data.get("planned_at", ""),
-                label=data.get("label", ""))
+                label=data.get("label", ""), owner=_owner(data.get("owner")))
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanFileError(f"{source}: not a Ferry plan file ({exc!r})") from None
+
+
+def _owner(data: Any) -> Named | None:
+    if data is None:
+        return None
+    since = data["since_ms"]
+    return Named(str(data["run"]), None if since is None else int(since))
 
 
 def write(path: Path, plan: PlanFile, extra: dict[str, Any] | None = None) -> str:

@@ -12,6 +12,16 @@ making progress. So the **newest run** of a flow goes on and the older one yield
   read the name just before it changed, then took the slot) takes it back, once, and
   copies what is left of the slot's ranges; the older lane, fenced in turn, yields.
 
+A **continuous run** (a run of the `@continuous` DAG: cycles back to back) names itself
+by its own id with its place in the flow's order of runs (`since_ms`, its DAG run's
+time), the same for all its cycles. Between two continuous runs that place decides, not
+who named last: the later run goes on, and the earlier one **hands over** to it and ends
+(`hands_over`), so the next run of the DAG can start while the one before still copies.
+An earlier run naming itself again (it read the name just before it changed) is not
+yielded to, and a retry of an earlier run (its place unchanged) hands over at once. A
+run of one cycle beside a continuous run keeps the last-named rule: it goes on while it
+is named last, and the continuous run names itself again in its next cycle.
+
 This is about progress only: a lane that reads the name late, or cannot read it, is still
 fenced by Kafka, so safety never rests on it. A run of another role (a backfill into a
 topic of its own) has writer ids and a name of its own.
@@ -21,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome, RangeResult
@@ -29,34 +39,78 @@ from ferry.core.tables import RangeOutcome, RangeResult
 MARKER_FORMAT = 1
 
 
-def encode_marker(run_id: str, at_ms: int) -> str:
-    """The commit metadata naming `run_id` the flow's newest run (named at `at_ms`)."""
-    return json.dumps({"ferry_format": MARKER_FORMAT, "ferry_run": run_id, "ferry_at": at_ms})
+@dataclass(frozen=True)
+class Named:
+    """A run as it names itself the flow's newest."""
+
+    run: str
+    """The run's id: a continuous run's own, the same for all its cycles."""
+    since_ms: int | None = None
+    """A continuous run's place in the flow's order of runs (epoch milliseconds of its DAG
+    run's time); None for a run of one cycle."""
+
+    @property
+    def continuous(self) -> bool:
+        return self.since_ms is not None
 
 
-def decode_marker(metadata: str | None) -> str | None:
+def encode_marker(named: Named, at_ms: int) -> str:
+    """The commit metadata naming `named` the flow's newest run (named at `at_ms`)."""
+    marker: dict[str, object] = {"ferry_format": MARKER_FORMAT, "ferry_run": named.run,
+                                 "ferry_at": at_ms}
+    if named.since_ms is not None:
+        marker["ferry_since"] = named.since_ms
+    return json.dumps(marker)
+
+
+def decode_marker(metadata: str | None) -> Named | None:
     """The run a marker names; None for no marker, or metadata that is not one this Ferry
-    wrote (another format: nothing is concluded from it)."""
+    wrote (another format: nothing is concluded from it). A marker of an earlier Ferry
+    (no `ferry_since`) names a run of one cycle."""
     try:
         data = json.loads(metadata or "{}")
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("ferry_format") != MARKER_FORMAT:
         return None
-    run = data.get("ferry_run")
-    return run if isinstance(run, str) and run else None
+    run, since = data.get("ferry_run"), data.get("ferry_since")
+    if not isinstance(run, str) or not run:
+        return None
+    return Named(run, since if isinstance(since, int) and not isinstance(since, bool)
+                 else None)
 
 
-def newer_run(newest: str | None, run_id: str) -> str | None:
-    """The run that has to go on instead of `run_id`: the newest named, when it is another
-    one (None: `run_id` is the newest, or none is known)."""
-    return newest if newest is not None and newest != run_id else None
+def newer_run(newest: Named | None, me: Named) -> str | None:
+    """The run that has to go on instead of `me`: the one named newest, when it is another
+    run, unless both are continuous and it is not later in the flow's order than `me`
+    (None: `me` goes on)."""
+    if newest is None or newest.run == me.run:
+        return None
+    if newest.since_ms is not None and me.since_ms is not None \
+            and newest.since_ms <= me.since_ms:
+        return None
+    return newest.run
 
 
-def take_back(newest: str | None, run_id: str) -> bool:
-    """Whether a lane of `run_id` whose slot was taken takes it back: only when its run is
-    positively the newest (an unknown newest never starts a tug of war)."""
-    return newest is not None and newest == run_id
+def take_back(newest: Named | None, me: Named) -> bool:
+    """Whether a lane of `me` whose slot was taken takes it back: only when its run is
+    positively the one to go on (an unknown newest never starts a tug of war)."""
+    return newest is not None and newer_run(newest, me) is None
+
+
+def hands_over(newest: Named | None, me: Named) -> str | None:
+    """The continuous run `me` hands over to and ends for: a continuous run named newest
+    that is later than `me` in the flow's order (None: `me` goes on). A run of one cycle
+    named newest is yielded to by `me`'s lanes, but not handed over to."""
+    if newest is None or not newest.continuous or not me.continuous:
+        return None
+    return newer_run(newest, me)
+
+
+def names_itself(newest: Named | None, me: Named) -> bool:
+    """Whether `me` names itself the flow's newest before its lanes start: always, except
+    a continuous run once a later one is named (it hands over instead)."""
+    return not me.continuous or hands_over(newest, me) is None
 
 
 def left_over(ranges: Sequence[Range], results: Sequence[RangeResult]) -> list[Range]:

@@ -36,6 +36,7 @@ from ferry.core.positions import (
     decode_position,
     encode_position,
 )
+from ferry.core.takeover import Named
 from ferry.errors import TransientError
 from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
@@ -154,7 +155,7 @@ class PositionWriter:
         fails)."""
         if not self.named:
             with NewestRun(self.flow) as newest:
-                newest.name(self.name)
+                newest.name(Named(self.name))
             self.named = True
         slot = transactional_id(self.flow, writer_of(topic, partition, self.flow.ferry.writers))
         self.owner = slot if self.transactional else ""

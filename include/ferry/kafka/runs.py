@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic, run_group
-from ferry.core.takeover import decode_marker, encode_marker
+from ferry.core.takeover import Named, decode_marker, encode_marker
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying
 
@@ -52,14 +52,14 @@ class NewestRun:
                  tb: TracebackType | None) -> None:
         self.client.close()
 
-    def name(self, run_id: str) -> bool:
-        """Name `run_id` the flow's newest run; False when the principal may not (a warning
+    def name(self, named: Named) -> bool:
+        """Name `named` the flow's newest run; False when the principal may not (a warning
         names the right: the run goes on, as safe as before, only not preferred over an
         older run at the same time). A Ferry error when the target does not take the
         commit within the flow's retry budget."""
         marker = KTP(self.where.topic, self.where.partition, 0,
-                     metadata=encode_marker(run_id, int(time.time() * 1000)))
-        action = f"naming run {run_id} the newest of flow {self.flow.name} (group {self.group})"
+                     metadata=encode_marker(named, int(time.time() * 1000)))
+        action = f"naming run {named.run} the newest of flow {self.flow.name} (group {self.group})"
         try:
             retrying(lambda: self.client.commit(offsets=[marker], asynchronous=False),
                      cluster=self.flow.target, action=action,
@@ -78,7 +78,7 @@ class NewestRun:
             raise error from None
         return True
 
-    def read(self) -> str | None:
+    def read(self) -> Named | None:
         """The run named newest; None when none is, or the target did not answer."""
         try:
             found = self.client.committed([self.where], timeout=READ_TIMEOUT_S)

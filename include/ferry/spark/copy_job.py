@@ -44,6 +44,7 @@ from ferry.core.tables import (
     run_row,
     runs_from_entries,
 )
+from ferry.core.takeover import Named
 from ferry.errors import FerryError
 from ferry.state.reader import transaction_version, unrecorded_gaps
 from ferry.state.writer import append, arrow_schema
@@ -82,8 +83,10 @@ class KeptWriters(Protocol):
     cycle (`ferry.spark.kept.KeptLanes`)."""
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-             lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
-        """The `runs` rows of lane `i` running the slots `lanes[i]` of `writers`."""
+             lanes: list[list[int]], role: str, owner: Named | None = None
+             ) -> list[dict[str, Any]]:
+        """The `runs` rows of lane `i` running the slots `lanes[i]` of `writers`, the run
+        named as `owner` (default: `run_id`)."""
         ...
 
 
@@ -112,7 +115,8 @@ class JobResult:
 
 def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
               writers: dict[int, list[Range]], lanes: list[list[int]], role: str,
-              batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+              owner: Named | None, batches: Iterator[pa.RecordBatch]
+              ) -> Iterator[pa.RecordBatch]:
     """Runs in a Spark task: for each input row (a lane), run the writers of its slots one
     after another and yield their `runs` rows. (Side by side in threads, they contended
     for the worker's interpreter: a warm cycle of 300k records took 10.9 s, not 6.7 s.)"""
@@ -128,13 +132,14 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
     for batch in batches:
         for index in batch.column(0).to_pylist():
             rows = write_slots(flow, run_id, [(slot, writers[slot]) for slot in lanes[index]],
-                               role)
+                               role, owner=owner)
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema(RUNS_DDL))
 
 
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
                 role: str, writer: Callable[..., Lane] | None = None,
-                newest: NewestReader | None = None) -> list[dict[str, Any]]:
+                newest: NewestReader | None = None, owner: Named | None = None
+                ) -> list[dict[str, Any]]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
     transactions). `writer`: makes a slot's writer, as `Lane` takes its arguments (default
@@ -145,45 +150,49 @@ def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
     run; a slot taken while this run is the newest is taken back once. Once a slot was
     taken for good, the lane starts none of its other slots either (the newer writer's run
     writes them). The ranges left are failed rows saying why, in one line. `newest`: where
-    the flow's newest run is read (default: Kafka, `ferry.kafka.runs`)."""
+    the flow's newest run is read (default: Kafka, `ferry.kafka.runs`). `owner`: the run
+    as it named itself (a continuous run's own id and place; default: `run_id`, a run of
+    one cycle)."""
     from ferry.kafka.runs import NewestRun
 
+    me = owner or Named(run_id)
     if newest is not None:
-        return _write_slots(flow, run_id, slots, role, writer, newest)
+        return _write_slots(flow, run_id, me, slots, role, writer, newest)
     with NewestRun(flow, role) as named:
-        return _write_slots(flow, run_id, slots, role, writer, named)
+        return _write_slots(flow, run_id, me, slots, role, writer, named)
 
 
 class NewestReader(Protocol):
     """Reads which run is the flow's newest (`ferry.kafka.runs.NewestRun`)."""
 
-    def read(self) -> str | None: ...
+    def read(self) -> Named | None: ...
 
 
-def _write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]], role: str,
-                 writer: Callable[..., Lane] | None, newest: NewestReader) -> list[dict[str, Any]]:
+def _write_slots(flow: Flow, run_id: str, me: Named, slots: list[tuple[int, list[Range]]],
+                 role: str, writer: Callable[..., Lane] | None, newest: NewestReader
+                 ) -> list[dict[str, Any]]:
     from ferry.core import takeover
 
     rows: list[dict[str, Any]] = []
     stopped: str | None = None
     for slot, ranges in slots:
         if stopped is None:
-            newer = takeover.newer_run(newest.read(), run_id)
+            newer = takeover.newer_run(newest.read(), me)
             stopped = takeover.yielded(flow.name, newer) if newer else None
         if stopped is not None:
             results = [RangeResult(r.topic, r.partition, r.start, r.end,
                                    outcome=RangeOutcome.FAILED, error=stopped) for r in ranges]
         else:
-            results, stopped = _write_taken_back(flow, run_id, slot, ranges, role, writer,
-                                                 newest)
+            results, stopped = _write_taken_back(flow, run_id, me, slot, ranges, role,
+                                                 writer, newest)
         finished = datetime.now(UTC)
         rows.extend(run_row(flow.name, run_id, slot, r, flow.ferry.delivery, finished)
                     for r in results)
     return rows
 
 
-def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
-                      writer: Callable[..., Lane] | None, newest: NewestReader
+def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: list[Range],
+                      role: str, writer: Callable[..., Lane] | None, newest: NewestReader
                       ) -> tuple[list[RangeResult], str | None]:
     """Copy one slot, taking it back once when it was taken while this run is the newest:
     its results, and why the lane is to start no further slot (None: go on)."""
@@ -193,7 +202,7 @@ def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], r
     if taken is None:
         return results, None
     named = newest.read()
-    if takeover.take_back(named, run_id):
+    if takeover.take_back(named, me):
         log.info("flow %s writer %s: taken by an older run of the flow just as this, the "
                  "newest, started; taking it back", flow.name, slot,
                  extra={"flow": flow.name, "lane": slot, "run_id": run_id})
@@ -203,7 +212,7 @@ def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], r
         if taken is None:
             return results, None
         named = newest.read()
-    newer = takeover.newer_run(named, run_id)
+    newer = takeover.newer_run(named, me)
     if newer is None:
         return results, f"not started: another writer of this run stopped ({taken})"
     stopped = takeover.yielded(flow.name, newer)
@@ -213,12 +222,17 @@ def _write_taken_back(flow: Flow, run_id: str, slot: int, ranges: list[Range], r
     return results, stopped
 
 
-def name_newest(flow: Flow, run_id: str, role: str) -> None:
-    """Name `run_id` the flow's newest run (`ferry.core.takeover`), before its lanes start."""
+def name_newest(flow: Flow, run_id: str, role: str, owner: Named | None = None) -> None:
+    """Name the run the flow's newest (`ferry.core.takeover`), before its lanes start: as
+    `owner` (a continuous run's own id and place; unless a later continuous run is named
+    already, to which it hands over), else as `run_id`."""
+    from ferry.core.takeover import names_itself
     from ferry.kafka.runs import NewestRun
 
+    me = owner or Named(run_id)
     with NewestRun(flow, role) as newest:
-        newest.name(run_id)
+        if not me.continuous or names_itself(newest.read(), me):
+            newest.name(me)
 
 
 def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
@@ -425,14 +439,15 @@ def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
         recorder.begin(run_id)
     try:
         if writers and kept is not None:
-            runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role)
+            runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role,
+                             plan.owner)
         elif writers:
             assert spark is not None, "lanes as Spark tasks need a session"
-            name_newest(flow, run_id, plan.role)
+            name_newest(flow, run_id, plan.role, plan.owner)
             lanes = lanes_of(writers, plan.lanes)
             frame = spark.range(0, len(lanes), 1, len(lanes))
             task = partial(lane_task, config_path, plan_path, flow.name, run_id, writers,
-                           lanes, plan.role)
+                           lanes, plan.role, plan.owner)
             # As Arrow: timestamps stay UTC-aware (collect() gives local wall-clock times).
             runs = frame.mapInArrow(task, RUNS_DDL).toArrow().to_pylist()
     except BaseException:

@@ -20,6 +20,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ferry.core.takeover import Named, names_itself
 from ferry.kafka.kept import KeptClients
 
 if TYPE_CHECKING:
@@ -50,10 +51,12 @@ class KeptLanes:
         the loop as hung, and its writers may still be using the kept clients."""
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-             lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
+             lanes: list[list[int]], role: str, owner: Named | None = None
+             ) -> list[dict[str, Any]]:
         """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
         as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
-        changed since the last cycle starts with new clients."""
+        changed since the last cycle starts with new clients. `owner`: the run as it names
+        itself the flow's newest (default: `run_id`; `copy_job.name_newest`)."""
         if flow != self.flow:
             log.info("flow %s changed; its kept writers start afresh", flow.name,
                      extra={"flow": flow.name})
@@ -66,22 +69,25 @@ class KeptLanes:
             self.abandon()
         self._copying = token = object()
         try:
-            return self._copy(flow, run_id, writers, lanes, role)
+            return self._copy(flow, run_id, writers, lanes, role, owner)
         finally:
             if self._copying is token:
                 self._copying = None
 
     def _copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-              lanes: list[list[int]], role: str) -> list[dict[str, Any]]:
+              lanes: list[list[int]], role: str, owner: Named | None
+              ) -> list[dict[str, Any]]:
         from ferry.spark.copy_job import write_slots
 
+        me = owner or Named(run_id)
         newest = self._newest_run(role)
-        newest.name(run_id)
+        if not me.continuous or names_itself(newest.read(), me):
+            newest.name(me)
         pool = self._pool_of(len(lanes))
 
         def lane(slots: list[int]) -> list[dict[str, Any]]:
             return write_slots(flow, run_id, [(s, writers[s]) for s in slots], role,
-                               writer=self._writer(role), newest=newest)
+                               writer=self._writer(role), newest=newest, owner=me)
 
         rows: list[dict[str, Any]] = []
         for done in [pool.submit(lane, slots) for slots in lanes]:

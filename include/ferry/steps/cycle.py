@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.config import Config, Flow
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
+from ferry.core.takeover import Named, hands_over
 from ferry.errors import FerryError
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
@@ -78,6 +79,10 @@ class CycleResult:
     checkpoints: dict[str, Any] = field(default_factory=dict)
     abandoned: bool = False
     """A continuous loop gave up waiting for it (`ferry.cycle.timeout.seconds`)."""
+    handed_to: str | None = None
+    """The later continuous run a loop handed over to after this cycle (or before any,
+    as a result with no steps): the loop ended there, and what this cycle failed to copy
+    (it yielded) is that run's to copy."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds each part took: `start` (heartbeat, sync, plan), `copy`, `finish` (record,
     checkpoints); the parts that ran."""
@@ -113,8 +118,11 @@ class Cycle:
     def __init__(self, config: Config, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
                  clusters: Clusters | None = None, runner: CopyRunner | None = None,
-                 state: StateStore | None = None, keep_session: bool = False) -> None:
-        """`pace`: a long-running loop's memory of its paced steps (None: a run of its own,
+                 state: StateStore | None = None, keep_session: bool = False,
+                 owner: Named | None = None) -> None:
+        """`owner`: the continuous run the cycle is one of, as its lanes name it the flow's
+        newest (`ferry.core.takeover`; None: a run of its own). `pace`: a long-running
+        loop's memory of its paced steps (None: a run of its own,
         where every step runs when its config says). `clusters`: the flow's, made on first
         use when not given. `runner`: what runs the copy job (None: Spark on `master`, made
         by `copy` with the config's path). `state`: the flow's state (None: its Delta
@@ -128,6 +136,7 @@ class Cycle:
         self.runner = runner
         self.store = state or DeltaStore.of(flow)
         self.keep_session = keep_session
+        self.owner = owner
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
@@ -183,6 +192,8 @@ class Cycle:
                            sync=False, source=self.clusters.source,
                            target=self.clusters.target, synced=self._synced,
                            state=self.store)
+        if self.owner is not None:
+            prepared = replace(prepared, owner=self.owner)
         # Recorded behind the copies, Delta's lag is the recorder's to close, and is not
         # read in every cycle (it grows between batches, and so would its reading).
         behind = self._records_behind()
@@ -381,13 +392,14 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 def run(config_path: str, config: Config, flow: Flow,
         master: str | None = None, keep_session: bool = False,
         pace: Pace | None = None, clusters: Clusters | None = None,
-        run_id: str | None = None, runner: CopyRunner | None = None) -> CycleResult:
+        run_id: str | None = None, runner: CopyRunner | None = None,
+        owner: Named | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through Spark on `master` (spark-submit's output to stderr); when it fails, the run
     stops there, as the DAG's record and checkpoints do not run after a failed copy.
-    `pace`, `clusters` and `runner`: see `Cycle`."""
+    `pace`, `clusters`, `runner` and `owner`: see `Cycle`."""
     cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters,
-                  runner=runner, keep_session=keep_session)
+                  runner=runner, keep_session=keep_session, owner=owner)
     began = time.monotonic()
     result = cycle.start()
     started = time.monotonic()
@@ -406,7 +418,9 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      on_cycle: Callable[[CycleResult, float], None],
                      master: str | None = None, for_s: float | None = None,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
-                     runner: CopyRunner | None = None, hand_over: bool = False
+                     runner: CopyRunner | None = None, hand_over: bool = False,
+                     owner: Named | None = None,
+                     newest: Callable[[], Named | None] | None = None
                      ) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
@@ -433,30 +447,81 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     On a Spark Connect server (no `runner`), the loop's session is opened and its
     recorder made before its first cycle, beside that cycle's sync and plan
     (`prepare_loop`); the recorder's first batch starts once that cycle is done
-    (`loop_started`)."""
+    (`loop_started`).
+
+    `owner` (a run of the `@continuous` DAG): the continuous run the loop is, as its
+    cycles' lanes name it the flow's newest (`ferry.core.takeover`). Before each cycle,
+    and after one that failed, the loop reads the newest run (`newest`; default: Kafka):
+    once a later continuous run is named, the loop **hands over** to it and ends (its
+    result's `handed_to`; a cycle that failed because its lanes yielded to that run does
+    not fail the loop), closing as at the end of `for_s`. Its next run can so start while
+    this one still copies: the flow copies on through the turn (`docs/airflow.md`)."""
     from ferry.spark.connect import close_sessions, end_loops_at
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    loop = _Looped(flow, runner, following=hand_over)
+    loop = _Looped(flow, runner, following=hand_over, owner=owner)
     timed_out = False
     if hand_over and deadline is not None:
         end_loops_at(deadline)
+    relay = _Relay(flow, owner, newest)
     try:
         _prepare(flow, master, runner)
         while not stop() and (deadline is None or time.monotonic() < deadline):
+            if (handed := relay.handed_to()) is not None:
+                last = last or CycleResult(flow.name, owner.run if owner else "")
+                last.handed_to, timed_out = handed, True
+                return last
             started = time.monotonic()
             last = loop.cycle(config_path, config, master, on_cycle)
             if last.abandoned:
                 continue
             if not last.ok:
+                last.handed_to = relay.handed_to()
+                timed_out = last.handed_to is not None
                 return last
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
         timed_out = not stop()
     finally:
+        relay.close()
         close_sessions(hand_over=hand_over and timed_out)
     return last
+
+
+class _Relay:
+    """Whether a continuous run's loop hands over: a later continuous run of the flow is
+    named its newest (`ferry.core.takeover.hands_over`). Without an owner, never."""
+
+    def __init__(self, flow: Flow, owner: Named | None,
+                 newest: Callable[[], Named | None] | None) -> None:
+        self.flow, self.owner, self._newest = flow, owner, newest
+        self._reader: Any = None
+
+    def handed_to(self) -> str | None:
+        if self.owner is None:
+            return None
+        handed = hands_over(self._read(), self.owner)
+        if handed is not None:
+            log.info("continuous run %s of the flow, later than this one (%s), names itself "
+                     "the flow's newest: this run hands over to it and ends", handed,
+                     self.owner.run, extra={"flow": self.flow.name})
+        return handed
+
+    def _read(self) -> Named | None:
+        if self._newest is not None:
+            return self._newest()
+        if self._reader is None:
+            from ferry.kafka.runs import NewestRun
+
+            self._reader = NewestRun(self.flow)
+        named: Named | None = self._reader.read()
+        return named
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.__exit__(None, None, None)
+            self._reader = None
 
 
 def run_all(config_path: str, config: Config,
@@ -553,10 +618,11 @@ class _Looped:
     cycles."""
 
     def __init__(self, flow: Flow, runner: CopyRunner | None = None,
-                 following: bool = False) -> None:
+                 following: bool = False, owner: Named | None = None) -> None:
         """`following`: the loop follows a run of the flow that ended moments ago, whose
-        paced steps ran then (`Pace.following`)."""
-        self.flow, self.clusters = flow, Clusters.of(flow)
+        paced steps ran then (`Pace.following`). `owner`: the continuous run the loop is
+        (`Cycle`)."""
+        self.flow, self.clusters, self.owner = flow, Clusters.of(flow), owner
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner = runner
         self.started = False
@@ -574,7 +640,7 @@ class _Looped:
         started, run_id = time.monotonic(), new_run_id()
         if not looping:
             result = run(config_path, config, flow, master=master, run_id=run_id,
-                         runner=self.runner)
+                         runner=self.runner, owner=self.owner)
             on_cycle(result, time.monotonic() - started)
             return result
         try:
@@ -592,7 +658,7 @@ class _Looped:
         done = _within(limit, partial(run, config_path, config, flow, master=master,
                                       keep_session=True, pace=self.pace,
                                       clusters=self.clusters, run_id=run_id,
-                                      runner=self.runner))
+                                      runner=self.runner, owner=self.owner))
         if done is None:
             from ferry.spark.connect import abandoned
 

@@ -20,6 +20,7 @@ from ferry.core.internal import positions_group
 from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Limits, Plan, TopicPartition, Watermarks, plan
 from ferry.core.sync.topics import TopicActions
+from ferry.core.takeover import Named
 from ferry.errors import TerminalError
 
 if TYPE_CHECKING:
@@ -46,11 +47,13 @@ class Prepared:
     ends: dict[TopicPartition, int]
     """Every partition's last stable offset; one whose position is there has nothing to
     plan, and its log start is not read."""
+    owner: Named | None = None
+    """The continuous run the cycle is one of (`PlanFile.owner`)."""
 
     def plan_file(self) -> PlanFile:
         """What the copy job gets."""
         return PlanFile(self.flow, self.run_id, self.lanes, self.plan.ranges, self.plan.gaps,
-                        planned_at=self.planned_at)
+                        planned_at=self.planned_at, owner=self.owner)
 
     def details(self) -> dict[str, Any]:
         """What people see beside the plan file (`ferry plan --json`): each partition's

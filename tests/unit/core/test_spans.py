@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.core.spans import SPREAD, longest_span, run_span
+from ferry.core.spans import SPREAD, longest_span, run_end, run_span
 
 
 @pytest.mark.parametrize("seconds", [60.0, 300.0, 600.0])
@@ -27,3 +27,14 @@ def test_twenty_flows_named_alike_end_their_runs_spread_over_the_window() -> Non
     # then: their turns are spread over most of the window, none on top of another
     assert spans[-1] - spans[0] > 0.5 * (2 * SPREAD * 300)
     assert len({round(s) for s in spans}) >= 15
+
+
+@pytest.mark.parametrize(("since", "now", "end"), [
+    (1_000.0, 1_002.0, 1_000.0 + 300 + 60),  # on time: the next run is due at since + span
+    (1_000.0, 1_250.0, 1_000.0 + 300 + 60),  # started late: the same end
+    (1_000.0, 1_500.0, 1_500.0 + 60),        # a retry after the next run was due
+])
+def test_a_run_copies_until_its_hand_over_time_past_its_next_runs_time_or_its_start(
+    since: float, now: float, end: float
+) -> None:
+    assert run_end(since, 300.0, 60.0, now) == end

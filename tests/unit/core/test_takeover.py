@@ -1,5 +1,6 @@
 """Two runs of one flow at once: the newest goes on, an older one yields, and a slot taken
-from the newest in the moment it started is taken back once."""
+from the newest in the moment it started is taken back once; of two continuous runs, the
+earlier hands over to the later."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pytest
 from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.core.takeover import (
+    Named,
     decode_marker,
     encode_marker,
+    hands_over,
     left_over,
     merged,
+    names_itself,
     newer_run,
     take_back,
     yielded,
@@ -23,8 +27,16 @@ COPIED, FAILED, SKIPPED, PENDING = (RangeOutcome.COPIED, RangeOutcome.FAILED,
                                     RangeOutcome.SKIPPED, RangeOutcome.PENDING)
 
 
-def test_a_marker_names_the_run_it_was_written_for() -> None:
-    assert decode_marker(encode_marker("cycle-7", 1_700_000_000_000)) == "cycle-7"
+@pytest.mark.parametrize("named", [Named("cycle-7"), Named("scheduled__2026-12-01", 1_700)])
+def test_a_marker_names_the_run_it_was_written_for_with_a_continuous_runs_place(
+    named: Named
+) -> None:
+    assert decode_marker(encode_marker(named, 1_700_000_000_000)) == named
+
+
+def test_a_marker_of_an_earlier_ferry_names_a_run_of_one_cycle() -> None:
+    earlier = json.dumps({"ferry_format": 1, "ferry_run": "cycle-7", "ferry_at": 5})
+    assert decode_marker(earlier) == Named("cycle-7")
 
 
 @pytest.mark.parametrize("metadata", [
@@ -36,16 +48,30 @@ def test_metadata_that_is_not_a_marker_names_no_run(metadata: str | None) -> Non
     assert decode_marker(metadata) is None
 
 
-@pytest.mark.parametrize(("newest", "run", "newer", "takes_back"), [
-    ("b", "a", "b", False),    # another run is newer: yield, never take back
-    ("a", "a", None, True),    # this run is the newest: go on, take a slot back
-    (None, "a", None, False),  # unknown: go on, but start no tug of war
+A, B = Named("a"), Named("b")  # runs of one cycle
+EARLY, LATE = Named("run-1", 1_000), Named("run-2", 2_000)  # continuous runs, in order
+RETRY = Named("run-1", 1_000)  # the same DAG run's next try
+
+
+@pytest.mark.parametrize(("newest", "me", "newer", "takes_back", "hands_over_to", "names"), [
+    (B, A, "b", False, None, True),       # another run named after: yield, never take back
+    (A, A, None, True, None, True),       # this run is the newest: go on, take a slot back
+    (None, A, None, False, None, True),   # unknown: go on, but start no tug of war
+    (LATE, EARLY, "run-2", False, "run-2", False),  # a later continuous run: hand over
+    (EARLY, LATE, None, True, None, True),  # an earlier one named again: go on, name itself
+    (RETRY, EARLY, None, True, None, True),  # a try of the same run: it is this run
+    (B, EARLY, "b", False, None, True),   # a run of one cycle: yield to it, never hand over
+    (EARLY, A, "run-1", False, None, True),  # one cycle named before a continuous run
+    (None, EARLY, None, False, None, True),
 ])
-def test_the_newest_run_goes_on_and_only_it_takes_a_slot_back(
-    newest: str | None, run: str, newer: str | None, takes_back: bool
+def test_the_newest_run_goes_on_and_an_earlier_continuous_run_hands_over_to_a_later_one(
+    newest: Named | None, me: Named, newer: str | None, takes_back: bool,
+    hands_over_to: str | None, names: bool
 ) -> None:
-    assert newer_run(newest, run) == newer
-    assert take_back(newest, run) is takes_back
+    assert newer_run(newest, me) == newer
+    assert take_back(newest, me) is takes_back
+    assert hands_over(newest, me) == hands_over_to
+    assert names_itself(newest, me) is names
 
 
 def r(start: int, end: int, partition: int = 0) -> Range:

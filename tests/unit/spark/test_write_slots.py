@@ -12,6 +12,7 @@ import pytest
 from ferry.config import Flow
 from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome
+from ferry.core.takeover import Named
 from ferry.errors import WriterTaken
 from ferry.kafka.lane import Lane, LaneResult
 from ferry.spark.copy_job import write_slots
@@ -24,12 +25,13 @@ class Script:
     """What each writer does, in the order writers start ("copy" or "taken"), and what each
     read of the newest run answers, in order (the last answer repeats)."""
 
-    def __init__(self, writers: list[str], newest: list[str | None]) -> None:
-        self.writers, self.answers = list(writers), list(newest)
+    def __init__(self, writers: list[str], newest: list[str | Named | None]) -> None:
+        self.writers = list(writers)
+        self.answers = [Named(a) if isinstance(a, str) else a for a in newest]
         self.started: list[tuple[int, list[int]]] = []
         """(slot, range starts) of each writer started."""
 
-    def read(self) -> str | None:
+    def read(self) -> Named | None:
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
     def writer(self) -> type[Lane]:
@@ -127,3 +129,31 @@ def test_with_no_newest_run_known_a_taken_slot_stops_the_lane_without_taking_it_
     assert [r["error"] for r in rows][1] == "fenced"
     assert all(r["error"].startswith("not started: another writer of this run stopped")
                for r in rows[2:])
+
+
+EARLY, LATE = Named("scheduled-1", 1_000), Named("scheduled-2", 2_000)  # continuous runs
+
+
+def test_a_lane_of_a_later_continuous_run_takes_back_a_slot_the_earlier_one_named_again_took(
+    flow: Flow
+) -> None:
+    # the earlier run read the name just before the later one named itself, named itself
+    # again, and took a slot: the later run goes on all the same, and takes the slot back
+    script = Script(["taken", "copy", "copy"], [EARLY])
+    rows = write_slots(flow, "cycle-9", slots_of(flow), "", script.writer(), script,
+                       owner=LATE)
+    assert len(script.started) == 3
+    assert outcomes(rows) == [("copied", 10)] * 4
+    assert {r["run_id"] for r in rows} == {"cycle-9"}  # its rows are the cycle's
+
+
+def test_a_lane_of_an_earlier_continuous_run_leaves_its_slots_to_the_later_one(
+    flow: Flow
+) -> None:
+    script = Script([], [LATE])
+    rows = write_slots(flow, "cycle-8", slots_of(flow), "", script.writer(), script,
+                       owner=EARLY)
+    assert script.started == []
+    assert {r["outcome"] for r in rows} == {"failed"}
+    assert all(f"run {LATE.run} of the flow started after this one" in r["error"]
+               for r in rows)

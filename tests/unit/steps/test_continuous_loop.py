@@ -12,6 +12,7 @@ import pytest
 import ferry.steps.lag
 from ferry.config import Config
 from ferry.core.sync.schedule import Pace
+from ferry.core.takeover import Named
 from ferry.errors import TransientError
 from ferry.steps.cycle import Clusters, Cycle
 from tests.unit.steps.conftest import ConfigWith
@@ -249,3 +250,51 @@ def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
 
     assert events == ["prepare", "cycle", "started", "cycle", "cycle"]
 
+
+
+EARLY, LATE = Named("scheduled__1", 1_000), Named("scheduled__2", 2_000)
+
+
+@pytest.mark.parametrize(("named", "failed", "cycles_run", "handed_to"), [
+    # a later continuous run names itself after two cycles: the loop hands over to it
+    ([EARLY, EARLY, LATE], False, 2, "scheduled__2"),
+    # the cycle in which the later run's writers took over failed (its lanes yielded):
+    # the loop hands over all the same, and does not fail
+    ([EARLY, LATE], True, 1, "scheduled__2"),
+    # a try of this run after the later one started (a retry): it hands over at once
+    ([LATE], False, 0, "scheduled__2"),
+    # an earlier run, or a run of one cycle, named newest: the loop goes on to its end
+    ([Named("scheduled__0", 500)], False, -1, None),
+    ([Named("cycle-7")], False, -1, None),
+    # a failed cycle with no later run named fails the loop, as before
+    ([EARLY], True, 1, None),
+])
+def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_ends(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, named: list[Named],
+    failed: bool, cycles_run: int, handed_to: str | None
+) -> None:
+    import ferry.spark.connect as connect
+    from ferry.steps.cycle import run_continuously
+
+    closed: list[bool] = []
+    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
+    monkeypatch.setattr(connect, "close_sessions",
+                        lambda hand_over=False: closed.append(hand_over))
+    cycles: list[str] = []
+    config, flow = looping(config_with, monkeypatch, 0.05, cycles.append, failed=failed)
+    answers = list(named)
+
+    def newest() -> Named:  # before each cycle, and after a failed one; the last repeats
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.5,
+                            hand_over=True, owner=EARLY, newest=newest)
+
+    assert last is not None
+    assert last.handed_to == handed_to
+    if cycles_run >= 0:
+        assert len(cycles) == cycles_run
+    else:  # to the end of its span
+        assert len(cycles) >= 3
+    # a hand-over leaves the last Delta batch to the run that took over, as an end on time
+    assert closed == [handed_to is not None or not failed]
