@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 from ferry.config import Config, Flow
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
-from ferry.core.takeover import Named, hands_over
+from ferry.core.takeover import Named, hands_over, names_itself
 from ferry.errors import FerryError
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.plan import Prepared, new_run_id, prepare
-from ferry.steps.ports import CopyRunner, StateStore
+from ferry.steps.ports import CopyRunner, NewestRuns, StateStore
 
 if TYPE_CHECKING:
     from ferry.steps.sync import SyncReport
@@ -419,8 +419,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      master: str | None = None, for_s: float | None = None,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
                      runner: CopyRunner | None = None, hand_over: bool = False,
-                     owner: Named | None = None,
-                     newest: Callable[[], Named | None] | None = None
+                     owner: Named | None = None, newest: NewestRuns | None = None
                      ) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
@@ -450,7 +449,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     (`loop_started`).
 
     `owner` (a run of the `@continuous` DAG): the continuous run the loop is, as its
-    cycles' lanes name it the flow's newest (`ferry.core.takeover`). Before each cycle,
+    cycles' lanes name it the flow's newest (`ferry.core.takeover`), as it names itself
+    after its first cycle too (one that copied nothing named nothing). Before each cycle,
     and after one that failed, the loop reads the newest run (`newest`; default: Kafka):
     once a later continuous run is named, the loop **hands over** to it and ends (its
     result's `handed_to`; a cycle that failed because its lanes yielded to that run does
@@ -480,6 +480,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                 last.handed_to = relay.handed_to()
                 timed_out = last.handed_to is not None
                 return last
+            relay.named()
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
         timed_out = not stop()
@@ -493,35 +494,44 @@ class _Relay:
     """Whether a continuous run's loop hands over: a later continuous run of the flow is
     named its newest (`ferry.core.takeover.hands_over`). Without an owner, never."""
 
-    def __init__(self, flow: Flow, owner: Named | None,
-                 newest: Callable[[], Named | None] | None) -> None:
-        self.flow, self.owner, self._newest = flow, owner, newest
-        self._reader: Any = None
+    def __init__(self, flow: Flow, owner: Named | None, runs: NewestRuns | None) -> None:
+        """`runs`: where the flow's newest run is read and named (default: Kafka)."""
+        self.flow, self.owner, self._runs = flow, owner, runs
+        self._opened: Any = None
+        self._named = False
 
     def handed_to(self) -> str | None:
         if self.owner is None:
             return None
-        handed = hands_over(self._read(), self.owner)
+        handed = hands_over(self.runs.read(), self.owner)
         if handed is not None:
             log.info("continuous run %s of the flow, later than this one (%s), names itself "
                      "the flow's newest: this run hands over to it and ends", handed,
                      self.owner.run, extra={"flow": self.flow.name})
         return handed
 
-    def _read(self) -> Named | None:
-        if self._newest is not None:
-            return self._newest()
-        if self._reader is None:
+    def named(self) -> None:
+        """After the loop's first cycle that succeeded: the run names itself the flow's
+        newest, unless a later one is (an idle cycle copies nothing, so its lanes named
+        nothing), so that the run before hands over now rather than at its run's end."""
+        if self.owner is None or self._named:
+            return
+        self._named = True
+        if names_itself(self.runs.read(), self.owner):
+            self.runs.name(self.owner)
+
+    @property
+    def runs(self) -> NewestRuns:
+        if self._runs is None:
             from ferry.kafka.runs import NewestRun
 
-            self._reader = NewestRun(self.flow)
-        named: Named | None = self._reader.read()
-        return named
+            self._runs = self._opened = NewestRun(self.flow)
+        return self._runs
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.__exit__(None, None, None)
-            self._reader = None
+        if self._opened is not None:
+            self._opened.__exit__(None, None, None)
+            self._opened = self._runs = None
 
 
 def run_all(config_path: str, config: Config,

@@ -28,6 +28,7 @@ from ferry.core.sync.acls import Acl
 from ferry.core.sync.configs import AlterTopicConfig, ReplaceTopicConfig, TopicConfig
 from ferry.core.sync.topics import TopicActions
 from ferry.core.tables import MapRow
+from ferry.core.takeover import Named
 
 if TYPE_CHECKING:
     from ferry.kafka.admin import TopicInfo
@@ -263,6 +264,19 @@ class CopyRunner(Protocol):
 
     def run(self, plan_path: str) -> Copied:
         """The job's exit code and the run as it recorded it (None when it left none)."""
+        ...
+
+
+class NewestRuns(Protocol):
+    """Where the flow's newest run is named and read (`ferry.kafka.runs.NewestRun`; the rule
+    is `ferry.core.takeover`)."""
+
+    def read(self) -> Named | None:
+        """The run named newest; None when none is, or it could not be read."""
+        ...
+
+    def name(self, named: Named) -> bool:
+        """Name `named` the newest; False when the principal may not (a warning says so)."""
         ...
 
 

@@ -255,9 +255,25 @@ def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
 EARLY, LATE = Named("scheduled__1", 1_000), Named("scheduled__2", 2_000)
 
 
+class Runs:
+    """The flow's newest run as a loop reads it: `answers` in order, the last one repeating;
+    what the loop names itself is kept, and read by nobody."""
+
+    def __init__(self, answers: list[Named]) -> None:
+        self.answers, self.names = list(answers), []
+
+    def read(self) -> Named:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def name(self, named: Named) -> bool:
+        self.names.append(named)
+        return True
+
+
 @pytest.mark.parametrize(("named", "failed", "cycles_run", "handed_to"), [
     # a later continuous run names itself after two cycles: the loop hands over to it
-    ([EARLY, EARLY, LATE], False, 2, "scheduled__2"),
+    # (read before each cycle, and once after the first, as the run names itself)
+    ([EARLY, EARLY, EARLY, LATE], False, 2, "scheduled__2"),
     # the cycle in which the later run's writers took over failed (its lanes yielded):
     # the loop hands over all the same, and does not fail
     ([EARLY, LATE], True, 1, "scheduled__2"),
@@ -282,13 +298,10 @@ def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_e
                         lambda hand_over=False: closed.append(hand_over))
     cycles: list[str] = []
     config, flow = looping(config_with, monkeypatch, 0.05, cycles.append, failed=failed)
-    answers = list(named)
-
-    def newest() -> Named:  # before each cycle, and after a failed one; the last repeats
-        return answers.pop(0) if len(answers) > 1 else answers[0]
+    runs = Runs(named)
 
     last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.5,
-                            hand_over=True, owner=EARLY, newest=newest)
+                            hand_over=True, owner=EARLY, newest=runs)
 
     assert last is not None
     assert last.handed_to == handed_to
@@ -298,3 +311,29 @@ def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_e
         assert len(cycles) >= 3
     # a hand-over leaves the last Delta batch to the run that took over, as an end on time
     assert closed == [handed_to is not None or not failed]
+
+
+@pytest.mark.parametrize(("named", "names"), [
+    ([EARLY], [EARLY]),                       # no later run: it names itself once
+    ([Named("scheduled__0", 500)], [EARLY]),  # an earlier run named: it goes on, named
+    ([EARLY, LATE], []),                      # a later run named by then: it hands over
+])
+def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copied_nothing(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, named: list[Named],
+    names: list[Named]
+) -> None:
+    # an idle cycle's lanes name nothing; named after its first cycle, a run makes the one
+    # before hand over now, not at that run's end
+    import ferry.spark.connect as connect
+    from ferry.steps.cycle import run_continuously
+
+    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
+    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
+    cycles: list[str] = []
+    config, flow = looping(config_with, monkeypatch, 0.05, cycles.append)
+    runs = Runs(named)
+
+    run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.4,
+                     hand_over=True, owner=EARLY, newest=runs)
+
+    assert runs.names == names
