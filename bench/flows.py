@@ -144,6 +144,28 @@ BATCH_LINE = re.compile(r"^recorded behind the copy: .* in (?P<seconds>[0-9.]+)s
                         r"(?: \((?P<parts>.*)\))?")
 
 
+def runs_of(airflow: Any, dags: list[str]) -> None:
+    """Each flow's DAG runs: how many, how they ended, and how their runs overlapped (the run
+    before copies on until the next one names itself the flow's newest)."""
+    from datetime import datetime
+
+    overlaps: list[float] = []
+    states: dict[str, int] = {}
+    for dag in dags:
+        runs = sorted(airflow.api("GET", f"/dags/{dag}/dagRuns", limit="100")["dag_runs"],
+                      key=lambda r: r["start_date"] or "")
+        for run in runs:
+            states[run["state"]] = states.get(run["state"], 0) + 1
+        for before, after in itertools.pairwise(runs):
+            if before["end_date"] and after["start_date"]:
+                overlaps.append(datetime.fromisoformat(before["end_date"]).timestamp()
+                                - datetime.fromisoformat(after["start_date"]).timestamp())
+    print("  DAG runs: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+          + (f"; a run ended a median of {statistics.median(overlaps):.1f} s (min "
+             f"{min(overlaps):.1f}, max {max(overlaps):.1f}) after the next one started"
+             if overlaps else ""))
+
+
 def turns(airflow: Any, dags: list[str]) -> None:
     """Where a run's turn goes, over every flow, part by part: from the old run's last cycle
     to its task's end (the loop's close: kept writers, the last Delta batch, the session),
@@ -312,6 +334,7 @@ def main() -> int:
                     follower.join(10)
                 for dag in dags:
                     airflow.api("PATCH", f"/dags/{dag}", {"is_paused": True})
+                runs_of(airflow, dags)
                 turns(airflow, dags)
         finally:
             spark_server.down(tmp / "spark")
@@ -319,7 +342,8 @@ def main() -> int:
     worst = 0.0
     for i, follower in enumerate(followers):
         sequences = [s for s, _ in follower.seen]
-        lost = len(set(range(sent)) - set(sequences))
+        missing = sorted(set(range(sent)) - set(sequences))
+        lost = len(missing)
         doubled = len(sequences) - len(set(sequences))
         late = sorted(lat for s, lat in follower.seen if s >= warm_until)
         if len(late) < 2:
@@ -329,7 +353,8 @@ def main() -> int:
         q = statistics.quantiles(late, n=100, method="inclusive")
         worst = max(worst, q[98])
         print(f"  s{i}->target  p50 {q[49]:5.1f} s  p99 {q[98]:5.1f} s  max {late[-1]:5.1f} s"
-              f"   lost {lost:,}  doubled {doubled:,}")
+              f"   lost {lost:,}  doubled {doubled:,}"
+              + (f" (sequences {missing[0]:,}..{missing[-1]:,} of {sent:,})" if missing else ""))
     print(f"  worst p99 {worst:.1f} s (target <= 5 s)")
     cpu.join(5)
     if cpu.wall:
