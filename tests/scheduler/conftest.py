@@ -14,7 +14,7 @@ from tests.support.airflow_stack import Stack
 
 
 class Standalone(Airflow):
-    """test_flow_under_scheduler's view of the stack: its two flows."""
+    """test_flow_under_scheduler's view of the stack: its three flows."""
 
     def __init__(self, stack: Stack) -> None:
         super().__init__(stack.url)
@@ -22,6 +22,7 @@ class Standalone(Airflow):
         """The stack's AIRFLOW_HOME: the SQLite database, and each component's log."""
         self.short_timeout = stack.flows["short_timeout"]
         self.unsynced_configs = stack.flows["unsynced_configs"]
+        self.relay = stack.flows["relay"]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,7 +1,7 @@
 """A flow's DAG under a real Airflow scheduler (the tier's scheduler, dag-processor and
 api-server, `conftest.py`, not dag.test()): what only the scheduler and the task supervisor
 do, the copy task's execution_timeout and its retries, against real brokers, Spark and
-Delta, through two flows of the tier's config that only this module uses (`standalone`).
+Delta, through three flows of the tier's config that only this module uses (`standalone`).
 
 The timeout test's run is triggered as soon as the module starts (`short_timeout_run`) and
 spends much of its time in the scheduler's wait before its retry (`airflow_stack.RETRY_DELAY_S`),
@@ -10,10 +10,12 @@ finished."""
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -205,3 +207,44 @@ def test_an_audited_call_waiting_for_sqlites_lock_stalls_the_server_less_than_a_
     assert answer["dag_id"] == flow.dag_id and answer["is_paused"] is False
     # and meanwhile the server answered within a task's API timeout, every time
     assert waits and max(waits) < TASK_API_TIMEOUT_S, waits
+
+
+def test_a_continuous_flows_runs_overlap_and_each_hands_over_to_the_next(
+    standalone: Standalone, clusters: dict[str, str]
+) -> None:
+    # given: an @continuous flow whose runs start RELAY_SPAN_S apart, its topic idle (its
+    # cycles start no Spark job; what a hand-over does to records is
+    # tests/integration/test_handover.py)
+    flow = standalone.relay
+    create_topic(clusters["source"], flow.topic, 1)
+
+    def runs() -> list[dict[str, Any]]:
+        found = standalone.api("GET", f"/dags/{flow.dag_id}/dagRuns", limit="100")
+        return sorted(found["dag_runs"], key=lambda r: r["run_after"])
+
+    # when: the scheduler runs the flow's DAG until two of its runs have ended
+    standalone.api("PATCH", f"/dags/{flow.dag_id}", {"is_paused": False})
+    try:
+        wait_for("two runs of the continuous DAG to end", RUN_S, lambda: True if sum(
+            r["state"] == "success" for r in runs()) >= 2 else None, every=1.0)
+    finally:
+        standalone.api("PATCH", f"/dags/{flow.dag_id}", {"is_paused": True})
+
+    # then: each run that ended did so successfully, after the next run had started, and
+    # handed over to it (the next one named itself the flow's newest after its first cycle)
+    found = runs()
+    ended = [r for r in found if r["state"] not in ("running", "queued")]
+    assert ended and all(r["state"] == "success" for r in ended), found
+    for before, after in itertools.pairwise(found):
+        if before["state"] != "success":
+            continue
+        assert after["start_date"] is not None and after["start_date"] < before["end_date"], \
+            (before, after)
+        summary = standalone.xcom(flow.dag_id, before["dag_run_id"], "mirror_continuously")
+        assert summary["handed_to"] == after["dag_run_id"], summary
+        log = standalone.task_log(flow.dag_id, before["dag_run_id"], "mirror_continuously", 1)
+        assert f"continuous run {after['dag_run_id']} of the flow, later than this one" in log
+    # and the runs still going end on their own, by RELAY_HANDOVER_S past their span
+    for run in found:
+        if run["state"] == "running":
+            assert standalone.finished(flow.dag_id, run["dag_run_id"], RUN_S) == "success"

@@ -13,7 +13,9 @@ tests of one module cannot disturb the other's:
   - `short_timeout`: `ferry.copy.timeout.seconds = 2`, less than spark-submit needs to
     start;
   - `unsynced_configs`: `sync.topic.configs.enabled = false`, so a remote topic keeps the
-    configs a test gives it.
+    configs a test gives it;
+  - `relay`: `ferry.schedule = @continuous`, its runs RELAY_SPAN_S apart, each copying
+    on for up to RELAY_HANDOVER_S more (its DAG is paused until its test unpauses it).
 - `tests/scheduler/test_assets_and_connections_under_scheduler.py` (`scheduler`): `assets`
   (two DAG files, `DOWNSTREAM_DAGS`, wait downstream of it), `connected` (its source's
   connection is an `AIRFLOW_CONN_<ID>` variable in every component's environment, its
@@ -73,17 +75,21 @@ RETRY_DELAY_S = 10
 seconds`; the DAG's default of 30 s would only make their tests wait): long enough for the
 retry test to see its mirror wait for the retry and change the target meanwhile."""
 
+RELAY_SPAN_S, RELAY_HANDOVER_S = 15, 30
+"""The `relay` flow's `ferry.continuous.run.seconds` and `….handover.seconds`."""
+
 FLOWS = {
     # name: (the letter of its aliases, its topic's prefix, its module's state dir)
     "short_timeout": ("t", "sched-timeout", "state-flow"),
     "unsynced_configs": ("u", "sched-retry", "state-flow"),
+    "relay": ("r", "sched-relay", "state-flow"),
     "assets": ("a", "sched-assets", "state-assets"),
     "connected": ("c", "sched-connections", "state-assets"),
     "adopted": ("m", "sched-adopted", "state-assets"),
     "differ": ("d", "sched-differ", "state-assets"),
     "webui": ("w", "webui-orders", "state-webui"),
 }
-"""The config's flows between the session's plain clusters, and `connected`: the first two
+"""The config's flows between the session's plain clusters, and `connected`: the first three
 are test_flow_under_scheduler's, the next four test_assets_and_connections_under_scheduler's,
 the last test_ferry_page's (with `unconnected`, which `_config` adds)."""
 
@@ -183,10 +189,14 @@ def _config(base: Path, clusters: dict[str, str],
               f"{far}->{page_target}.topics = {topics['webui']}",
               f"{far}->{page_target}.ferry.state.dir = {base / FLOWS['webui'][2]}"]
     short, unsynced = "->".join(pairs["short_timeout"]), "->".join(pairs["unsynced_configs"])
+    relay = "->".join(pairs["relay"])
     lines += [f"{short}.ferry.copy.timeout.seconds = {SHORT_TIMEOUT_S}",
               f"{short}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.sync.topic.configs.enabled = false",
+              f"{relay}.ferry.schedule = @continuous",
+              f"{relay}.ferry.continuous.run.seconds = {RELAY_SPAN_S}",
+              f"{relay}.ferry.continuous.handover.seconds = {RELAY_HANDOVER_S}",
               "ferry.schedule = none", "replication.factor = 1",
               "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
               # The brokers are shared: another test's `heartbeats` topic is not these flows'.
