@@ -435,7 +435,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     holding the same writer ids, fence whatever the hung one still writes (G11). `runner`
     runs every cycle's copy (None: Spark on `master`).
 
-    `hand_over` (the `@continuous` DAG, whose next run starts as this one ends): a loop
+    `hand_over` (the `@continuous` DAG, whose next run takes over as this one ends): a loop
     that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
     run, which records it from the offset-map topic as its lanes reported it, and starts
     no batch that would outlast it; so the next run's first cycle waits for no batch. A
@@ -455,7 +455,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     once a later continuous run is named, the loop **hands over** to it and ends (its
     result's `handed_to`; a cycle that failed because its lanes yielded to that run does
     not fail the loop), closing as at the end of `for_s`. Its next run can so start while
-    this one still copies: the flow copies on through the turn (`docs/airflow.md`)."""
+    this one still copies: the flow copies on through the turn (`docs/run.md`)."""
     from ferry.spark.connect import close_sessions, end_loops_at
 
     deadline = None if for_s is None else time.monotonic() + for_s
