@@ -290,6 +290,27 @@ def test_a_continuous_flow_is_one_task_of_cycles_in_runs_a_span_apart_that_overl
     assert f"every {span:.0f} s" in dag.doc_md and "at most 45 s more" in dag.doc_md
 
 
+def test_an_at_least_once_continuous_flows_runs_keep_airflows_continuous_schedule(
+    tmp_path: Path
+) -> None:
+    # an at_least_once writer has no transaction for Kafka to fence: a run beside the one
+    # before could double records at every turn
+    from ferry.airflow.dags import build_dags
+    from ferry.core.spans import run_span
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
+                    "A->B.ferry.delivery = at_least_once\n"
+                    "A->B.ferry.continuous.run.seconds = 300\n")
+    dag = build_dags(path=str(path))["ferry_A_to_B"]
+    assert type(dag.timetable).__name__ == "ContinuousTimetable"
+    assert dag.max_active_runs == 1
+    task = dag.get_task("mirror_continuously")
+    assert task.execution_timeout.total_seconds() == pytest.approx(330 + 900 + 60)
+    span = run_span("A->B", 300)
+    assert f"copies for {span:.0f} s; the next starts as it ends" in dag.doc_md
+
+
 
 
 @pytest.mark.integration

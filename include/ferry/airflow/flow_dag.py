@@ -77,11 +77,13 @@ Look up a record: `ferry offsets {path} --flow '{flow.name}' --topic T --partiti
 
 def _run_doc(flow: Flow) -> str:
     if flow.ferry.schedule == "@continuous":
-        return (f"Each run: **mirror_continuously**, whole cycles back to back (sync, "
-                "plan, copy, record; heartbeats and checkpoints when due). A run starts "
-                f"every {run_span(flow.name, flow.ferry.continuous_run_seconds):.0f} s; the "
-                "run before copies on until it hands over to it (at most "
-                f"{flow.ferry.continuous_handover_seconds:.0f} s more), so two runs "
+        span = run_span(flow.name, flow.ferry.continuous_run_seconds)
+        each = ("Each run: **mirror_continuously**, whole cycles back to back (sync, plan, "
+                "copy, record; heartbeats and checkpoints when due).")
+        if not overlaps(flow):
+            return f"{each} A run copies for {span:.0f} s; the next starts as it ends."
+        return (f"{each} A run starts every {span:.0f} s; the run before copies on until it "
+                f"hands over to it (at most {handover_of(flow):.0f} s more), so two runs "
                 "overlap at each turn.")
     return ("Each run: **cycle** (heartbeat, sync of topics, partitions, configs and ACLs, "
             "exact ranges planned, then, when idle or on a warm Spark Connect server, the "
@@ -177,7 +179,9 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
         flow = config.flow(name)
         span = run_span(flow.name, flow.ferry.continuous_run_seconds)
         context = get_current_context()
-        owner, for_s = relay_of(context, span, flow.ferry.continuous_handover_seconds)
+        owner, for_s = relay_of(context, span, handover_of(flow))
+        if not overlaps(flow):  # one run at a time: each copies for its span
+            for_s = span
         # where a run's start goes before its first cycle (the DAG file's parse is logged
         # by Airflow before this)
         log.info("cycles back to back until the next run takes over, %.0fs at most (the "
@@ -291,10 +295,10 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
     with DAG(
         dag_id=flow.dag_id,
         # not Airflow's @continuous, which starts the next run only once one has ended
-        schedule=timedelta(seconds=round(span)),
+        schedule=timedelta(seconds=round(span)) if overlaps(flow) else "@continuous",
         start_date=datetime(2024, 1, 1),
         catchup=False,
-        max_active_runs=2,  # a run, and the next one it hands over to
+        max_active_runs=2 if overlaps(flow) else 1,  # a run, and the next it hands over to
         tags=["ferry", f"source:{flow.source}", f"target:{flow.target}", "continuous",
               *team_tags([flow])],
         doc_md=doc_md(flow, path),
@@ -304,7 +308,19 @@ def _continuous_dag(flow: Flow, path: str) -> Any:
         # abandoned after the cycle limit at the latest; a minute more for the run's own
         # start and end
         task(task_id="mirror_continuously", outlets=outlets(flow), execution_timeout=timedelta(
-            seconds=longest_span(flow.ferry.continuous_run_seconds)
-            + flow.ferry.continuous_handover_seconds + flow.ferry.cycle_timeout_seconds
-            + 60))(mirror_continuously)(path, flow.name)
+            seconds=longest_span(flow.ferry.continuous_run_seconds) + handover_of(flow)
+            + flow.ferry.cycle_timeout_seconds + 60))(mirror_continuously)(path, flow.name)
     return dag
+
+
+def overlaps(flow: Flow) -> bool:
+    """Whether the flow's @continuous runs overlap at a turn: only where Kafka fences the
+    run before (`exactly_once`). An `at_least_once` writer has no transaction to fence, so
+    a run beside it could double records at every turn: its runs keep Airflow's
+    `@continuous` schedule, one at a time, each ending at its span."""
+    return flow.ferry.delivery == "exactly_once"
+
+
+def handover_of(flow: Flow) -> float:
+    """How long a run of the flow copies on past its span for the next to take over."""
+    return flow.ferry.continuous_handover_seconds if overlaps(flow) else 0.0

@@ -331,7 +331,9 @@ KEYS: tuple[FerryKey, ...] = (
              "plans; it ends as soon as the next run names itself the flow's newest, and "
              "after this at the latest. The flow so copies through the turn. 0: a run ends "
              "at its span, and nothing is copied from then until the next run's first cycle. "
-             "Airflow needs a free task slot for the next run meanwhile.",
+             "Airflow needs a free task slot for the next run meanwhile. An at_least_once "
+             "flow's runs never overlap (Airflow's @continuous schedule, one run at a time): "
+             "its writers have no transactions for Kafka to fence.",
              _seconds_or_zero, "60"),
     FerryKey("ferry.state.record.interval.seconds", "60",
              "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
