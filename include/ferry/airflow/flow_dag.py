@@ -161,8 +161,10 @@ def _mirrored(run: Cycle, recorded: dict[str, Any]) -> None:
 
 
 def mirror_continuously(path: str, name: str) -> dict[str, Any]:
-    """Whole cycles back to back for `ferry.continuous.run.seconds` (one line each in the
-    task's log); the first failed cycle fails the task (Airflow retries it)."""
+    """Whole cycles back to back (one line each in the task's log) until the flow's next run
+    takes over, or for `ferry.continuous.run.seconds` where runs do not overlap
+    (`overlaps`); the first failed cycle fails the task (Airflow retries it), unless it
+    failed as the run handed over."""
     import logging
 
     from airflow.sdk import get_current_context
@@ -184,9 +186,9 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
             for_s = span
         # where a run's start goes before its first cycle (the DAG file's parse is logged
         # by Airflow before this)
-        log.info("cycles back to back until the next run takes over, %.0fs at most (the "
-                 "config read in %.1fs)", for_s, time.monotonic() - began,
-                 extra={"flow": flow.name})
+        log.info("cycles back to back %s, %.0fs at most (the config read in %.1fs)",
+                 "until the next run takes over" if overlaps(flow) else "for the run's span",
+                 for_s, time.monotonic() - began, extra={"flow": flow.name})
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
         topics: dict[str, dict[str, Any]] = {}
 
