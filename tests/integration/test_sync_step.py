@@ -383,6 +383,7 @@ def test_a_principal_that_may_not_name_the_newest_run_is_told_the_grant_and_its_
     # given: the mirror principal with the rights granted before runs named themselves
     # the flow's newest (no READ on the newest-run group)
     from ferry.core.internal import run_group
+    from ferry.core.takeover import Named
     from ferry.kafka.runs import NewestRun
     from ferry.steps.plan import prepare
 
@@ -394,7 +395,7 @@ def test_a_principal_that_may_not_name_the_newest_run_is_told_the_grant_and_its_
 
     # when: a run names itself newest
     with NewestRun(flow) as newest:
-        named = newest.name("first")
+        named = newest.name(Named("first"))
         found = newest.read()
 
     # then: a warning names the right and how to grant it; the run is not refused
@@ -406,5 +407,5 @@ def test_a_principal_that_may_not_name_the_newest_run_is_told_the_grant_and_its_
     # and once granted as docs/sync.md says, the name is taken
     grant_mirror_rights(sc, flow, topic_name)
     with NewestRun(flow) as newest:
-        assert newest.name("second") is True
-        assert newest.read() == "second"
+        assert newest.name(Named("second")) is True
+        assert newest.read() == Named("second")
