@@ -75,8 +75,10 @@ RETRY_DELAY_S = 10
 seconds`; the DAG's default of 30 s would only make their tests wait): long enough for the
 retry test to see its mirror wait for the retry and change the target meanwhile."""
 
-RELAY_SPAN_S, RELAY_HANDOVER_S = 15, 30
-"""The `relay` flow's `ferry.continuous.run.seconds` and `….handover.seconds`."""
+RELAY_SPAN_S, RELAY_HANDOVER_S = 15, 300
+"""The `relay` flow's `ferry.continuous.run.seconds` and `….handover.seconds`: a run goes on
+far longer than the next one takes to start, even on a loaded machine (a task's start and
+first cycle took over a minute in a suite run), so each run hands over to the next."""
 
 FLOWS = {
     # name: (the letter of its aliases, its topic's prefix, its module's state dir)

@@ -484,6 +484,9 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
         timed_out = not stop()
+        if timed_out and last is not None and owner is not None:
+            # at its end: whether the run after it is there already, to say it took over
+            last.handed_to = relay.handed_to()
     finally:
         relay.close()
         close_sessions(hand_over=hand_over and timed_out)

@@ -337,3 +337,32 @@ def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copi
                      hand_over=True, owner=EARLY, newest=runs)
 
     assert runs.names == names
+
+
+def test_a_continuous_run_at_its_end_says_it_handed_over_when_the_next_run_is_named_by_then(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run whose last cycle outlasted its end, the next run named meanwhile: it ended on
+    # time, and the next one has taken over
+    import time
+
+    import ferry.spark.connect as connect
+    from ferry.steps.cycle import run_continuously
+
+    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
+    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
+    runs = Runs([EARLY])
+    cycles: list[str] = []
+
+    def seen(run_id: str) -> None:
+        cycles.append(run_id)
+        if len(cycles) == 2:  # the last cycle: past the run's end, the next run named
+            time.sleep(0.4)
+            runs.answers = [LATE]
+
+    config, flow = looping(config_with, monkeypatch, 0.05, seen)
+    last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
+                            hand_over=True, owner=EARLY, newest=runs)
+
+    assert len(cycles) == 2
+    assert last is not None and last.ok and last.handed_to == LATE.run
