@@ -261,19 +261,25 @@ def test_a_broken_config_fails_the_dag_file_with_every_problem(tmp_path: Path) -
     assert {"A.bootstrap.servers", "A->B.enabled"} <= {p.key for p in err.value.problems}
 
 
+def continuous_dag(tmp_path: Path, settings: str) -> Any:
+    """The DAG of flow A->B with `ferry.schedule = @continuous`, runs of 300 s, and
+    `settings` (lines of the flow's own)."""
+    from ferry.airflow.dags import build_dags
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
+                    "A->B.ferry.continuous.run.seconds = 300\n" + settings)
+    return build_dags(path=str(path))["ferry_A_to_B"]
+
+
 def test_a_continuous_flow_is_one_task_of_cycles_in_runs_a_span_apart_that_overlap(
     tmp_path: Path
 ) -> None:
     from datetime import timedelta
 
-    from ferry.airflow.dags import build_dags
     from ferry.core.spans import run_span
 
-    path = tmp_path / "mm2.properties"
-    path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
-                    "A->B.ferry.continuous.run.seconds = 300\n"
-                    "A->B.ferry.continuous.handover.seconds = 45\n")
-    dag = build_dags(path=str(path))["ferry_A_to_B"]
+    dag = continuous_dag(tmp_path, "A->B.ferry.continuous.handover.seconds = 45\n")
     assert [t.task_id for t in dag.tasks] == ["mirror_continuously"]
     # a run every span of the flow (its own: within 10% of the configured one,
     # `ferry.core.spans`), and two at once, the one before handing over to the next
@@ -295,20 +301,14 @@ def test_an_at_least_once_continuous_flows_runs_keep_airflows_continuous_schedul
 ) -> None:
     # an at_least_once writer has no transaction for Kafka to fence: a run beside the one
     # before could double records at every turn
-    from ferry.airflow.dags import build_dags
     from ferry.core.spans import run_span
 
-    path = tmp_path / "mm2.properties"
-    path.write_text(MULTI + "A->B.ferry.schedule = @continuous\n"
-                    "A->B.ferry.delivery = at_least_once\n"
-                    "A->B.ferry.continuous.run.seconds = 300\n")
-    dag = build_dags(path=str(path))["ferry_A_to_B"]
+    dag = continuous_dag(tmp_path, "A->B.ferry.delivery = at_least_once\n")
     assert type(dag.timetable).__name__ == "ContinuousTimetable"
     assert dag.max_active_runs == 1
     task = dag.get_task("mirror_continuously")
     assert task.execution_timeout.total_seconds() == pytest.approx(330 + 900 + 60)
-    span = run_span("A->B", 300)
-    assert f"copies for {span:.0f} s; the next starts as it ends" in dag.doc_md
+    assert f"copies for {run_span('A->B', 300):.0f} s; the next starts as it ends" in dag.doc_md
 
 
 
