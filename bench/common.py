@@ -44,7 +44,7 @@ def work_dir(given: Path | None, prefix: str) -> Iterator[Path]:
 
 def create_topic(bootstrap: str, name: str, partitions: int,
                  config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})  # no BGQUEUE lines
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(60)
 
 
