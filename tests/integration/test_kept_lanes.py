@@ -22,7 +22,14 @@ from ferry.kafka.lane import Lane
 from ferry.spark.copy_job import name_newest, write_slots
 from ferry.spark.kept import KeptLanes
 from ferry.steps.plan import prepare
-from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
+from tests.support.kafka_data import (
+    assert_exact,
+    create_topic,
+    flow_config,
+    grow_topic,
+    pausing,
+    produce,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -117,6 +124,40 @@ def test_a_kept_writer_another_run_fenced_between_cycles_stops_and_its_slot_is_t
     assert sum(r["records"] for r in after) == 400
     assert sorted(Counter(started).values()) == [2, 2]  # each slot's id initialised twice
     assert_exact(flow, clusters, topic_name, 4)
+
+
+def test_kept_writers_copy_a_source_topic_grown_since_their_clients_learnt_it(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a flow of one writer slot, whose first cycle copied three partitions and read
+    # where the empty fourth ends: its kept producer and position reader learnt the remote
+    # topic with four partitions
+    create_topic(clusters["source"], topic_name, 4)
+    produce(clusters["source"], topic_name, records(300, partitions=3))
+    flow = flow_config(tmp_path, clusters, topic_name, "ferry.writers = 1\n").enabled_flows[0]
+    started: list[str] = []
+    lanes = KeptLanes(flow, writer=initialising(started))
+    try:
+        cycle(flow, lanes, "before")
+
+        # when: the source topic grows to eight partitions, all but the last with new
+        # records, and the next cycle's sync grows the remote topic. The kept clients
+        # still hold the metadata of four: librdkafka asks again every five minutes, and
+        # until then answers "Local: Unknown partition" for the new ones (the producer for
+        # a record, the reader for the end of the empty one)
+        grow_topic(clusters["source"], topic_name, 8)
+        produce(clusters["source"], topic_name, records(700, 300, partitions=7))
+        after = cycle(flow, lanes, "after")
+    finally:
+        lanes.close()
+
+    # then: the cycle copied every partition with the kept producer (not failing the new
+    # partitions as refused records, nor as a terminal error), and every record is on the
+    # target once
+    assert outcomes(after) == {RangeOutcome.COPIED}, after
+    assert sum(r["records"] for r in after) == 700
+    assert len(started) == 1
+    assert_exact(flow, clusters, topic_name, 8)
 
 
 class KeptHere:

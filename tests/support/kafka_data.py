@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -62,6 +63,17 @@ def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
     may otherwise not find it yet. Fails if it is not listed so within 60 s."""
     admin = AdminClient(conf(bootstrap))
     admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(30)
+    _wait_listed(admin, name, partitions, "created")
+
+
+def grow_topic(bootstrap: Conn, name: str, partitions: int) -> None:
+    """Grow `name` to `partitions`, returned once the broker lists each with a leader."""
+    admin = AdminClient(conf(bootstrap))
+    admin.create_partitions([NewPartitions(name, partitions)])[name].result(30)
+    _wait_listed(admin, name, partitions, "grown")
+
+
+def _wait_listed(admin: AdminClient, name: str, partitions: int, done: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = admin.list_topics(name, timeout=10).topics.get(name)
@@ -70,8 +82,8 @@ def create_topic(bootstrap: Conn, name: str, partitions: int = 1,
             return
         time.sleep(0.05)
     # a test going on would plan without the topic and fail far from the cause
-    raise AssertionError(f"topic {name} was created but the broker did not list it with a "
-                         "leader for each partition within 60 s")
+    raise AssertionError(f"topic {name} was {done} but the broker did not list its "
+                         f"{partitions} partitions with a leader each within 60 s")
 
 
 def recreate_topic(bootstrap: Conn, name: str, partitions: int = 1) -> None:

@@ -61,6 +61,7 @@ from ferry.kafka.kept import KeptClients
 from ferry.kafka.lane_errors import LaneErrors, is_fenced, refused, unanswered
 from ferry.kafka.lane_state import Part, Refusal
 from ferry.kafka.limits import PER_CALL, chunks
+from ferry.kafka.metadata import learn_partition, unknown_partition
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import backoff, retrying, transient
 from ferry.kafka.stuck import ProducerStuck
@@ -363,11 +364,38 @@ class Lane:
                         budget_s=self.flow.ferry.kafka_retry_seconds)
 
     def remote_end(self, reader: Consumer, part: Part) -> int:
-        """The remote partition's last stable offset."""
-        _, end = self.call(lambda: reader.get_watermark_offsets(
-            KTP(part.remote, part.partition), timeout=CALL_TIMEOUT_S), self.flow.target,
-            f"reading the end of {part.remote}-{part.partition}")
+        """The remote partition's last stable offset. A partition the reader's metadata
+        does not list yet (grown since it learnt the topic) is asked for first."""
+        remote = KTP(part.remote, part.partition)
+
+        def read() -> tuple[int, int]:
+            try:
+                return reader.get_watermark_offsets(remote, timeout=CALL_TIMEOUT_S)
+            except KafkaException as exc:
+                if not unknown_partition(exc) or not self.learn_partition(reader, part):
+                    raise
+            return reader.get_watermark_offsets(remote, timeout=CALL_TIMEOUT_S)
+
+        _, end = self.call(read, self.flow.target,
+                           f"reading the end of {part.remote}-{part.partition}")
         return int(end)
+
+    def learn_partition(self, client: Consumer | Producer, part: Part) -> bool:
+        """Have `client` learn the remote partition its metadata does not list yet
+        (`ferry.kafka.metadata`): False when it is not listed within the retry budget."""
+        extra = {"flow": self.flow.name, "lane": self.lane, "topic": part.remote,
+                 "partition": part.partition}
+        log.info("writer %s: %s-%s is new to its %s (the topic grew since it learnt it); "
+                 "asking for the topic's metadata again", self.lane, part.remote,
+                 part.partition, type(client).__name__.lower(), extra=extra)
+        if learn_partition(client, part.remote, part.partition,
+                           self.flow.ferry.kafka_retry_seconds):
+            return True
+        log.warning("writer %s: cluster %s lists no partition %s of %s after %gs "
+                    "(ferry.kafka.retry.seconds)", self.lane, self.flow.target,
+                    part.partition, part.remote, self.flow.ferry.kafka_retry_seconds,
+                    extra=extra)
+        return False
 
     def flush(self, producer: Producer, until_refused: bool = True,
               seconds: float = CALL_TIMEOUT_S) -> int:
@@ -799,6 +827,8 @@ class Lane:
             except KafkaException as exc:
                 if self.lost_id(producer, exc.args[0]):
                     raise WriterTaken(self.explain.fenced(exc.args[0].str())) from None
+                if unknown_partition(exc) and self.learn_partition(producer, part):
+                    continue  # nothing was queued: the same record goes now
                 offset = _offset(message)
                 self.delivery.refused_on_send(
                     self, part, offset, self.explain.refusal(part, offset, exc.args[0]))
