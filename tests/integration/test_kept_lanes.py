@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from ferry.config import Flow
 from ferry.core import plan_file
@@ -55,7 +55,8 @@ def cycle(flow: Flow, lanes: KeptLanes, run_id: str) -> list[dict[str, Any]]:
     """Plan the flow and copy the plan through `lanes`: the `runs` rows."""
     planned = prepare(flow, run_id=run_id)
     writers = by_writer(planned.plan.ranges, flow.ferry.writers)
-    return lanes.copy(flow, run_id, writers, lanes_of(writers, planned.lanes), "")
+    return lanes.copy(flow, run_id, writers, lanes_of(writers, planned.lanes), "",
+                      topics=planned.plan_file().topics)
 
 
 def kept_flow(clusters: dict[str, str], topic: str, tmp_path: Path
@@ -160,6 +161,74 @@ def test_kept_writers_copy_a_source_topic_grown_since_their_clients_learnt_it(
     assert_exact(flow, clusters, topic_name, 8)
 
 
+class Counting(Lane):
+    """A writer that notes the clients it makes, and the topics each new one learns."""
+
+    made: ClassVar[Counter[str]]
+    learnt: ClassVar[list[tuple[str, frozenset[str]]]]
+
+    def _consumer(self) -> Consumer:
+        self.made["consumer"] += 1
+        return super()._consumer()
+
+    def _target_reader(self) -> Consumer:
+        self.made["reader"] += 1
+        return super()._target_reader()
+
+    def _new_consumer(self) -> Consumer:
+        self.asked: list[set[str]] = []
+        consumer = super()._new_consumer()
+        self.learnt.append(("consumer", frozenset().union(*self.asked)))
+        return consumer
+
+    def _learn_topics(self, consumer: Consumer, topics: set[str]) -> None:
+        getattr(self, "asked", []).append(set(topics))
+        super()._learn_topics(consumer, topics)
+
+    def _start_producer(self, diagnose: bool = False) -> Producer:
+        self.made["producer"] += 1
+        producer = super()._start_producer(diagnose)
+        self.learnt.append(("producer", frozenset(self.learned)))
+        return producer
+
+
+def test_a_lanes_slots_share_its_consumer_and_reader_and_new_clients_learn_every_topic(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a flow of two topics over four writer slots run by two lanes, records in
+    # one topic only
+    busy, idle = f"{topic_name}-busy", f"{topic_name}-idle"
+    for name in (busy, idle):
+        create_topic(clusters["source"], name, 4)
+    produce(clusters["source"], busy, records(400))
+    flow = flow_config(tmp_path, clusters, f"{topic_name}-.*",
+                       "ferry.writers = 4\ntasks.max = 2\n").enabled_flows[0]
+    writer = type("Counted", (Counting,), {"made": Counter(), "learnt": []})
+    lanes = KeptLanes(flow, writer=writer)
+
+    # when: two cycles, new records before the second
+    try:
+        first = cycle(flow, lanes, "first")
+        made = Counter(writer.made)
+        produce(clusters["source"], busy, records(400, 400))
+        second = cycle(flow, lanes, "second")
+    finally:
+        lanes.close()
+
+    # then: each lane made one consumer and one reader for its two slots, each slot one
+    # producer, none made again in the second cycle; every new client learnt both topics
+    # (the producers their remote topics), the idle one too
+    assert outcomes(first) == outcomes(second) == {RangeOutcome.COPIED}
+    assert made == {"consumer": 2, "reader": 2, "producer": 4}
+    assert writer.made == made
+    assert len(writer.learnt) == 6
+    for client, topics in writer.learnt:
+        wanted = {busy, idle} if client == "consumer" else {
+            flow.remote_topic(busy), flow.remote_topic(idle)}
+        assert wanted <= topics, (client, topics)
+    assert_exact(flow, clusters, busy, 4)
+
+
 class KeptHere:
     """A copy runner (`ferry.steps.ports.CopyRunner`) running each plan through `lanes` in
     this process, as a continuous loop on Spark Connect does; each copy's rows are kept."""
@@ -173,7 +242,8 @@ class KeptHere:
         plan = plan_file.read(plan_path)
         writers = by_writer(plan.ranges, self.flow.ferry.writers)
         rows = self.lanes.copy(self.flow, plan.run_id, writers,
-                               lanes_of(writers, plan.lanes), plan.role) if writers else []
+                               lanes_of(writers, plan.lanes), plan.role,
+                               topics=plan.topics) if writers else []
         with self.done:
             self.rows.append(rows)
             self.done.notify_all()

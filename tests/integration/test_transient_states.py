@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +99,32 @@ def test_group_offsets_read_while_the_cluster_restarts_are_returned_once_it_is_b
     # then the reader waited out the broker's start and its loading coordinator
     assert reader.returncode == 0, f"reader exited {reader.returncode}: {err[-3000:]}"
     assert json.loads(out) == [[TOPIC, p, 200 + p, f"m{p}"] for p in range(3)]
+
+
+def test_status_says_a_stalled_broker_answers_once_it_answers_within_the_probe_time(
+    lone_cluster: tuple[Path, str]
+) -> None:
+    # given: the cluster's broker stalled (stopped, as a long pause of its JVM or a
+    # starved machine would hold it) for longer than a loaded machine's slowest answer
+    # seen by the old three-second probe
+    root, _ = lone_cluster
+    (state,) = cluster.states_in(root)
+    assert state.pid is not None
+    os.kill(state.pid, signal.SIGSTOP)
+    resumed = threading.Timer(STALL_S, os.kill, (state.pid, signal.SIGCONT))
+    try:
+        resumed.start()
+        # when: status probes it
+        (row,) = cluster.status(root)
+    finally:
+        resumed.cancel()
+        os.kill(state.pid, signal.SIGCONT)
+
+    # then: running and answering, not "running, not answering"
+    assert row["running"] and row["answering"], row
+
+
+STALL_S = 4.0
 
 
 def _dead_end() -> str:

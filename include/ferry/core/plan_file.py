@@ -43,6 +43,10 @@ class PlanFile:
     owner: Named | None = None
     """The continuous run this cycle is one of, as its lanes name it the flow's newest
     (`ferry.core.takeover`); None: the cycle is a run of its own (named by `run_id`)."""
+    topics: tuple[str, ...] = ()
+    """The flow's source topics planned, idle ones too (a continuous loop's kept clients
+    learn them all when made: `ferry.kafka.kept`); () when not known (a backfill chunk, a
+    plan file of an earlier release)."""
 
     def to_json(self) -> dict[str, Any]:
         data = {"version": VERSION, "flow": self.flow, "run_id": self.run_id,
@@ -51,6 +55,8 @@ class PlanFile:
                 "gaps": [asdict(g) | {"count": g.count} for g in self.gaps]}
         if self.owner is not None:
             data["owner"] = asdict(self.owner)
+        if self.topics:
+            data["topics"] = list(self.topics)
         return data
 
     @classmethod
@@ -73,7 +79,8 @@ class PlanFile:
                 gaps=tuple(Gap(**{k: v for k, v in g.items() if k in gap_keys})
                            for g in data["gaps"]),
                 role=data.get("role", ""), planned_at=data.get("planned_at", ""),
-                label=data.get("label", ""), owner=_owner(data.get("owner")))
+                label=data.get("label", ""), owner=_owner(data.get("owner")),
+                topics=tuple(str(t) for t in data.get("topics", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanFileError(f"{source}: not a Ferry plan file ({exc!r})") from None
 

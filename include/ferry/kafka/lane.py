@@ -239,6 +239,14 @@ class Lane:
             "auto.offset.reset": "error", "log_level": 3, **wait})
         return Consumer(conf)
 
+    def _new_consumer(self) -> Consumer:
+        """A source consumer; one that will be kept first learns every topic of the flow
+        (`KeptClients.flow_topics`)."""
+        consumer = self._consumer()
+        if self.kept is not None and self.kept.flow_topics:
+            self._learn_topics(consumer, set(self.kept.flow_topics))
+        return consumer
+
     def _target_reader(self) -> Consumer:
         """A target consumer in the positions group: its metadata goes with each commit."""
         conf = self.flow.target_admin.confluent({
@@ -255,7 +263,7 @@ class Lane:
             return LaneResult(self.lane, [], 0, 0.0)
         kept = self.kept
         reader = self.reader = (kept and kept.reader) or self._target_reader()
-        consumer = (kept and kept.consumer) or self._consumer()
+        consumer = (kept and kept.consumer) or self._new_consumer()
         producer: Producer | None = None
         failed = True
         try:
@@ -475,16 +483,16 @@ class Lane:
                           extra={"flow": self.flow.name, "lane": self.lane})
 
     def learn_targets(self, producer: Producer, skip: Collection[str] = ()) -> None:
-        """Ask for the metadata of the topics `producer` writes (the remote topics, the
+        """Ask for the metadata of the topics `producer` writes (`_targets`: the remote topics, the
         offset-map topic) before its first transactional call. A new producer has no broker
-        connection yet: librdkafka's first search for the transaction coordinator then finds
-        no broker up and tries again half a second later, and its first records to a topic
-        it has no metadata for wait for that. Asked first, `init_transactions` takes tens of
-        milliseconds, not about half a second in every other lane. On an error nothing is
-        lost but that time. An offset-map topic that is not there fails the writer at once
-        (`_require_map_topic`). Topics in `skip` (a kept producer knows them) are not asked
-        for; those found go to `learned`."""
-        for topic in sorted({p.remote for p in self.parts.values()} | {self.map_topic}):
+        connection yet: librdkafka's first search for the transaction coordinator then finds no
+        broker up and tries again half a second later, and its first records to a topic it has no
+        metadata for wait for that. Asked first, `init_transactions` takes tens of milliseconds,
+        not about half a second in every other lane. On an error nothing is lost but that time.
+        An offset-map topic that is not there fails the writer at once (`_require_map_topic`).
+        Topics in `skip` (a kept producer knows them) are not asked for; those found go to
+        `learned`."""
+        for topic in sorted(self._targets()):
             if topic in skip:
                 continue
             try:
@@ -497,6 +505,15 @@ class Lane:
                 self._require_map_topic(producer)
             elif not _unknown(found):
                 self.learned.add(topic)
+
+    def _targets(self) -> set[str]:
+        """The topics this writer's producer writes: its remote topics and the offset-map
+        topic, and, for a producer that will be kept, the remote topics of every topic of
+        the flow (`KeptClients.flow_topics`)."""
+        topics = {p.remote for p in self.parts.values()} | {self.map_topic}
+        if self.kept is not None:
+            topics |= {self.flow.remote_topic(t) for t in self.kept.flow_topics}
+        return topics
 
     def _require_map_topic(self, producer: Producer) -> None:
         """Fail at once, copying nothing, when the offset-map topic is not on the target:

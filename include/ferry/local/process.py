@@ -400,8 +400,15 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
     return states
 
 
+STATUS_PROBE_S = 10.0
+"""How long `status` waits for a running cluster's metadata before it says the cluster is
+not answering. A loaded machine answers in well under a second; a broker whose JVM is
+paused, or starved of the cores, took longer than the three seconds this used to be."""
+
+
 def status(root: Path | None = None) -> list[dict[str, object]]:
-    """One entry per cluster: alias, bootstrap, pid, running, answering."""
+    """One entry per cluster: alias, bootstrap, pid, running, answering (its metadata came
+    within `STATUS_PROBE_S`)."""
     from ferry.local.probe import answers
 
     result: list[dict[str, object]] = []
@@ -410,7 +417,8 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
         answering = False
         if running:
             try:
-                answering = answers(state.bootstrap, settings=admin_client_settings(state))
+                answering = answers(state.bootstrap, timeout=STATUS_PROBE_S,
+                                    settings=admin_client_settings(state))
             except TerminalError:  # a secure cluster whose credentials are gone
                 answering = False
         result.append({

@@ -83,10 +83,11 @@ class KeptWriters(Protocol):
     cycle (`ferry.spark.kept.KeptLanes`)."""
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-             lanes: list[list[int]], role: str, owner: Named | None = None
-             ) -> list[dict[str, Any]]:
+             lanes: list[list[int]], role: str, owner: Named | None = None,
+             topics: Collection[str] = ()) -> list[dict[str, Any]]:
         """The `runs` rows of lane `i` running the slots `lanes[i]` of `writers`, the run
-        named as `owner` (default: `run_id`)."""
+        named as `owner` (default: `run_id`); `topics`, the flow's source topics, are
+        learnt by new clients at once."""
         ...
 
 
@@ -440,7 +441,7 @@ def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
     try:
         if writers and kept is not None:
             runs = kept.copy(flow, run_id, writers, lanes_of(writers, plan.lanes), plan.role,
-                             plan.owner)
+                             plan.owner, plan.topics)
         elif writers:
             assert spark is not None, "lanes as Spark tasks need a session"
             name_newest(flow, run_id, plan.role, plan.owner)

@@ -1,17 +1,18 @@
 """A continuous loop's lanes, kept in its own process from cycle to cycle (adapter).
 
 With `ferry.continuous.lanes=kept` (the default), a continuous loop on a Spark Connect
-server runs its copy job's lanes here instead of as Spark tasks: one thread per lane, each
-running its writer slots one after another (`copy_job.write_slots`, as a Spark task
+server runs its copy job's lanes here instead of as Spark tasks: one thread per lane,
+each running its writer slots one after another (`copy_job.write_slots`, as a Spark task
 does), every slot's writer starting from the clients the slot's writer of the cycle
-before kept (`ferry.kafka.kept`). A cycle then costs no Spark job, no Python worker and
-no new producer: only its reads, sends and commits. Spark still appends the runs and the
-offset map, behind the copies (`ferry.spark.recorder`).
+before kept (`ferry.kafka.kept`): its producer, and the source consumer and position
+reader of its lane, which the lane's slots share. A cycle then costs no Spark job, no
+Python worker and no new producer: only its reads, sends and commits. Spark still appends
+the runs and the offset map, behind the copies (`ferry.spark.recorder`).
 
 The writers are the same as Spark's: the same transactional ids, the same positions read
-before each cycle's first record, the same takeover rule between runs of the flow. Threads
-share the process's interpreter, so lanes run side by side only while librdkafka works
-(it releases the interpreter); one lane's rate is what one Python core copies.
+before each cycle's first record, the same takeover rule between runs of the flow.
+Threads share the process's interpreter, so lanes run side by side only while librdkafka
+works (it releases the interpreter); one lane's rate is what one Python core copies.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.takeover import Named, names_itself
-from ferry.kafka.kept import KeptClients
+from ferry.kafka.kept import KeptClients, LaneReaders
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     from ferry.config import Flow
     from ferry.core.planner import Range
@@ -43,6 +44,9 @@ class KeptLanes:
         """`writer`: makes a slot's writer, as `Lane` takes its arguments (default `Lane`)."""
         self.flow, self._make = flow, writer
         self._slots: dict[tuple[str, int], KeptClients] = {}
+        self._readers: dict[tuple[str, int], LaneReaders] = {}
+        """Each lane's consumer and reader, by role and lane: a lane runs its slots one
+        after another, so they are never used by two writers at once."""
         self._pool: ThreadPoolExecutor | None = None
         self._threads = 0
         self._newest: NewestRun | None = None
@@ -51,12 +55,13 @@ class KeptLanes:
         the loop as hung, and its writers may still be using the kept clients."""
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-             lanes: list[list[int]], role: str, owner: Named | None = None
-             ) -> list[dict[str, Any]]:
+             lanes: list[list[int]], role: str, owner: Named | None = None,
+             topics: Collection[str] = ()) -> list[dict[str, Any]]:
         """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
         as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
         changed since the last cycle starts with new clients. `owner`: the run as it names
-        itself the flow's newest (default: `run_id`; `copy_job.name_newest`)."""
+        itself the flow's newest (default: `run_id`; `copy_job.name_newest`). `topics`: the
+        flow's source topics, idle ones too (the plan's), which new clients learn at once."""
         if flow != self.flow:
             log.info("flow %s changed; its kept writers start afresh", flow.name,
                      extra={"flow": flow.name})
@@ -69,14 +74,14 @@ class KeptLanes:
             self.abandon()
         self._copying = token = object()
         try:
-            return self._copy(flow, run_id, writers, lanes, role, owner)
+            return self._copy(flow, run_id, writers, lanes, role, owner, frozenset(topics))
         finally:
             if self._copying is token:
                 self._copying = None
 
     def _copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
-              lanes: list[list[int]], role: str, owner: Named | None
-              ) -> list[dict[str, Any]]:
+              lanes: list[list[int]], role: str, owner: Named | None,
+              topics: frozenset[str]) -> list[dict[str, Any]]:
         from ferry.spark.copy_job import write_slots
 
         me = owner or Named(run_id)
@@ -85,22 +90,25 @@ class KeptLanes:
             newest.name(me)
         pool = self._pool_of(len(lanes))
 
-        def lane(slots: list[int]) -> list[dict[str, Any]]:
+        def lane(index: int, slots: list[int]) -> list[dict[str, Any]]:
             return write_slots(flow, run_id, [(s, writers[s]) for s in slots], role,
-                               writer=self._writer(role), newest=newest, owner=me)
+                               writer=self._writer(role, index, topics), newest=newest,
+                               owner=me)
 
         rows: list[dict[str, Any]] = []
-        for done in [pool.submit(lane, slots) for slots in lanes]:
+        for done in [pool.submit(lane, i, slots) for i, slots in enumerate(lanes)]:
             rows.extend(done.result())
         return rows
 
-    def _writer(self, role: str) -> Callable[..., Lane]:
-        """Makes a slot's writer with the clients the slot kept."""
+    def _writer(self, role: str, lane: int, topics: frozenset[str]) -> Callable[..., Lane]:
+        """Makes a slot's writer, run by lane `lane`, with the clients the slot kept and
+        the lane's consumer and reader."""
         from ferry.core.internal import transactional_id
         from ferry.core.lanes import writer_of
         from ferry.kafka.lane import Lane
 
         slots = self._slots  # a copy abandoned later keeps to the clients it started with
+        readers = self._readers.setdefault((role, lane), LaneReaders())
 
         def writer(flow: Flow, ranges: list[Range], run_id: str, **kwargs: Any) -> Lane:
             make = self._make or Lane
@@ -111,6 +119,7 @@ class KeptLanes:
             if kept is None:
                 kept = slots[(role, slot)] = KeptClients(
                     transactional_id(flow, slot, role))
+            kept.readers, kept.flow_topics = readers, topics
             return make(flow, ranges, run_id, kept=kept, **kwargs)
 
         return writer
@@ -136,7 +145,7 @@ class KeptLanes:
     def abandon(self) -> None:
         """Forget every kept client without waiting for the threads that hold them (a cycle
         the loop gave up on as hung): the next writers make new ones and fence them."""
-        self._slots = {}
+        self._slots, self._readers = {}, {}
         self._pool, self._threads, self._newest = None, 0, None
         self._copying = None
 
@@ -146,6 +155,8 @@ class KeptLanes:
             self._pool.shutdown(wait=True)
         for kept in self._slots.values():
             kept.discard()
+        for readers in self._readers.values():
+            readers.discard()
         if self._newest is not None:
             self._newest.__exit__(None, None, None)
         self.abandon()

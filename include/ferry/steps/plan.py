@@ -53,7 +53,8 @@ class Prepared:
     def plan_file(self) -> PlanFile:
         """What the copy job gets."""
         return PlanFile(self.flow, self.run_id, self.lanes, self.plan.ranges, self.plan.gaps,
-                        planned_at=self.planned_at, owner=self.owner)
+                        planned_at=self.planned_at, owner=self.owner,
+                        topics=tuple(sorted(self.topics)))
 
     def details(self) -> dict[str, Any]:
         """What people see beside the plan file (`ferry plan --json`): each partition's

@@ -19,7 +19,7 @@ PLAN = PlanFile(
             Range("orders", 1, 0, 0),
             Range("audit", 0, 40, 90, skip_from=10)),
     gaps=(Gap("audit", 0, 10, 40),), role="backfill", planned_at="2026-11-26T14:00:00+00:00",
-    label="chunk 1/2: 2 topics, 3 partitions, 200 offsets")
+    label="chunk 1/2: 2 topics, 3 partitions, 200 offsets", topics=("audit", "idle", "orders"))
 
 
 def test_a_plan_written_then_read_is_the_same_plan(tmp_path: Path) -> None:
@@ -27,6 +27,14 @@ def test_a_plan_written_then_read_is_the_same_plan(tmp_path: Path) -> None:
 
     assert plan_file.read(path) == PLAN
     assert json.loads(Path(path).read_text())["version"] == plan_file.VERSION
+
+
+def test_a_plan_without_the_flows_topics_an_earlier_release_wrote_reads_as_none_known(
+) -> None:
+    data = PLAN.to_json()
+    del data["topics"]
+
+    assert PlanFile.from_json(data).topics == ()
 
 
 def test_keys_for_people_beside_the_plan_are_ignored_by_the_reader() -> None:
