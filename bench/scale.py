@@ -2,7 +2,7 @@
 thousand), a record in each, on a warm local Spark Connect server.
 
     .venv/bin/python bench/scale.py [--topics 50] [--partitions 200] [--per-partition 1]
-                                    [--cycles 100] [--touched 100]
+                                    [--cycles 100] [--touched 100] [--set KEY=VALUE ...]
 
 1. The first cycle (`ferry mirror`, a process of its own: remote topics created, every
    partition copied). Target: under 60 s.
@@ -61,7 +61,7 @@ def rss(pid: int) -> int:
 
 class Loop(threading.Thread):
     """Follows `ferry mirror --continuous --json`: each cycle, and the memory of the loop
-    and of the server after the 10th cycle and after the last."""
+    and of the server after cycles 10, 25, 50 and 75 and every hundredth."""
 
     def __init__(self, ferry: subprocess.Popen[str], server: int) -> None:
         super().__init__(daemon=True)
@@ -77,7 +77,7 @@ class Loop(threading.Thread):
                 continue
             with self.changed:
                 self.cycles.append(json.loads(line))
-                if len(self.cycles) in (10, 50) or len(self.cycles) % 100 == 0:
+                if len(self.cycles) in (10, 25, 50, 75) or len(self.cycles) % 100 == 0:
                     self.memory[len(self.cycles)] = (rss(self.ferry.pid), rss(self.server))
                 self.changed.notify_all()
 
@@ -94,6 +94,9 @@ def main() -> int:
     parser.add_argument("--per-partition", type=int, default=1)
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--touched", type=int, default=100)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a line for the flow's config, e.g. "
+                             "ferry.state.record.interval.seconds=600")
     args = parser.parse_args()
     total = args.topics * args.partitions
     with tempfile.TemporaryDirectory(prefix="ferry-bench-") as name, \
@@ -118,10 +121,12 @@ def main() -> int:
         producer.flush(60)
         server = spark_server.up(tmp / "spark")
         try:
+            extra = "".join(f"{line.replace('=', ' = ', 1)}\n" for line in args.set)
             config = write_config(tmp / "mm2.properties", clusters, "scale-.*", tmp / "state",
-                                  f"ferry.spark.master = {server.url}\n")
+                                  f"ferry.spark.master = {server.url}\n{extra}")
             print(f"scale: {args.topics} topics, {total:,} partitions, "
-                  f"{total * args.per_partition:,} records, warm Spark")
+                  f"{total * args.per_partition:,} records, warm Spark"
+                  f"{''.join(' ' + x for x in args.set)}")
             seconds, first = ferry_mirror(config)
             print(f"  first cycle (remote topics created; a process of its own)  "
                   f"{seconds:.1f} s  (target < 60 s); {first['offsets']:,} offsets")
