@@ -130,7 +130,6 @@ def main() -> int:
             seconds, first = ferry_mirror(config)
             print(f"  first cycle (remote topics created; a process of its own)  "
                   f"{seconds:.1f} s  (target < 60 s); {first['offsets']:,} offsets")
-            written = sum(delivered)
             running = subprocess.Popen(
                 [str(Path(sys.executable).parent / "ferry"), "mirror", config, "--flow",
                  "source->target", "--continuous", "--json"],
@@ -145,9 +144,9 @@ def main() -> int:
                 while len(loop.cycles) < args.cycles:
                     loop.wait_for(len(loop.cycles) + 3)  # a few idle cycles between
                     for topic, partition in pick.sample(spots, args.touched):
-                        producer.produce(topic, b"y" * 200, partition=partition)
+                        producer.produce(topic, b"y" * 200, partition=partition,
+                                         on_delivery=count)
                     producer.flush(30)
-                    written += args.touched
                     before = len(loop.cycles)
                     deadline = time.monotonic() + 120
                     while time.monotonic() < deadline:
@@ -180,6 +179,8 @@ def main() -> int:
                   f"({len(idle)}): {spread(idle)} (target < 1 s)")
             print(f"  cycles copying 1 record in each of {args.touched} partitions "
                   f"({len(touched)}): {spread(touched)} (target < 3 s)")
+            producer.flush(60)
+            written = sum(delivered)  # every record the source acknowledged
             print(f"  copied (the runs table): {mirrored:,} of {written:,} records")
             base = loop.memory.get(10)
             if base:

@@ -28,6 +28,7 @@ from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.core.takeover import Named, hands_over, names_itself
 from ferry.errors import FerryError
+from ferry.heap import Trimming
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.plan import Prepared, new_run_id, prepare
@@ -465,6 +466,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     if hand_over and deadline is not None:
         end_loops_at(deadline)
     relay = _Relay(flow, owner, newest)
+    trimming = Trimming()
     try:
         _prepare(flow, master, runner)
         while not stop() and (deadline is None or time.monotonic() < deadline):
@@ -481,6 +483,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                 timed_out = last.handed_to is not None
                 return last
             relay.named()
+            trimming.after_cycle()  # the loop's memory stays level (`ferry.heap`)
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
         timed_out = not stop()

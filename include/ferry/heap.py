@@ -1,0 +1,69 @@
+"""Give the heap's free memory back to the operating system, in a long-lived process.
+
+glibc's malloc keeps what a process frees for its next allocations, and returns to the
+system only free memory at the top of the main heap. A continuous loop at ten thousand
+partitions builds and drops structures of every partition each cycle (ends, positions,
+Delta batches) in several threads, each with heaps of its own: its resident memory
+climbed by a fifth over a hundred cycles and more over three hundred, of which a single
+`malloc_trim` gave back about a hundred MiB. So the loop trims, now and then, between
+cycles (`Trimming`).
+
+Elsewhere (musl, macOS) there is no `malloc_trim`, and trimming does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+TRIM_INTERVAL_S = 30.0
+"""How often a loop trims at most: a trim takes milliseconds, done between cycles."""
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim` among the symbols the process has loaded (no library search:
+    that would start `ldconfig`), or None."""
+    try:
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+    if trim is None:
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim  # type: ignore[no-any-return]
+
+
+_TRIM = _malloc_trim()
+
+
+def trim() -> bool:
+    """Return the free memory of every heap of the process to the system (glibc); whether
+    anything was returned. False, and nothing done, where malloc has no trim."""
+    return bool(_TRIM(0)) if _TRIM is not None else False
+
+
+class Trimming:
+    """Trims at most once every `interval_s` seconds: call `after_cycle` between cycles."""
+
+    def __init__(self, interval_s: float = TRIM_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic,
+                 release: Callable[[], bool] = trim) -> None:
+        self.interval_s, self._clock, self._release = interval_s, clock, release
+        self._last: float | None = None
+        self.trims = 0
+
+    def after_cycle(self) -> None:
+        """Trim when the last trim is `interval_s` old (or there was none)."""
+        now = self._clock()
+        if self._last is not None and now - self._last < self.interval_s:
+            return
+        self._last = now
+        started = time.monotonic()
+        released = self._release()
+        self.trims += 1
+        log.debug("heap trimmed in %.3fs (%s)", time.monotonic() - started,
+                  "memory returned" if released else "nothing to return")
