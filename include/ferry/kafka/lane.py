@@ -483,15 +483,15 @@ class Lane:
                           extra={"flow": self.flow.name, "lane": self.lane})
 
     def learn_targets(self, producer: Producer, skip: Collection[str] = ()) -> None:
-        """Ask for the metadata of the topics `producer` writes (`_targets`: the remote topics, the
-        offset-map topic) before its first transactional call. A new producer has no broker
-        connection yet: librdkafka's first search for the transaction coordinator then finds no
-        broker up and tries again half a second later, and its first records to a topic it has no
-        metadata for wait for that. Asked first, `init_transactions` takes tens of milliseconds,
-        not about half a second in every other lane. On an error nothing is lost but that time.
-        An offset-map topic that is not there fails the writer at once (`_require_map_topic`).
-        Topics in `skip` (a kept producer knows them) are not asked for; those found go to
-        `learned`."""
+        """Ask for the metadata of the topics `producer` writes (`_targets`: the remote
+        topics, the offset-map topic) before its first transactional call. A new producer
+        has no broker connection yet: librdkafka's first search for the transaction
+        coordinator then finds no broker up and tries again half a second later, and its
+        first records to a topic it has no metadata for wait for that. Asked first,
+        `init_transactions` takes tens of milliseconds, not about half a second in every
+        other lane. On an error nothing is lost but that time. An offset-map topic that is
+        not there fails the writer at once (`_require_map_topic`). Topics in `skip` (a kept
+        producer knows them) are not asked for; those found go to `learned`."""
         for topic in sorted(self._targets()):
             if topic in skip:
                 continue
