@@ -8,7 +8,7 @@ climbed by a fifth over a hundred cycles and more over three hundred, of which a
 `malloc_trim` gave back about a hundred MiB, while the memory malloc had handed out stayed
 level (about 200 MiB from the first cycles on). So the loop trims between cycles, at most
 every few seconds (`Trimming`): a trim takes about a millisecond, or tens of milliseconds
-when it returns hundreds of MiB.
+when it returns hundreds of MiB. It also keeps fewer heaps (`limit_arenas`).
 
 Elsewhere (musl, macOS) there is no `malloc_trim`, and trimming does nothing.
 """
@@ -41,6 +41,29 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 _TRIM = _malloc_trim()
+
+M_ARENA_MAX = -8
+"""mallopt's parameter for the most heaps ("arenas") malloc keeps (glibc's malloc.h)."""
+
+LOOP_ARENAS = 2
+"""The heaps a continuous loop's process keeps. By default glibc gives threads up to eight
+heaps per core, and a loop runs dozens of threads (librdkafka's, the lanes', the
+recorder's): each heap keeps its own free memory and fragments on its own. With two,
+its resident memory at 10,000 partitions stayed within 5 % over a hundred cycles, where
+with the default it rose by 7–14 % (both trimming every 5 s)."""
+
+
+def limit_arenas(arenas: int = LOOP_ARENAS) -> bool:
+    """Have malloc keep at most `arenas` heaps from now on (heaps made already stay);
+    whether it took. Call it before a long-lived process starts its threads."""
+    try:
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    except OSError:
+        return False
+    if mallopt is None:
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, arenas))
 
 
 def trim() -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.heap import Trimming, trim
+from ferry.heap import Trimming, limit_arenas, trim
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,8 @@ def test_a_trim_returns_the_free_memory_between_live_blocks_to_the_system() -> N
     assert returned is True
     assert before - _resident() > 100 * 2**20
     assert len(kept) == 800
+
+
+def test_malloc_takes_a_limit_on_its_heaps() -> None:
+    # glibc's mallopt answers 1 when it took the setting, 0 when it refused it
+    assert limit_arenas() is True

@@ -28,7 +28,7 @@ from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.core.takeover import Named, hands_over, names_itself
 from ferry.errors import FerryError
-from ferry.heap import Trimming
+from ferry.heap import Trimming, limit_arenas
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.plan import Prepared, new_run_id, prepare
@@ -466,6 +466,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     if hand_over and deadline is not None:
         end_loops_at(deadline)
     relay = _Relay(flow, owner, newest)
+    limit_arenas()  # before the lanes' and clients' threads: see `ferry.heap`
     trimming = Trimming()
     try:
         _prepare(flow, master, runner)
