@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.core.internal import offset_map_topic
@@ -136,3 +136,64 @@ def test_a_recreated_source_topic_is_refused_whether_its_position_was_restored_o
         ("source-recreated", topic_name, 0, "second-life")]
     assert positions(clusters, flow, [(remote, 0)]) == [500 if restore_first else -1001]
     assert len(read_all(clusters["target"], remote, 0)) == 500
+
+
+def _commit_stale(bootstrap: str, group: str, remote: str, position: int, metadata: str
+                  ) -> None:
+    """Commit `position` with `metadata` into `group` on `remote`-0: what the group
+    coordinator still holds of a deleted topic until it drops the topic's offsets, which it
+    does asynchronously after the deletion (a sync creating the topic again can come first).
+    Committed after the deletion so that the coordinator never drops it: the window held
+    open."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(remote, 0, position, metadata=metadata)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("refill", ["then-records-arrive", "the-source-idle"])
+def test_a_recreated_remote_topic_is_mirrored_again_from_the_start_not_from_old_positions(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, refill: str
+) -> None:
+    # given: 20 records mirrored (position 20), then the remote topic deleted and created
+    # again while the positions group still holds position 20 of the old topic (the window
+    # between the deletion and the coordinator dropping its offsets, held open); then 3 more
+    # records arrive, or the source stays idle (its position is its end)
+    from ferry.core.internal import positions_group
+    from tests.support.groups import positions
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"v{i}".encode(), 0) for i in range(20)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    assert run_cycle(flow, "first") == 20
+    remote = flow.remote_topic(topic_name)
+    group = positions_group(flow)
+    admin = AdminClient({"bootstrap.servers": clusters["target"]})
+    (old,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(remote, 0)])])[group].result(30).topic_partitions
+    assert old.offset == 20
+    _delete(clusters["target"], remote)
+    create_topic(clusters["target"], remote, 1)
+    if refill == "then-records-arrive":
+        produce(clusters["source"], topic_name,
+                [(None, f"v{i}".encode(), 0) for i in range(20, 23)])
+    _commit_stale(clusters["target"], group, remote, 20, old.metadata)
+
+    # when
+    copied = run_cycle(flow, "after")
+
+    # then: the new remote topic holds every source record, once, in order; the old
+    # position was an incident, not a place to resume from
+    assert copied == (23 if refill == "then-records-arrive" else 20)
+    source = [r.content() for r in read_all(clusters["source"], topic_name, 0)]
+    assert [r.content() for r in read_all(clusters["target"], remote, 0)] == source
+    assert positions(clusters, flow, [(remote, 0)]) == [len(source)]
+    found = rows(StatePaths(flow.ferry.state_dir).incidents, flow.name)
+    assert [(r["kind"], r["topic"], r["partition"], r["run_id"]) for r in found] == [
+        ("remote-recreated", topic_name, 0, "after")]
+    assert run_cycle(flow, "idle") == 0

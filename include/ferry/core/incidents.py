@@ -2,6 +2,9 @@
 the `incidents` table and logged, like a gap: named, never silent.
 
 - `source-recreated`: a source topic was deleted and created again; the run stops.
+- `remote-recreated`: a remote topic was deleted and created again while positions of the
+  old one were still committed; those are not resumed from, the partition is mirrored
+  into the new topic again.
 - `offset-map-recreated`: the target's offset-map topic was; it is read from its start.
 - `position-restored`: Kafka expired a flow's position; it was taken from the offset map.
 
@@ -21,6 +24,7 @@ from ferry.errors import FerryError
 log = logging.getLogger(__name__)
 
 SOURCE_RECREATED = "source-recreated"
+REMOTE_RECREATED = "remote-recreated"
 OFFSET_MAP_RECREATED = "offset-map-recreated"
 POSITION_RESTORED = "position-restored"
 

@@ -33,10 +33,19 @@ class PositionMeta:
     """The source topic's ID (a recreated topic has another)."""
     adopted: str = ""
     """For a position `ferry adopt` wrote: the adoption's run id."""
+    target_id: str = ""
+    """The remote topic's ID ("" in positions of an older Ferry): a remote topic deleted
+    and created again has another, and a position of the old one counts records the new
+    one never got (`stale_for`)."""
+
+    def stale_for(self, target_id: str) -> bool:
+        """Whether the position was committed for another incarnation of the remote topic
+        than `target_id` (its current ID; "" when unknown: never stale)."""
+        return bool(self.target_id and target_id and self.target_id != target_id)
 
 
 def encode_position(target_end: int | None, owner: str = "", source_id: str = "",
-                    adopted: str = "") -> str:
+                    adopted: str = "", target_id: str = "") -> str:
     """The commit metadata of a position ("" when there is nothing to record)."""
     data: dict[str, object] = {}
     if target_end is not None:
@@ -47,6 +56,8 @@ def encode_position(target_end: int | None, owner: str = "", source_id: str = ""
         data["ferry_source_id"] = source_id
     if adopted:
         data["ferry_adopted"] = adopted
+    if target_id:
+        data["ferry_target_id"] = target_id
     return json.dumps({"ferry_format": POSITION_FORMAT} | data) if data else ""
 
 
@@ -72,7 +83,8 @@ def decode_position(metadata: str | None) -> PositionMeta:
 
     end = data.get("ferry_target_end")
     return PositionMeta(end if isinstance(end, int) and not isinstance(end, bool) else None,
-                        text("ferry_owner"), text("ferry_source_id"), text("ferry_adopted"))
+                        text("ferry_owner"), text("ferry_source_id"), text("ferry_adopted"),
+                        text("ferry_target_id"))
 
 
 class Unread:
@@ -103,6 +115,8 @@ class PositionWrite:
     expect: int | Unread | None = UNREAD
     adopted: str = ""
     """The adoption's run id, for a position `ferry adopt` writes."""
+    target_id: str = ""
+    """The remote topic's ID the position is written for ("" unknown)."""
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ class AdoptionWriter(PositionWriter):
                 yield entry
 
         moved = self.write(PositionWrite(topic, partition, position, target_end, source_id,
-                                         counted(), expect=None, adopted=self.adopted))
+                                         counted(), expect=None, adopted=self.adopted,
+                                         target_id=self.ids[1].get(remote, "")))
         if moved is not None:
             raise TerminalError(
                 f"flow {self.flow.name}: Ferry began mirroring {remote}-{partition} during the "

@@ -355,7 +355,8 @@ class AtLeastOnce(Delivery):
             part.target_end = lane.remote_end(reader, part)
             offsets.append(KTP(part.remote, part.partition, part.covered,
                                metadata=encode_position(part.target_end,
-                                                          source_id=part.source_id)))
+                                                          source_id=part.source_id,
+                                                          target_id=part.target_id)))
         _commit_plainly(lane, reader, offsets, "committing start positions")
 
     def refused_on_send(self, lane: Lane, part: Part, source_offset: int,

@@ -435,11 +435,22 @@ class Lane:
 
     def resume_from_committed(self, reader: Consumer) -> None:
         """Read the committed positions: each partition resumes where the last committed
-        batch ended; ranges wholly before it are skipped."""
+        batch ended; ranges wholly before it are skipped. A position committed for an
+        earlier incarnation of the remote topic (`PositionMeta.stale_for`) is none: the
+        records it counts went with the deleted topic."""
         keys = list(self.parts)
         for key, tp in zip(keys, self._committed(reader, keys), strict=True):
             part = self.parts[key]
-            if tp.offset < 0:
+            recorded = decode_position(tp.metadata) if tp.offset >= 0 else None
+            if recorded is not None and recorded.stale_for(part.target_id):
+                self.log.warning("%s-%s: the position %d was committed for remote topic ID "
+                                 "%s, not %s (the remote topic was created again); not "
+                                 "resumed from", part.remote, part.partition, tp.offset,
+                                 recorded.target_id, part.target_id,
+                                 extra={"flow": self.flow.name, "topic": part.topic,
+                                        "partition": part.partition})
+                recorded = None
+            if recorded is None:
                 if part.expect is not None:
                     raise TransientError(
                         f"flow {self.flow.name}: {part.topic}-{part.partition}: the plan "
@@ -449,7 +460,6 @@ class Lane:
                         "so nothing is doubled or skipped; run the earlier chunk first, or "
                         "plan again (a run restores an expired position from the offset map)")
                 continue
-            recorded = decode_position(tp.metadata)
             part.owner, part.target_end = recorded.owner, recorded.target_end
             self.delivery.found_position(self, reader, part)
             if part.skip_from is not None and tp.offset == part.skip_from:
@@ -676,7 +686,8 @@ class Lane:
         keys = list(self.parts)
         for key, tp in zip(keys, self._committed(reader, keys), strict=True):
             part = self.parts[key]
-            if tp.offset < 0 or tp.offset <= part.covered or part.covered >= part.end:
+            if tp.offset < 0 or tp.offset <= part.covered or part.covered >= part.end \
+                    or decode_position(tp.metadata).stale_for(part.target_id):
                 continue
             self.log.warning("%s-%s: another writer committed up to %d meanwhile; resuming "
                              "there", part.topic, part.partition, tp.offset,
@@ -916,7 +927,7 @@ class Lane:
             offsets.append(KTP(part.remote, part.partition, covered_end,
                                metadata=encode_position(
                                    part.target_end, self.delivery.owner(self),
-                                   part.source_id)))
+                                   part.source_id, target_id=part.target_id)))
         self.delivery.commit(self, producer, metadata, offsets, refusal)
         self.transactions += 1
         self.unanswered_since = None

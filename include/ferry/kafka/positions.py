@@ -94,7 +94,8 @@ class PositionWriter:
                     except BufferError:
                         producer.poll(0.05)
             offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
-                write.target_end, self.owner, write.source_id, adopted=write.adopted))]
+                write.target_end, self.owner, write.source_id, adopted=write.adopted,
+                target_id=write.target_id))]
             metadata = self.reader.consumer_group_metadata()
             what = f"committing the position of {remote}-{write.partition}"
             try:  # bounded: librdkafka may never return from it (kafka/stuck.py)
@@ -130,7 +131,8 @@ class PositionWriter:
                 f"{write.partition} failed ({failed[0] if failed else 'unacknowledged'}); "
                 "no position was committed")
         offsets = [KTP(remote, write.partition, write.position, metadata=encode_position(
-            write.target_end, "", write.source_id, adopted=write.adopted))]
+            write.target_end, "", write.source_id, adopted=write.adopted,
+            target_id=write.target_id))]
         if self.claim is not None:
             self.claim.check()
         self._call(lambda: self.reader.commit(offsets=offsets, asynchronous=False),

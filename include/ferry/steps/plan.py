@@ -127,12 +127,20 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         # is there, and keeps what it is given
         target.ensure_offset_map_topic(flow)
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-    # What an idle cycle reads is each partition's end and position. A log start, the source
-    # topic's ID (G10) and the remote topic's ID matter only where the position is not at
-    # the end (there is something to copy, a gap, a new partition, or an end behind the
+    # What an idle cycle reads is each partition's end and position, and the remote topics'
+    # IDs. A log start and the source topic's ID (G10) matter only where the position is not
+    # at the end (there is something to copy, a gap, a new partition, or an end behind the
     # position), so they are read for those partitions only.
     ends = source.last_stable(tps)
     found = _committed(flow, target, tps)
+    positions = {tp: c[0] if c else None for tp, c in found.items()}
+    # Every position is checked against its remote topic's incarnation (G10), idle ones
+    # too: a remote topic deleted and created again while its positions were still
+    # committed holds none of the records they count, and an idle partition would never
+    # copy them (one describe of the remote topics a cycle)
+    created = {c.name for c in actions.create}
+    remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics} - created)
+    found = _void_stale(flow, state, found, remote_ids, created, run_id)
     positions = {tp: c[0] if c else None for tp, c in found.items()}
     moving = {tp for tp in tps if positions[tp] != ends[tp]}
     ids = source.topic_ids({tp.topic for tp in moving})
@@ -158,7 +166,8 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     # end is then at least the log start
     marks = {tp: Watermarks(starts[tp], max(ends[tp], starts[tp])) for tp in planned}
     result = plan(positions, marks, limits_for(flow))
-    remote_ids = target.topic_ids({flow.remote_topic(r.topic) for r in result.ranges})
+    unread = {flow.remote_topic(r.topic) for r in result.ranges} - remote_ids.keys()
+    remote_ids = remote_ids | (target.topic_ids(unread) if unread else {})
     result = Plan(tuple(replace(r, source_id=ids.get(r.topic, ""),
                                 target_id=remote_ids.get(flow.remote_topic(r.topic), ""))
                         for r in result.ranges), result.gaps)
@@ -267,6 +276,55 @@ def _committed(flow: Flow, target: PlanTarget, tps: list[TopicPartition],
         positions_group(flow), [(flow.remote_topic(tp.topic), tp.partition) for tp in tps],
         stable=stable)
     return {tp: committed.get((flow.remote_topic(tp.topic), tp.partition)) for tp in tps}
+
+
+def stale_positions(flow: Flow, found: Mapping[TopicPartition, tuple[int, str] | None],
+                    remote_ids: Mapping[str, str], created: Collection[str]
+                    ) -> dict[TopicPartition, str]:
+    """The committed positions that count records of an earlier incarnation of their remote
+    topic -> why: the remote topic was deleted (taking those records with it) and created
+    again, by this cycle's sync (`created`: any position of it is older than the topic) or
+    with another topic ID than the position recorded (`remote_ids`: the current IDs; a
+    position of an older Ferry records none and is trusted). Kafka drops a deleted topic's
+    committed offsets asynchronously, so a sync that creates the topic again can find them
+    still there. Pure."""
+    from ferry.core.positions import decode_position
+
+    stale: dict[TopicPartition, str] = {}
+    for tp, c in found.items():
+        if c is None:
+            continue
+        remote = flow.remote_topic(tp.topic)
+        recorded = decode_position(c[1])
+        if remote in created:
+            stale[tp] = f"position {c[0]} is older than remote topic {remote}, created again"
+        elif remote in remote_ids and recorded.stale_for(remote_ids[remote]):
+            stale[tp] = (f"position {c[0]} was committed for remote topic ID "
+                         f"{recorded.target_id}, now {remote_ids[remote]}")
+    return stale
+
+
+def _void_stale(flow: Flow, state: StateStore,
+                found: dict[TopicPartition, tuple[int, str] | None],
+                remote_ids: Mapping[str, str], created: Collection[str], run_id: str
+                ) -> dict[TopicPartition, tuple[int, str] | None]:
+    """`found` without the positions of a recreated remote topic (`stale_positions`), each
+    recorded as an incident and logged: the partition is mirrored into the new topic from
+    where a partition new to the flow starts, never from the old position (which would
+    leave the new topic without the records before it)."""
+    from ferry.core import incidents
+
+    stale = stale_positions(flow, found, remote_ids, created)
+    if not stale:
+        return found
+    for tp, why in sorted(stale.items()):
+        log.warning("incident: remote topic %s was deleted and created again: %s; %s is "
+                    "mirrored into it again, not resumed", flow.remote_topic(tp.topic), why, tp,
+                    extra={"flow": flow.name, "topic": tp.topic, "partition": tp.partition})
+    incidents.record(state, flow.name, [
+        incidents.Incident(incidents.REMOTE_RECREATED, tp.topic, tp.partition, why)
+        for tp, why in sorted(stale.items())], run_id)
+    return {tp: None if tp in stale else c for tp, c in found.items()}
 
 
 def _source_ids(found: Mapping[TopicPartition, tuple[int, str] | None],

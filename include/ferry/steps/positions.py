@@ -31,6 +31,10 @@ class ResetSource(Partitions, HasTopicIds, Protocol):
     """The source as a reset reads it."""
 
 
+class ResetTarget(PositionsTarget, HasTopicIds, Protocol):
+    """The target as a reset writes it (the remote topic's ID goes with each position)."""
+
+
 @dataclass(frozen=True)
 class Reset:
     topic: str
@@ -40,7 +44,7 @@ class Reset:
 
 
 def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
-          source: ResetSource | None = None, target: PositionsTarget | None = None
+          source: ResetSource | None = None, target: ResetTarget | None = None
           ) -> list[Reset]:
     """Set the flow's positions on every partition of the remote topic of `topic` to `to`:
     `earliest` (the source's log start), `latest` (its last stable offset) or an offset
@@ -49,7 +53,7 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
 
     Each position is written as a run writes it: under the partition's writer id, with an
     offset-map entry of the reset (so a position later restored from the offset map is
-    the reset one) and the source topic's ID. A partition whose position moved since it
+    the reset one) and the source and remote topics' IDs. A partition whose position moved since it
     was read (a run committed meanwhile) is left as it is, and the reset fails naming it."""
     source = source or Cluster(flow.source_admin)
     target = target or Cluster(flow.target_admin)
@@ -67,6 +71,7 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
     if dry_run:
         return resets
     ids = source.topic_ids([topic])
+    remote_id = target.topic_ids([remote]).get(remote, "")
     ends = target.watermarks([TP(remote, tp.partition) for tp in tps])
     run_id = f"reset-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     now_ms = int(time.time() * 1000)
@@ -75,8 +80,9 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
         end = ends[TP(remote, r.partition)].high
         writes.append(PositionWrite(
             topic, r.partition, r.after, end, ids.get(topic, ""), expect=r.before,
+            target_id=remote_id,
             entries=(reset_entry(flow.name, run_id, topic, r.partition, remote, r.after, end,
-                                 now_ms, ids.get(topic, "")),)))
+                                 now_ms, ids.get(topic, ""), remote_id),)))
     moved = target.write_positions(flow, writes)
     if moved:
         names = ", ".join(f"{remote}-{m.write.partition} ({m.write.expect} -> {m.found})"

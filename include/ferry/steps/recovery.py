@@ -39,6 +39,8 @@ class Recorded:
     run_id: str
     source_id: str = ""
     """The source topic ID the latest entry was written for ("" in older entries)."""
+    target_id: str = ""
+    """The remote topic ID the latest entry was written for ("" in older entries)."""
 
 
 def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
@@ -57,7 +59,7 @@ def latest_positions(flow: Flow, entries: Iterable[tuple[Any, MapEntry]]
         if entry.segments and (tp not in ends or offset > ends[tp][0]):
             ends[tp] = (offset, entry.segments[-1].target_end)
     return {tp: Recorded(entry.covered_end, ends[tp][1] if tp in ends else None, entry.run_id,
-                         entry.source_id)
+                         entry.source_id, entry.target_id)
             for tp, (_, entry) in latest.items()}
 
 
@@ -98,7 +100,7 @@ def restore(flow: Flow, recovered: Mapping[TopicPartition, Recorded], *,
     group = positions_group(flow)
     moved = target.write_positions(flow, [
         PositionWrite(tp.topic, tp.partition, r.position, r.target_end, r.source_id,
-                      expect=None) for tp, r in sorted(recovered.items())])
+                      expect=None, target_id=r.target_id) for tp, r in sorted(recovered.items())])
     left = {(m.write.topic, m.write.partition) for m in moved}
     for tp, r in sorted(recovered.items()):
         if (tp.topic, tp.partition) in left:

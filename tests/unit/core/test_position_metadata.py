@@ -24,10 +24,23 @@ def test_a_position_records_its_end_owner_source_and_adoption_under_its_format()
     PositionMeta(0),
     PositionMeta(12, "ferry.A->B.writer-3-of-8", "Xy-1"),
     PositionMeta(None, "", "s1", "20261128T120000Z-abcd1234"),
+    PositionMeta(3, "ferry.A->B.writer-0-of-1", "s1", "", "t1"),
 ])
 def test_what_is_encoded_decodes_to_the_same(meta: PositionMeta) -> None:
     assert decode_position(encode_position(meta.target_end, meta.owner, meta.source_id,
-                                           meta.adopted)) == meta
+                                           meta.adopted, meta.target_id)) == meta
+
+
+@pytest.mark.parametrize(("recorded", "current", "stale"), [
+    ("t1", "t1", False),
+    ("t1", "t2", True),  # the remote topic was deleted and created again
+    ("", "t2", False),   # an older Ferry's position records no remote topic ID: trusted
+    ("t1", "", False),   # the current ID unknown (the topic not there yet): not judged
+], ids=["same-topic", "recreated", "older-position", "current-unknown"])
+def test_a_position_is_stale_only_for_another_known_incarnation_of_its_remote_topic(
+    recorded: str, current: str, stale: bool
+) -> None:
+    assert PositionMeta(target_id=recorded).stale_for(current) is stale
 
 
 @pytest.mark.parametrize(("metadata", "expected"), [

@@ -192,7 +192,8 @@ class FakeCluster:
             self.map_topic += [(after + 1 + i, e) for i, e in enumerate(w.entries)]
             owner = transactional_id(flow, writer_of(w.topic, w.partition, flow.ferry.writers))
             group[key] = (w.position, encode_position(w.target_end, owner, w.source_id,
-                                                        adopted=w.adopted))
+                                                        adopted=w.adopted,
+                                                        target_id=w.target_id))
             self.positions_written.append(w)
         return moved
 

@@ -10,7 +10,7 @@ from ferry.config import Flow, load_config
 from ferry.core.offsetmap import MapEntry, Segment
 from ferry.core.planner import TopicPartition
 from ferry.core.positions import decode_position, encode_position
-from ferry.steps.plan import SourceRecreatedError, check_identity
+from ferry.steps.plan import SourceRecreatedError, check_identity, stale_positions
 from ferry.steps.recovery import Recorded, latest_positions
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -52,6 +52,27 @@ def test_the_offset_map_gives_each_partition_the_position_its_latest_entry_left(
     flow: Flow, entries: list[tuple[int, MapEntry]], expected: dict[TopicPartition, Recorded]
 ) -> None:
     assert latest_positions(flow, entries) == expected
+
+
+@pytest.mark.parametrize(
+    ("found", "remote_ids", "created", "stale"),
+    [
+        ({T0: (20, encode_position(20, target_id="t1"))}, {"A.orders": "t1"}, set(), set()),
+        ({T0: (20, encode_position(20, target_id="t1")), T1: None}, {"A.orders": "t2"}, set(),
+         {T0}),
+        ({T0: (20, encode_position(20))}, {"A.orders": "t2"}, set(), set()),
+        ({T0: (20, encode_position(20, target_id="t1"))}, {}, set(), set()),
+        ({T0: (20, encode_position(20)), T1: (3, "")}, {}, {"A.orders"}, {T0, T1}),
+        ({T0: None}, {}, {"A.orders"}, set()),
+    ],
+    ids=["same-remote-topic", "remote-recreated", "older-position-without-id",
+         "remote-topic-gone", "the-sync-creates-it-again", "no-position"],
+)
+def test_positions_of_an_earlier_incarnation_of_the_remote_topic_are_stale(
+    flow: Flow, found: dict[TopicPartition, tuple[int, str] | None],
+    remote_ids: dict[str, str], created: set[str], stale: set[TopicPartition]
+) -> None:
+    assert set(stale_positions(flow, found, remote_ids, created)) == stale
 
 
 def test_positions_carry_the_source_topic_id_they_count_offsets_of() -> None:

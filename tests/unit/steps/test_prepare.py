@@ -93,18 +93,19 @@ def test_a_cycle_continues_from_the_positions_committed_on_the_target(flow: Flow
 
 
 # orders: partition 0 ends at 5, 1 at 0, 2 at 7 (`source()`)
-@pytest.mark.parametrize(("positions", "starts_read", "ids_read", "remote_ids_read"), [
-    ({0: 5, 1: 0, 2: 7}, [], [], []),
-    ({0: 3, 1: 0, 2: 7}, [0], ["orders"], ["A.orders"]),
-    ({0: 5, 2: 7}, [1], ["orders"], ["A.orders"]),  # a new partition: its start marker
-    ({0: 6, 1: 0, 2: 7}, [0], ["orders"], []),  # past the end: refused below
+@pytest.mark.parametrize(("positions", "starts_read", "ids_read"), [
+    ({0: 5, 1: 0, 2: 7}, [], []),
+    ({0: 3, 1: 0, 2: 7}, [0], ["orders"]),
+    ({0: 5, 2: 7}, [1], ["orders"]),  # a new partition: its start marker
+    ({0: 6, 1: 0, 2: 7}, [0], ["orders"]),  # past the end: refused below
 ], ids=["every-position-at-its-end", "one-behind", "one-without-a-position",
         "one-past-its-end"])
-def test_a_plan_reads_log_starts_and_topic_ids_only_where_a_position_is_not_at_its_end(
-    flow: Flow, positions: dict[int, int], starts_read: list[int], ids_read: list[str],
-    remote_ids_read: list[str]
+def test_a_plan_reads_log_starts_and_source_ids_only_where_a_position_is_not_at_its_end(
+    flow: Flow, positions: dict[int, int], starts_read: list[int], ids_read: list[str]
 ) -> None:
-    # an idle cycle of a flow of 10,000 partitions read them all every second
+    # an idle cycle of a flow of 10,000 partitions read them all every second; the remote
+    # topics' IDs are read once a cycle, idle or not (a position of a remote topic created
+    # again is stale even where the source is idle), in one describe
     source_cluster, target = source(), mirrored_target()
     for partition, offset in positions.items():
         committed(target, partition, offset)
@@ -121,7 +122,7 @@ def test_a_plan_reads_log_starts_and_topic_ids_only_where_a_position_is_not_at_i
 
     assert source_cluster.starts_read == [TopicPartition("orders", p) for p in starts_read]
     assert source_cluster.ids_read == ids_read
-    assert target.ids_read == remote_ids_read
+    assert target.ids_read == ["A.orders"]
 
 
 def test_a_log_start_that_passed_the_end_read_before_it_is_a_gap_up_to_the_log_start(
