@@ -9,7 +9,7 @@ bash scripts/setup.sh
 export PATH="$(pwd)/.venv/bin:$PATH"
 unset SPARK_HOME SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED
 echo "== ruff"
-ruff check include tests dags jobs bench
+ruff check include tests dags jobs bench plugins
 echo "== mypy"
 mypy
 echo "== import layers"
