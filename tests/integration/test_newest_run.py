@@ -17,7 +17,7 @@ from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome
 from ferry.kafka.lane import Lane
 from ferry.kafka.lane_state import Part
-from ferry.spark.copy_job import failures, name_newest, write_slots
+from ferry.spark.copy_job import failures, handovers, name_newest, write_slots
 from ferry.steps.plan import prepare
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
 from tests.support.polling import wait_until
@@ -66,9 +66,12 @@ def newest_copied_all(lanes: Lanes, records: int, flow: Flow, clusters: dict[str
 
 
 def assert_yielded(lanes: Lanes, run_id: str, to: str) -> None:
-    """`run_id` failed for one reason, in one line: it left its partitions to run `to`."""
-    (line,) = lanes.failed(run_id)
+    """`run_id` failed nowhere: it handed its partitions over to run `to`, saying so in one
+    line, and its ranges are recorded as handed over, not failed."""
+    assert lanes.failed(run_id) == []
+    (line,) = lanes.handed(run_id)
     assert f"run {to} of the flow started after this one" in line and "\n" not in line
+    assert RangeOutcome.HANDED_OVER.value in {r["outcome"] for r in lanes.rows[run_id]}
 
 
 class Lanes:
@@ -112,6 +115,9 @@ class Lanes:
     def failed(self, run_id: str) -> list[str]:
         return failures(self.rows.get(run_id, []))
 
+    def handed(self, run_id: str) -> list[str]:
+        return handovers(self.rows.get(run_id, []))
+
     def copied(self, run_id: str) -> int:
         return sum(r["records"] for r in self.rows.get(run_id, []))
 
@@ -142,12 +148,29 @@ def test_an_older_runs_lane_starts_no_slot_the_newest_run_is_writing(
     # when: the older run's other lane comes to S2, then everything goes on
     lanes.start("older", s2, slots[s2]).join(60)
     s2_release.set()
+    wait_until(lambda: any(r["lane"] == s2 for r in lanes.rows.get("newest", [])),
+               "the newest run's lane of S2 finished")
     x_release.set()
     lanes.join_all()
 
     # then: the newest run copied everything and failed nowhere; the older one left both
     # slots to it, saying so in one line; every record is on the target once
     newest_copied_all(lanes, 600, flow, clusters, topic_name, older_yielded=True)
+
+    # when: both runs' rows are recorded, the older run's finishing last (its writer held
+    # at `at` ended after the newest run's lanes), and `ferry status` is asked
+    from ferry.config import load_config
+    from ferry.core.tables import RUNS_DDL, StatePaths
+    from ferry.observe.status import flow_status
+    from ferry.state.writer import append
+
+    append(StatePaths(flow.ferry.state_dir).runs, RUNS_DDL,
+           lanes.rows["newest"] + lanes.rows["older"])
+    status = flow_status(load_config(str(tmp_path / "mm2.properties")), flow)
+
+    # then: the flow's last run handed over; it did not fail
+    assert (status.last_run, status.last_run_outcome) == ("older", "handed-over")
+    assert "last run older handed over;" in status.text()
 
 
 def test_the_newest_run_takes_back_a_slot_an_older_run_took_just_as_it_started(
@@ -192,7 +215,7 @@ def test_a_run_whose_slot_was_taken_by_the_newest_run_does_not_take_it_back(
 
     # then: the older run stopped (one start of its writer only) and the newest copied all
     newest_copied_all(lanes, 500, flow, clusters, topic_name)
-    assert [r["outcome"] for r in lanes.rows["older"]] == [RangeOutcome.FAILED.value]
+    assert [r["outcome"] for r in lanes.rows["older"]] == [RangeOutcome.HANDED_OVER.value]
 
 
 class Stepped:
@@ -244,7 +267,9 @@ def test_a_run_yields_to_positions_written_meanwhile_and_leaves_them_as_written(
     release.set()
     lanes.join_all()
 
-    # then: the run yielded to the write, saying so, and the position is the one written
-    (line,) = lanes.failed("run")
+    # then: the run yielded to the write, saying so (no failure), and the position is the
+    # one written
+    assert lanes.failed("run") == []
+    (line,) = lanes.handed("run")
     assert "run positions-" in line and "started after this one" in line
     assert positions(clusters, flow, [(flow.remote_topic(topic_name), 0)]) == [300]

@@ -26,9 +26,10 @@ RULES = yaml.safe_load((PROMETHEUS / "ferry-rules.yml").read_text())
 NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
 
 
-def exposition() -> str:
+def exposition(latest: list[dict[str, Any]] | None = None) -> str:
     """The text a scrape returns for a flow that has every kind of history: copied ranges,
-    translated groups, a gap, a verify, and live lag and heartbeats."""
+    translated groups, a gap, a verify, and live lag and heartbeats. `latest`: the `runs`
+    rows of a run after the one that copied (as its copy job wrote them)."""
     status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
                                                            "a.orders", 604800.0)],
                         heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
@@ -37,7 +38,9 @@ def exposition() -> str:
            "max_record_age_ms": 900, "outcome": "copied", "error": None,
            "delivery": "exactly_once", "duplicates": 0, "finished_at": NOW}
     snap = FlowSnapshot("a->b", "a", "b", status=status, remote_topics={"orders": "a.orders"})
-    snap.runs = [run]
+    # the later run's rows finished after the first's, whenever the test runs
+    snap.runs = [run] + [row | {"flow": "a->b", "finished_at": NOW + timedelta(seconds=1)}
+                         for row in latest or []]
     snap.checkpoints = [{"group_id": "billing", "source_topic": "orders", "source_partition": 0,
                          "translated_at": NOW - timedelta(seconds=30)}]
     snap.gaps = [{"topic": "orders", "partition": 0, "records": 5, "detected_at": NOW}]

@@ -80,12 +80,13 @@ def chunk_list(planned: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
-    """What the chunks recorded (the `runs` table); fails when a range failed."""
+    """What the chunks recorded (the `runs` table); fails when a range failed or was handed
+    over to another run."""
     import logging
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from ferry.core.tables import RangeOutcome, StatePaths, final_attempts
+    from ferry.core.tables import StatePaths, copied_by_run, final_attempts
     from ferry.state.reader import rows
 
     with task_edge():
@@ -100,8 +101,10 @@ def report(path: str, planned: dict[str, Any]) -> dict[str, Any]:
                    "records": sum(r["records"] for r in runs),
                    "bytes": sum(r["bytes"] for r in runs),
                    "destinations": planned["destinations"], "gaps": planned["gaps"]}
+        # a range handed over to a newer backfill run is not this backfill's copy either:
+        # that run copies its own ranges, not necessarily these
         failed = [f"{r['topic']}-{r['partition']}: {r['error']}" for r in runs
-                  if r["outcome"] == RangeOutcome.FAILED]
+                  if not copied_by_run(r["outcome"])]
         if failed:
             raise AirflowFailException("backfill ranges failed: " + "; ".join(failed[:5]))
         logging.getLogger("ferry.backfill").info("backfill recorded: %s", summary,

@@ -36,12 +36,16 @@ class Copied:
 
 def run_summary(run_id: str, runs: list[dict[str, Any]], gaps: int) -> dict[str, Any]:
     """The run as recorded, from its final `runs` rows (one per range) and the number of
-    gaps recorded under its id: what `ferry mirror` prints and the DAG's `finish` returns."""
+    gaps recorded under its id: what `ferry mirror` prints and the DAG's `finish` returns.
+    `failed` names the partitions of ranges that failed, `handed_over` those left to a
+    newer run of the flow (no failure: `ferry.core.takeover`)."""
     return {"run_id": run_id, "ranges": len(runs),
             "records": sum(r["records"] for r in runs),
             "bytes": sum(r["bytes"] for r in runs),
             "failed": [f"{r['topic']}-{r['partition']}" for r in runs
                        if r["outcome"] == RangeOutcome.FAILED],
+            "handed_over": [f"{r['topic']}-{r['partition']}" for r in runs
+                            if r["outcome"] == RangeOutcome.HANDED_OVER],
             "gaps": gaps,
             "topics": copied_topics(runs)}
 

@@ -274,7 +274,10 @@ def lag_row(flow: str, run_id: str, topic: str, partition: int, source_end: int,
 
 class RangeOutcome(StrEnum):
     """What became of a planned range: the `outcome` of its `runs` row (the enum's values
-    are what the table holds, so rows read back compare equal to them)."""
+    are what the table holds, so rows read back compare equal to them).
+
+    Of a whole run (`run_outcome`): FAILED when a range failed, else HANDED_OVER when a
+    range was left to a newer run, else COPIED."""
 
     PENDING = "pending"
     """Not decided yet (a lane still at work); never recorded."""
@@ -282,6 +285,38 @@ class RangeOutcome(StrEnum):
     SKIPPED = "skipped"
     """Already committed when the lane came to it (another run, an earlier attempt)."""
     FAILED = "failed"
+    """Not copied past its last commit, for an error (the next run resumes there)."""
+    HANDED_OVER = "handed-over"
+    """Left to a newer run of the flow, which writes the same partitions
+    (`ferry.core.takeover`): no failure, the newer run copies it. Like FAILED, nothing past
+    the last commit was kept and the range counts no records of this run's."""
+
+    @property
+    def failed(self) -> bool:
+        return self is RangeOutcome.FAILED
+
+
+COPIED_BY_RUN = frozenset({RangeOutcome.COPIED, RangeOutcome.SKIPPED})
+"""The outcomes of ranges their run finished: copied, or found committed already. A failed
+or handed-over range was not (its records past the last commit are the next run's)."""
+
+
+def copied_by_run(outcome: str) -> bool:
+    """Whether a range of this outcome (a member, or a `runs` row's value) was finished by
+    its run (`COPIED_BY_RUN`)."""
+    return outcome in COPIED_BY_RUN
+
+
+def run_outcome(outcomes: Iterable[str]) -> RangeOutcome:
+    """A run's outcome from its final ranges' outcomes (members, or `runs` rows' values):
+    FAILED when any range failed, else HANDED_OVER when any was left to a newer run, else
+    COPIED (also for no range at all)."""
+    found = set(outcomes)
+    if RangeOutcome.FAILED in found:
+        return RangeOutcome.FAILED
+    if RangeOutcome.HANDED_OVER in found:
+        return RangeOutcome.HANDED_OVER
+    return RangeOutcome.COPIED
 
 
 @dataclass

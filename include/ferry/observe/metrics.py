@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.core.tables import RangeOutcome
 from ferry.observe.snapshot import (
     FlowSnapshot,
     epoch,
@@ -285,8 +284,8 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
     latest = run_summaries(snap.runs, limit=1)
     if latest:
         registry.add("ferry_last_run_timestamp_seconds", pair, epoch(latest[0].finished_at))
-        failed = latest[0].outcome == RangeOutcome.FAILED
-        registry.add("ferry_last_run_success", pair, 0 if failed else 1)
+        # a run that handed over to a newer run of the flow did not fail (takeover)
+        registry.add("ferry_last_run_success", pair, 0 if latest[0].outcome.failed else 1)
     if snap.checkpoints:
         newest = max(epoch(row["translated_at"]) for row in snap.checkpoints)
         registry.add("ferry_checkpoint_age_seconds", pair, round(max(0.0, now - newest), 3))

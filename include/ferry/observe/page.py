@@ -14,6 +14,7 @@ from ferry.core.tables import RangeOutcome
 from ferry.observe.snapshot import (
     FlowSnapshot,
     LagPoint,
+    RunSummary,
     epoch,
     gap_records,
     lag_series,
@@ -70,6 +71,15 @@ def _bytes(value: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{value} B"
+
+
+def _outcome(run: RunSummary, copied_class: str | None) -> str:
+    """A run's outcome as the page says it: failed (its error on hover), handed over to a
+    newer run of the flow (no failure), or copied."""
+    if run.outcome == RangeOutcome.FAILED:
+        return f'<span class="bad" title="{escape(run.error or "")}">failed</span>'
+    text = "handed over" if run.outcome == RangeOutcome.HANDED_OVER else "copied"
+    return text if copied_class is None else f'<span class="{copied_class}">{text}</span>'
 
 
 def _when(value: datetime | None, now: float) -> str:
@@ -142,9 +152,7 @@ def _flow(snap: FlowSnapshot, now: float) -> str:
         parts.append(f'<p class="error">The clusters did not answer: {e(snap.error)}</p>')
     runs = run_summaries(snap.runs)
     last = runs[0] if runs else None
-    outcome = "–" if last is None else (
-        '<span class="bad">failed</span>' if last.outcome == RangeOutcome.FAILED
-        else '<span class="good">copied</span>')
+    outcome = "–" if last is None else _outcome(last, "good")
     checkpoint_age = (max(0.0, now - max(epoch(r["translated_at"]) for r in snap.checkpoints))
                       if snap.checkpoints else None)
     facts = [
@@ -185,8 +193,7 @@ def _flow(snap: FlowSnapshot, now: float) -> str:
         ["Run", "Finished", "Ranges", "Records", "Bytes", "Longest range", "Outcome"],
         [[e(r.run_id), _when(r.finished_at, now), str(r.ranges), _num(r.records),
           _bytes(r.bytes), _secs(r.seconds),
-          (f'<span class="bad" title="{e(r.error or "")}">failed</span>'
-           if r.outcome == RangeOutcome.FAILED else "copied")
+          _outcome(r, None)
           + (f" ({r.duplicates:,} duplicates)" if r.duplicates else "")] for r in runs],
         {2, 3, 4, 5}, "runs") if runs else '<p class="muted">No run has copied anything yet.</p>')
 

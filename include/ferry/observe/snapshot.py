@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ferry.core.tables import RangeOutcome
+from ferry.core.tables import RangeOutcome, copied_by_run, run_outcome
 from ferry.observe.status import FlowStatus
 
 Row = dict[str, Any]
@@ -74,11 +74,12 @@ class PartitionTotals:
 
 
 def copied_totals(runs: list[Row]) -> dict[Key, tuple[int, int]]:
-    """(records, bytes) per source partition over `runs` rows; failed ranges count nothing
-    (their records were aborted, or are copied again by the next run)."""
+    """(records, bytes) per source partition over `runs` rows; failed and handed-over
+    ranges count nothing (their records were aborted, or are copied again by the next
+    run)."""
     found: dict[Key, tuple[int, int]] = {}
     for row in runs:
-        if row["outcome"] != RangeOutcome.FAILED:
+        if copied_by_run(row["outcome"]):
             key = (row["topic"], row["partition"])
             records, size = found.get(key, (0, 0))
             found[key] = (records + int(row["records"] or 0), size + int(row["bytes"] or 0))
@@ -96,7 +97,7 @@ def partition_totals(runs: list[Row], copied: dict[Key, tuple[int, int]] | None 
     found = {}
     for key, rows in sorted(by_key.items()):
         records, size = totals.get(key, (0, 0))
-        copied_rows = [r for r in rows if r["outcome"] != RangeOutcome.FAILED]
+        copied_rows = [r for r in rows if copied_by_run(r["outcome"])]
         if not copied_rows:
             found[key] = PartitionTotals(records, size, None, None, None, None)
             continue
@@ -128,7 +129,8 @@ class RunSummary:
     seconds: float
     """The longest range's copy time."""
     outcome: RangeOutcome
-    """FAILED when any range failed, else COPIED."""
+    """FAILED when any range failed, else HANDED_OVER when any was left to a newer run of
+    the flow (no failure), else COPIED (`ferry.core.tables.run_outcome`)."""
     duplicates: int
     error: str | None
 
@@ -147,7 +149,7 @@ def run_summaries(runs: list[Row], limit: int = 10) -> list[RunSummary]:
             ranges=len(rows), records=sum(int(r["records"] or 0) for r in rows),
             bytes=sum(int(r["bytes"] or 0) for r in rows),
             seconds=max(float(r["seconds"] or 0) for r in rows),
-            outcome=RangeOutcome.FAILED if failed else RangeOutcome.COPIED,
+            outcome=run_outcome(r["outcome"] for r in rows),
             duplicates=sum(int(r.get("duplicates") or 0) for r in rows),
             error=next((r["error"] for r in failed if r["error"]), None)))
     found.sort(key=lambda s: (epoch(s.finished_at), s.run_id), reverse=True)

@@ -24,6 +24,8 @@ class FlowStatus:
     partitions: list[PartitionStatus] = field(default_factory=list)
     last_run: str | None = None
     last_run_outcome: str | None = None
+    """The last run's `ferry.core.tables.run_outcome` (`copied`, `handed-over` to a newer
+    run of the flow, which is no failure, or `failed`); None before any run."""
     last_run_finished_at: str | None = None
     heartbeat_latency_s: float | None = None
     heartbeat_age_s: float | None = None
@@ -45,7 +47,7 @@ class FlowStatus:
             return "-" if value is None else f"{value:.0f}s"
 
         lines = [f"flow {self.flow}: lag {self.lag_records:,} records; last run "
-                 f"{self.last_run or '-'} {self.last_run_outcome or ''}; heartbeat latency "
+                 f"{self.last_run or '-'} {_said(self.last_run_outcome)}; heartbeat latency "
                  f"{secs(self.heartbeat_latency_s)} (age {secs(self.heartbeat_age_s)}); "
                  f"checkpoints age {secs(self.checkpoint_age_s)}"
                  + ("" if not self.state_behind_entries else
@@ -57,10 +59,15 @@ class FlowStatus:
         return "\n".join(lines)
 
 
+def _said(outcome: str | None) -> str:
+    """An outcome as the text says it (`handed-over`: handed over)."""
+    return (outcome or "").replace("-", " ")
+
+
 def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> FlowStatus:
     """`seen`: the target's topology, when the caller has read it already."""
     from ferry.core.heartbeats import sources_of
-    from ferry.core.tables import RangeOutcome, StatePaths, final_attempts
+    from ferry.core.tables import StatePaths, final_attempts, run_outcome
     from ferry.state.digest import newest, recent_runs
     from ferry.steps.heartbeats import topology
 
@@ -72,8 +79,7 @@ def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> Flo
         mine = final_attempts([r for r in runs if r["run_id"] == latest["run_id"]])
         found.last_run = latest["run_id"]
         found.last_run_finished_at = latest["finished_at"].isoformat(timespec="seconds")
-        found.last_run_outcome = (RangeOutcome.FAILED if any(
-            r["outcome"] == RangeOutcome.FAILED for r in mine) else RangeOutcome.COPIED)
+        found.last_run_outcome = run_outcome(r["outcome"] for r in mine).value
     translated = newest(paths.checkpoints, flow.name, "translated_at")
     if translated is not None:
         found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)

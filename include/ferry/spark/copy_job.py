@@ -6,7 +6,9 @@ lane runs the writers of its writer slots one after another (`core/lanes.py`: a 
 transactional id is fixed by the flow and the partition, never by the lane count). Each
 task loads the config itself from its path: secrets never travel in Spark's task
 closures. A writer that fails returns its ranges as `failed` rows instead of raising, so
-the other writers finish their transactions and the runs table records what happened.
+the other writers finish their transactions and the runs table records what happened; a
+writer that yields to a newer run of the flow returns them as `handed-over` rows, no
+failure (`ferry.core.takeover`).
 
 Recording, after the copy: the gaps the plan found, one `runs` row per range, and the
 offset map — always rebuilt from what the target committed (the offset-map topic, from
@@ -97,6 +99,8 @@ class JobResult:
     """The run as recorded (`ferry.core.job.run_summary`): what its cycle reports."""
     failed: list[str]
     """`topic-partition, ...: error`, one per distinct reason ranges failed."""
+    handed_over: list[str]
+    """`topic-partition, ...: why`, one per newer run ranges were left to (no failure)."""
     offset_map_rows: int | None
     """None: left to the flow's recorder, behind the copy (`RecordsBehind`)."""
     gaps: tuple[Gap, ...]
@@ -150,7 +154,8 @@ def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
     lane reads which run is the flow's newest, and starts no slot while it is another
     run; a slot taken while this run is the newest is taken back once. Once a slot was
     taken for good, the lane starts none of its other slots either (the newer writer's run
-    writes them). The ranges left are failed rows saying why, in one line. `newest`: where
+    writes them). The ranges left are `handed-over` rows (no failure) saying why, in one
+    line; a slot taken while no newer run is named leaves `failed` rows. `newest`: where
     the flow's newest run is read (default: Kafka, `ferry.kafka.runs`). `owner`: the run
     as it named itself (a continuous run's own id and place; default: `run_id`, a run of
     one cycle)."""
@@ -175,14 +180,16 @@ def _write_slots(flow: Flow, run_id: str, me: Named, slots: list[tuple[int, list
     from ferry.core import takeover
 
     rows: list[dict[str, Any]] = []
-    stopped: str | None = None
+    stopped: Stop | None = None
     for slot, ranges in slots:
         if stopped is None:
             newer = takeover.newer_run(newest.read(), me)
-            stopped = takeover.yielded(flow.name, newer) if newer else None
+            stopped = (RangeOutcome.HANDED_OVER, takeover.yielded(flow.name, newer)) \
+                if newer else None
         if stopped is not None:
-            results = [RangeResult(r.topic, r.partition, r.start, r.end,
-                                   outcome=RangeOutcome.FAILED, error=stopped) for r in ranges]
+            outcome, why = stopped
+            results = [RangeResult(r.topic, r.partition, r.start, r.end, outcome=outcome,
+                                   error=why) for r in ranges]
         else:
             results, stopped = _write_taken_back(flow, run_id, me, slot, ranges, role,
                                                  writer, newest)
@@ -192,11 +199,17 @@ def _write_slots(flow: Flow, run_id: str, me: Named, slots: list[tuple[int, list
     return rows
 
 
+Stop = tuple[RangeOutcome, str]
+"""Why a lane starts no further slot, and the outcome of the ranges it leaves: handed over
+to a newer run of the flow, or failed (its slot taken, and no newer run named)."""
+
+
 def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: list[Range],
                       role: str, writer: Callable[..., Lane] | None, newest: NewestReader
-                      ) -> tuple[list[RangeResult], str | None]:
+                      ) -> tuple[list[RangeResult], Stop | None]:
     """Copy one slot, taking it back once when it was taken while this run is the newest:
-    its results, and why the lane is to start no further slot (None: go on)."""
+    its results, and why the lane is to start no further slot (None: go on). The ranges a
+    newer run of the flow took are handed over, not failed."""
     from ferry.core import takeover
 
     results, taken = _write_slot(flow, run_id, slot, ranges, role, writer)
@@ -215,12 +228,13 @@ def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: lis
         named = newest.read()
     newer = takeover.newer_run(named, me)
     if newer is None:
-        return results, f"not started: another writer of this run stopped ({taken})"
+        return results, (RangeOutcome.FAILED,
+                         f"not started: another writer of this run stopped ({taken})")
     stopped = takeover.yielded(flow.name, newer)
     for r in results:
         if r.outcome == RangeOutcome.FAILED:
-            r.error = stopped
-    return results, stopped
+            r.outcome, r.error = RangeOutcome.HANDED_OVER, stopped
+    return results, (RangeOutcome.HANDED_OVER, stopped)
 
 
 def name_newest(flow: Flow, run_id: str, role: str, owner: Named | None = None) -> None:
@@ -455,17 +469,17 @@ def run_copy_job(spark: SparkSession | None, config_path: str, flow: Flow,
         if recorder is not None:
             recorder.end(run_id)
         raise
-    failed = failures(runs)
+    failed, handed = failures(runs), handovers(runs)
     summary = run_summary(run_id, runs, len(new_gaps))
     if recorder is not None:
         recorder.add(run_id, runs)
-        return JobResult(summary, failed, None, tuple(gaps))
+        return JobResult(summary, failed, handed, None, tuple(gaps))
     assert spark is not None, "recording needs a session"
     try:
         mapped = record_runs(spark_append(spark), flow, paths, runs)
     except Unwritten as exc:
         raise exc.cause from None
-    return JobResult(summary, failed, mapped, tuple(gaps))
+    return JobResult(summary, failed, handed, mapped, tuple(gaps))
 
 
 class Unwritten(Exception):
@@ -503,11 +517,21 @@ def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
 
 
 def failures(runs: list[dict[str, Any]]) -> list[str]:
-    """One line per distinct reason ranges failed, naming their partitions: a run that
-    yielded to a newer one says so once, not once per range."""
+    """One line per distinct reason ranges failed, naming their partitions. Ranges handed
+    over to a newer run are no failure (`handovers`)."""
+    return _by_reason(runs, RangeOutcome.FAILED)
+
+
+def handovers(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per newer run ranges were handed over to, naming their partitions: a run
+    that yielded to a newer one says so once, not once per range."""
+    return _by_reason(runs, RangeOutcome.HANDED_OVER)
+
+
+def _by_reason(runs: list[dict[str, Any]], outcome: RangeOutcome) -> list[str]:
     by_error: dict[str, set[str]] = {}
     for r in runs:
-        if r["outcome"] == RangeOutcome.FAILED:
+        if r["outcome"] == outcome:
             by_error.setdefault(r["error"], set()).add(f"{r['topic']}-{r['partition']}")
     return sorted(f"{', '.join(sorted(tps))}: {error}" for error, tps in by_error.items())
 
@@ -530,8 +554,9 @@ def run_and_report(spark: SparkSession | None, config_path: str, flow: Flow, pla
                    out: TextIO | None = None, recorder: RecordsBehind | None = None,
                    kept: KeptWriters | None = None) -> Copied:
     """`run_copy_job`, its outcome printed (the summary to `out`, default stdout; failures to
-    stderr, one line each, no traceback). Returns the job's exit code (0, or 1 when a lane
-    failed or the plan found a gap that fails the run, `ferry.on.gap=fail`) with the run as
+    stderr, one line each, no traceback; ranges handed over to a newer run of the flow to
+    `out`, as no failure). Returns the job's exit code (0, or 1 when a lane failed or the
+    plan found a gap that fails the run, `ferry.on.gap=fail`) with the run as
     recorded (none when the job failed before recording it). `recorder`, `kept`: see
     `run_copy_job`."""
     try:
@@ -548,6 +573,8 @@ def _report(result: JobResult, flow: Flow, out: TextIO | None) -> int:
               else f"{result.offset_map_rows} offset-map rows recorded")
     print(f"ferry copy job: flow {flow.name} run {result.run_id}: {result.records} records in "
           f"{result.ranges} ranges, {mapped}, {len(result.gaps)} gaps", file=out or sys.stdout)
+    for handed in result.handed_over:
+        print(f"ferry copy job: handed over: {handed}", file=out or sys.stdout)
     for failure in result.failed:
         print(f"ferry copy job: failed: {failure}", file=sys.stderr)
     if result.failed:

@@ -157,9 +157,9 @@ class Recorder:
         """`flush` (at most `timeout_s`), then end the thread. `hand_over` (a run followed
         by the next at once): only wait for the batch being written, and leave the rows
         pending to the next run when its first batch rebuilds them as they are: rows of
-        copied ranges, which the offset-map topic holds with their lanes' times. A failed
-        or skipped range's row has no entry, and is flushed as without `hand_over`; so is
-        what a run that wrote no batch yet has pending."""
+        copied ranges, which the offset-map topic holds with their lanes' times. A failed,
+        handed-over or skipped range's row has no entry, and is flushed as without
+        `hand_over`; so is what a run that wrote no batch yet has pending."""
         try:
             left = self._leave_copied(timeout_s) if hand_over else None
             if left is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.tables import RangeOutcome
+from ferry.core.tables import COPIED_BY_RUN
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
@@ -28,7 +28,7 @@ def _dataset(path: str) -> ds.Dataset | None:
 
 def copied_totals(path: str, flow: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(source topic, partition) -> (records, bytes) of every range the flow copied (the
-    `runs` table; failed ranges count nothing)."""
+    `runs` table; failed and handed-over ranges count nothing)."""
     import pyarrow.dataset as ds
 
     data = _dataset(path)
@@ -36,7 +36,7 @@ def copied_totals(path: str, flow: str) -> dict[tuple[str, int], tuple[int, int]
         return {}
     table = data.to_table(columns=["topic", "partition", "records", "bytes"],
                           filter=(ds.field("flow") == flow)
-                          & (ds.field("outcome") != RangeOutcome.FAILED.value))
+                          & ds.field("outcome").isin(sorted(o.value for o in COPIED_BY_RUN)))
     sums = table.group_by(["topic", "partition"]).aggregate([("records", "sum"),
                                                               ("bytes", "sum")])
     return {(t, p): (int(r or 0), int(b or 0)) for t, p, r, b in zip(
@@ -61,7 +61,7 @@ def recent_runs(path: str, flow: str, newest: int = 10) -> list[Row]:
     by_run = index.group_by("run_id").aggregate([("finished_at", "max")]).sort_by(
         [("finished_at_max", "descending"), ("run_id", "descending")])
     wanted = set(by_run.column("run_id").to_pylist()[:newest])
-    copied = index.filter(pc.field("outcome") != RangeOutcome.FAILED.value)
+    copied = index.filter(pc.field("outcome").isin(sorted(o.value for o in COPIED_BY_RUN)))
     if copied.num_rows:
         latest = copied.group_by(["topic", "partition"]).aggregate([("finished_at", "max")])
         joined = copied.join(latest, keys=["topic", "partition"])

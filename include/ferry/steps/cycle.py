@@ -82,8 +82,8 @@ class CycleResult:
     """A continuous loop gave up waiting for it (`ferry.cycle.timeout.seconds`)."""
     handed_to: str | None = None
     """The later continuous run a loop handed over to after this cycle (or before any,
-    as a result with no steps): the loop ended there, and what this cycle failed to copy
-    (it yielded) is that run's to copy."""
+    as a result with no steps): the loop ended there, and what this cycle's lanes handed
+    over (`handed-over` ranges, no failure) is that run's to copy."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds each part took: `start` (heartbeat, sync, plan), `copy`, `finish` (record,
     checkpoints); the parts that ran."""
@@ -454,8 +454,9 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     after its first cycle too (one that copied nothing named nothing). Before each cycle,
     and after one that failed, the loop reads the newest run (`newest`; default: Kafka):
     once a later continuous run is named, the loop **hands over** to it and ends (its
-    result's `handed_to`; a cycle that failed because its lanes yielded to that run does
-    not fail the loop), closing as at the end of `for_s`. Its next run can so start while
+    result's `handed_to`; a cycle whose lanes handed their ranges over to that run
+    succeeded, and one that failed as it took over does not fail the loop), closing as at
+    the end of `for_s`. Its next run can so start while
     this one still copies: the flow copies on through the turn (`docs/run.md`)."""
     from ferry.spark.connect import close_sessions, end_loops_at
 

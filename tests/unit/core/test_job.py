@@ -56,5 +56,17 @@ def test_the_summary_counts_the_final_rows_and_names_the_failed_partitions() -> 
                                  row(2, RangeOutcome.SKIPPED, 0)], gaps=2)
 
     assert summary == {"run_id": "r1", "ranges": 3, "records": 5, "bytes": 15,
-                       "failed": ["orders-1"], "gaps": 2,
+                       "failed": ["orders-1"], "handed_over": [], "gaps": 2,
                        "topics": {"orders": {"records": 5, "partitions": {"0": [0, 5]}}}}
+
+
+def test_the_summary_names_partitions_handed_over_apart_from_failed_ones() -> None:
+    def row(partition: int, outcome: RangeOutcome) -> dict[str, object]:
+        return {"topic": "orders", "partition": partition, "range_start": 0,
+                "range_end": 5, "records": 0, "bytes": 0, "outcome": outcome}
+
+    summary = run_summary("r1", [row(0, RangeOutcome.HANDED_OVER),
+                                 row(1, RangeOutcome.FAILED)], gaps=0)
+
+    assert summary["failed"] == ["orders-1"]
+    assert summary["handed_over"] == ["orders-0"]

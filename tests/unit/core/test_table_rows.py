@@ -160,3 +160,32 @@ def test_a_rebuilt_run_row_counts_the_duplicates_its_entries_carry() -> None:
     (row,) = tables.runs_from_entries([first, later], set(), "at_least_once")
 
     assert row["duplicates"] == 7
+
+
+OUT = tables.RangeOutcome
+
+
+@pytest.mark.parametrize(("outcomes", "run"), [
+    ([OUT.COPIED, OUT.SKIPPED], OUT.COPIED),
+    ([], OUT.COPIED),
+    ([OUT.COPIED, OUT.HANDED_OVER], OUT.HANDED_OVER),  # copied, then left the rest
+    ([OUT.HANDED_OVER], OUT.HANDED_OVER),
+    ([OUT.COPIED, OUT.HANDED_OVER, OUT.FAILED], OUT.FAILED),  # a real error stays a failure
+    (["copied", "handed-over"], OUT.HANDED_OVER),  # as rows read back from Delta hold them
+], ids=["copied", "empty", "copied-then-handed-over", "only-handed-over", "failed-wins",
+        "as-read-back"])
+def test_a_runs_outcome_is_failed_only_for_a_failed_range_and_handed_over_is_no_failure(
+    outcomes: list[str], run: tables.RangeOutcome
+) -> None:
+    assert tables.run_outcome(outcomes) == run
+    assert tables.run_outcome(outcomes).failed is (run == OUT.FAILED)
+
+
+@pytest.mark.parametrize(("outcome", "done"), [
+    (OUT.COPIED, True), (OUT.SKIPPED, True), (OUT.FAILED, False), (OUT.HANDED_OVER, False),
+    ("handed-over", False), ("copied", True),
+], ids=["copied", "skipped", "failed", "handed-over", "handed-over-read-back", "copied-read-back"])
+def test_only_copied_and_skipped_ranges_count_as_copied_by_their_run(
+    outcome: str, done: bool
+) -> None:
+    assert tables.copied_by_run(outcome) is done

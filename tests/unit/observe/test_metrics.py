@@ -287,3 +287,21 @@ def test_counters_cover_every_copied_range_while_ages_come_from_the_latest_rows(
     assert samples(found, SOURCE + "record_count") == {at(0): 1000, at(1): 5}
     assert samples(found, SOURCE + "byte_count") == {at(0): 9000, at(1): 50}
     assert samples(found, SOURCE + "record_age_ms") == {at(0): 700}  # none known for 1
+
+
+def test_a_latest_run_that_handed_over_to_a_newer_run_is_a_success_not_a_failure() -> None:
+    # given: the earlier run of a turn copied, then left partition 1 to the run after it,
+    # which found nothing more to copy (so the earlier run's rows are the latest)
+    runs = [run_row("r1", 0, 0, 60, NOW - timedelta(seconds=2)),
+            run_row("r1", 1, 0, 40, NOW, outcome="handed-over")]
+    found = families([snapshot(runs=runs)], NOW.timestamp())
+    assert samples(found, "ferry_last_run_success") == {(("source", "a"), ("target", "b")): 1}
+    # the handed-over range counts no records (the run after it copies them)
+    assert samples(found, SOURCE + "record_count") == {at(0): 60, at(1): 0}
+
+
+def test_a_latest_run_with_a_failed_range_beside_a_hand_over_is_a_failure() -> None:
+    runs = [run_row("r1", 0, 0, 60, NOW, outcome="failed"),
+            run_row("r1", 1, 0, 40, NOW, outcome="handed-over")]
+    found = families([snapshot(runs=runs)], NOW.timestamp())
+    assert samples(found, "ferry_last_run_success") == {(("source", "a"), ("target", "b")): 0}

@@ -101,3 +101,15 @@ def test_json_api_carries_what_the_page_shows() -> None:
     assert data["gaps"][0]["records"] == 4 and data["verify"][0]["mismatched"] == 1
     assert data["lag_history"] == [{"at": NOW.astimezone(UTC).isoformat(timespec="seconds"),
                                     "records": 20, "seconds": 35.5}]
+
+
+def test_a_run_that_handed_over_is_summed_up_and_shown_as_handed_over_not_failed() -> None:
+    rows = [run_row("r1", 0, 0, 10, NOW - timedelta(minutes=1)),
+            run_row("r1", 1, 0, 5, NOW, outcome="handed-over")]
+    (summary,) = run_summaries(rows)
+    assert (summary.outcome, summary.error) == ("handed-over", None)
+    snap = page_snapshot()
+    snap.runs = rows
+    html = render_page([snap], NOW.timestamp(), "mm2.properties")
+    assert "handed over" in html and ">failed<" not in html
+    assert to_json(snap, NOW.timestamp())["runs"][0]["outcome"] == "handed-over"

@@ -15,7 +15,7 @@ from ferry.core.tables import RangeOutcome
 from ferry.core.takeover import Named
 from ferry.errors import WriterTaken
 from ferry.kafka.lane import Lane, LaneResult
-from ferry.spark.copy_job import write_slots
+from ferry.spark.copy_job import failures, handovers, write_slots
 from tests.unit.conftest import BASE, Loader
 
 ME, OTHER = "run-me", "run-other"
@@ -85,7 +85,8 @@ def test_a_lane_of_an_older_run_starts_no_slot_and_says_why_once(flow: Flow) -> 
     script = Script([], [OTHER])
     rows = write_slots(flow, ME, slots_of(flow), "", script.writer(), script)
     assert script.started == []
-    assert {r["outcome"] for r in rows} == {"failed"}
+    assert {r["outcome"] for r in rows} == {"handed-over"}  # a hand-over, not a failure
+    assert failures(rows) == [] and len(handovers(rows)) == 1
     assert {r["error"] for r in rows} == {
         f"flow A->B: run {OTHER} of the flow started after this one and writes the same "
         "partitions, so this run left them to it (Kafka fenced this run's writers; nothing "
@@ -107,17 +108,18 @@ def test_a_slot_taken_while_another_run_is_newest_stops_the_lane(flow: Flow) -> 
     script = Script(["taken"], [ME, OTHER])
     rows = write_slots(flow, ME, slots_of(flow), "", script.writer(), script)
     assert len(script.started) == 1
-    assert outcomes(rows) == [("copied", 10), ("failed", 0), ("failed", 0), ("failed", 0)]
-    assert len({r["error"] for r in rows if r["outcome"] == "failed"}) == 1  # one line
-    assert all(f"run {OTHER} of the flow started after this one" in r["error"]
-               for r in rows if r["outcome"] == "failed")
+    assert outcomes(rows) == [("copied", 10), ("handed-over", 0), ("handed-over", 0),
+                              ("handed-over", 0)]
+    assert failures(rows) == []
+    (line,) = handovers(rows)  # one line
+    assert f"run {OTHER} of the flow started after this one" in line
 
 
 def test_a_slot_taken_again_after_it_was_taken_back_stops_the_lane(flow: Flow) -> None:
     script = Script(["taken", "taken"], [ME, ME, OTHER])
     rows = write_slots(flow, ME, slots_of(flow), "", script.writer(), script)
     assert len(script.started) == 2  # taken back once, never a third time
-    assert [r["outcome"] for r in rows] == ["copied", "copied", "failed", "failed"]
+    assert [r["outcome"] for r in rows] == ["copied", "copied", "handed-over", "handed-over"]
 
 
 def test_with_no_newest_run_known_a_taken_slot_stops_the_lane_without_taking_it_back(
@@ -127,6 +129,8 @@ def test_with_no_newest_run_known_a_taken_slot_stops_the_lane_without_taking_it_
     rows = write_slots(flow, ME, slots_of(flow), "", script.writer(), script)
     assert len(script.started) == 1
     assert [r["error"] for r in rows][1] == "fenced"
+    # nobody newer to leave them to: a failure, as before
+    assert [r["outcome"] for r in rows] == ["copied", "failed", "failed", "failed"]
     assert all(r["error"].startswith("not started: another writer of this run stopped")
                for r in rows[2:])
 
@@ -154,6 +158,6 @@ def test_a_lane_of_an_earlier_continuous_run_leaves_its_slots_to_the_later_one(
     rows = write_slots(flow, "cycle-8", slots_of(flow), "", script.writer(), script,
                        owner=EARLY)
     assert script.started == []
-    assert {r["outcome"] for r in rows} == {"failed"}
+    assert {r["outcome"] for r in rows} == {"handed-over"}
     assert all(f"run {LATE.run} of the flow started after this one" in r["error"]
                for r in rows)

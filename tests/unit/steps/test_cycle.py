@@ -158,7 +158,8 @@ def test_a_run_is_recorded_from_its_jobs_result_without_reading_the_runs_table_b
 
     assert result.ok
     assert result.recorded == {
-        "run_id": "r1", "ranges": 2, "records": 8, "bytes": 80, "failed": [], "gaps": 0,
+        "run_id": "r1", "ranges": 2, "records": 8, "bytes": 80, "failed": [],
+        "handed_over": [], "gaps": 0,
         "topics": {"orders": {"records": 8, "partitions": {"0": [0, 5], "1": [0, 7]}}}}
 
 
@@ -184,7 +185,7 @@ def test_a_job_that_left_no_result_is_recorded_from_the_state_last_attempt_first
 
     # then: each range's last attempt that copied counts, once
     assert recorded == {"run_id": "r1", "ranges": 2, "records": 10, "bytes": 10,
-                        "failed": [], "gaps": 0,
+                        "failed": [], "handed_over": [], "gaps": 0,
                         "topics": {"orders": {"records": 10,
                                               "partitions": {"0": [0, 5], "1": [0, 5]}}}}
     assert state.rows("lag", "A->B")  # and a point of the lag history, in the same state
