@@ -10,9 +10,12 @@ batch per interval, while the loop copies on.
   first.
 - Then a batch is due when the interval has passed since the last one started, and there
   is something to record.
-- The batches are bounded: a cycle that hands over its rows waits while the batch being
-  written has taken longer than twice the interval, so Delta never falls further behind
-  than that, whatever the rate.
+- A batch that fails is tried again after a backoff (`retry_s`, doubling with each
+  failure in a row, at most the interval), never by a cycle: Delta is an audit copy, and
+  copying goes on whatever it does. A cycle never waits for a batch either, even one that
+  hangs; the queue of rows behind it is bounded by the recorder instead
+  (`ferry.spark.recorder`), and how far Delta is behind is watched
+  (`ferry_state_behind_seconds`).
 - A loop that knows when it ends, and leaves its last stretch to the next run (the
   `@continuous` DAG), starts no batch that would still be written when it ends (judged by
   twice the last batch's time, at most twice the interval): its end then waits for no
@@ -24,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BEHIND_FACTOR = 2.0
-"""How many intervals a batch may take before the copies wait for it."""
+"""How many of its intervals a batch may take to be written, as `due` judges a loop's end."""
+RETRY_S = 1.0
+"""The first retry's backoff after a failed batch."""
 
 
 @dataclass
@@ -43,6 +48,13 @@ class Batching:
     a last batch as it stops)."""
     last_took: float = 0.0
     """How long the last batch took."""
+    retry_s: float = RETRY_S
+    """The backoff after a first failed batch; it doubles with each failure in a row, up to
+    the interval."""
+    failures: int = 0
+    """Batches failed in a row (0: the last one succeeded)."""
+    retry_at: float | None = None
+    """When the failed batch is tried again (None: none failed)."""
 
     def due(self, now: float, flushing: bool = False) -> bool:
         """Whether a batch starts now: work pending, none being written, and the interval
@@ -58,24 +70,38 @@ class Batching:
         quiet = BEHIND_FACTOR * min(self.last_took, self.interval_s)
         if self.ends_at is not None and now + quiet >= self.ends_at:
             return False
+        if self.retry_at is not None:
+            return now >= self.retry_at
         return self.last_started is None or now - self.last_started >= self.interval_s
 
     def wait_for_next(self, now: float) -> float:
         """Seconds until a pending batch is due (0: due now or nothing is pending)."""
-        if not self.pending or self.last_started is None:
+        if not self.pending:
+            return 0.0
+        if self.retry_at is not None:
+            return max(0.0, self.retry_at - now)
+        if self.last_started is None:
             return 0.0
         return max(0.0, self.last_started + self.interval_s - now)
-
-    def holds_back(self, now: float) -> bool:
-        """Whether a cycle handing over its rows now waits: the batch being written has
-        taken longer than BEHIND_FACTOR intervals."""
-        return (self.writing_since is not None
-                and now - self.writing_since > BEHIND_FACTOR * self.interval_s)
 
     def started(self, now: float) -> None:
         self.last_started, self.writing_since, self.pending = now, now, False
 
     def ended(self, now: float) -> None:
+        """The batch being written was written."""
         if self.writing_since is not None:
             self.last_took = now - self.writing_since
         self.writing_since = None
+        self.failures, self.retry_at = 0, None
+
+    def failed(self, now: float) -> None:
+        """The batch being written failed: it is tried again after the backoff (what it
+        did not write is pending again, and the offset map is read again in any case)."""
+        failures = self.failures + 1
+        self.ended(now)
+        self.failures, self.pending = failures, True
+        self.retry_at = now + self.backoff()
+
+    def backoff(self) -> float:
+        """The wait before the next try after `failures` failed batches in a row."""
+        return min(self.interval_s, self.retry_s * 2.0 ** max(0, self.failures - 1))

@@ -16,9 +16,16 @@ a Spark job recording the same entries at once still record them once.
 Nothing is lost to a batch not yet written: the offset map and the runs of the copies that
 committed are rebuilt from the offset-map topic by the next job or batch of any process
 (`record_offset_map`), with the times their lanes reported (`runs_from_entries`); only a
-failed or skipped range's row of an unwritten batch is gone (its failure was the cycle's
-result, and logged). A batch that fails is reported to the next cycle that hands over
-rows, which fails with it, as a job whose append failed does.
+failed, handed-over or skipped range's row of an unwritten batch is gone (its outcome was
+the cycle's result, and logged).
+
+Delta is an audit copy (G9): its trouble never stops copying. A batch that fails is tried
+again in the recorder's thread after a backoff (`ferry.core.recording.Batching`), its rows
+kept when they were not written; a cycle never sees the failure, and never waits for a
+batch, even one that hangs. The rows waiting for Delta are bounded (`max_rows`): past the
+bound the oldest runs' rows are dropped whole and logged, and a later batch rebuilds them
+from their offset-map entries like a dead job's, so no copied range goes unrecorded. How far
+Delta is behind is `behind()` here, and `ferry_state_behind_*` for any process.
 
 A loop whose next run follows at once (the `@continuous` DAG) says when it ends
 (`end_at`) and closes with `hand_over`: no batch outlasts it, and copied rows still
@@ -34,7 +41,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.recording import Batching
+from ferry.core.recording import RETRY_S, Batching
 from ferry.core.tables import RangeOutcome, StatePaths
 from ferry.errors import FerryError, first_line
 from ferry.spark.copy_job import Unwritten
@@ -44,21 +51,33 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_ROWS = 100_000
+"""The `runs` rows a recorder keeps waiting for Delta at most (a few tens of MB)."""
+
 
 class Recorder:
     """Appends one flow's runs and offset map to Delta in batches, in a thread of its own."""
 
     def __init__(self, flow: Flow, clock: Callable[[], float] = time.monotonic,
-                 write: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+                 write: Callable[[list[dict[str, Any]]], None] | None = None,
+                 retry_s: float = RETRY_S, max_rows: int = MAX_ROWS) -> None:
         """`write(rows)`: appends one batch (default: the runs rows, then the offset
         map from the target's offset-map topic); rows it raises on without appending go
-        back to the head of the next batch only when it says so (`Unwritten`)."""
+        back to the head of the next batch only when it says so (`Unwritten`). A batch that
+        raised is tried again after `retry_s`, doubling, at most the interval. `max_rows`:
+        the rows kept waiting for Delta at most (past it, the oldest runs' rows are left to
+        their offset-map entries)."""
         self.flow = flow
         self._write = write or self._record
         self.paths = StatePaths(flow.ferry.state_dir)
         self._clock = clock
-        self._batching = Batching(flow.ferry.state_record_interval_seconds)
+        self._batching = Batching(flow.ferry.state_record_interval_seconds, retry_s=retry_s)
+        self._max_rows = max_rows
         self._rows: list[dict[str, Any]] = []
+        self._since: float | None = None
+        """When the oldest row of `_rows` was handed over (None: none is waiting)."""
+        self._in_flight: tuple[int, float | None] = (0, None)
+        """The batch being written: its rows, and when the oldest was handed over."""
         self._copying: set[str] = set()
         """Runs whose copy is under way: their rows are still to come."""
         self._abandoned: set[str] = set()
@@ -100,22 +119,54 @@ class Recorder:
 
     def add(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
-        are on the target), to be appended with the next batch. Waits while the batch
-        being written has taken more than twice the interval (Delta is kept that close).
-        Raises the failure of the last batch, once."""
+        are on the target), to be appended with a later batch. Never waits and never
+        raises for Delta: a batch failing or hanging holds no copy back. Past `max_rows`
+        waiting, the oldest runs' rows are dropped whole (logged): their offset-map
+        entries give them to a later batch."""
         with self._changed:
             self._copying.discard(run_id)
-            self._raise_failure()
             if run_id in self._abandoned:  # its rows may be rebuilt already: not twice
                 log.info("cycle %s, abandoned as hung, returned: its runs rows are those "
                          "rebuilt from its offset-map entries", run_id,
                          extra={"flow": self.flow.name})
                 return
+            if self._since is None:
+                self._since = self._clock()
             self._rows.extend(rows)
+            self._bound()
             self._batching.pending = True
             self._changed.notify_all()
-            while self._batching.holds_back(self._clock()) and not self._closed:
-                self._changed.wait(0.1)
+
+    def _bound(self) -> None:
+        """Keep at most `max_rows` rows waiting: drop the oldest runs' rows, whole (a run
+        with only some of its rows recorded would not be rebuilt from its entries)."""
+        if len(self._rows) <= self._max_rows:
+            return
+        order = list(dict.fromkeys(row["run_id"] for row in self._rows))
+        dropped: set[str] = set()
+        left = len(self._rows)
+        for run in order:
+            if left <= self._max_rows:
+                break
+            dropped.add(run)
+            left -= sum(1 for row in self._rows if row["run_id"] == run)
+        lost = [r for r in self._rows if r["run_id"] in dropped]
+        self._rows = [r for r in self._rows if r["run_id"] not in dropped]
+        log.warning("Delta is behind by more than %d runs rows: the rows of %d runs are left "
+                    "to their offset-map entries, which a later batch records (%d rows of "
+                    "ranges not copied, which have none, are not recorded)", self._max_rows,
+                    len(dropped), sum(1 for r in lost if r.get("outcome") != "copied"),
+                    extra={"flow": self.flow.name})
+
+    def behind(self) -> tuple[int, float]:
+        """How far Delta is behind this recorder: the `runs` rows waiting for it (the batch
+        being written included), and the seconds since the oldest of them was handed over
+        (0 when none waits)."""
+        with self._changed:
+            writing, writing_since = self._in_flight
+            times = [t for t in (writing_since, self._since) if t is not None]
+            count = writing + len(self._rows)
+            return count, (self._clock() - min(times)) if times and count else 0.0
 
     def catch_up(self) -> None:
         """Record what earlier runs left for the offset-map topic to give (handed over, or
@@ -141,7 +192,7 @@ class Recorder:
         written after `timeout_s`."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
-            self._raise_failure()
+            self._failure = None  # an earlier batch's failure is retried now
             self._flushing = True
             self._changed.notify_all()
             while ((self._batching.pending or self._batching.writing_since is not None)
@@ -183,15 +234,14 @@ class Recorder:
         the lock from the wait's end to the taking: no batch starts in between."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
-            while self._batching.writing_since is not None and self._failure is None:
+            while self._batching.writing_since is not None:
                 if deadline is not None and self._clock() >= deadline:
                     raise self._still_writing(timeout_s)
                 self._changed.wait(0.1)
-            self._raise_failure()
-            if not self._batches or not all(row["outcome"] == RangeOutcome.COPIED
-                                            for row in self._rows):
-                return None
-            left, self._rows = self._rows, []
+            if not self._batches or self._batching.failures or not all(
+                    row["outcome"] == RangeOutcome.COPIED for row in self._rows):
+                return None  # a last batch (tried now, even after failures)
+            left, self._rows, self._since = self._rows, [], None
             self._batching.pending = False
             return left
 
@@ -212,14 +262,13 @@ class Recorder:
     def _loop(self) -> None:
         while True:
             with self._changed:
-                # no batch while a failure is unreported: it is retried after it was
-                while not self._closed and (
-                        self._failure is not None
-                        or not self._batching.due(self._clock(), self._flushing)):
+                while not self._closed and not self._batching.due(self._clock(),
+                                                                  self._flushing):
                     self._changed.wait(self._batching.wait_for_next(self._clock()) or None)
                 if self._closed:
                     return
                 rows, self._rows = self._rows, []
+                self._in_flight, self._since = (len(rows), self._since), None
                 self._batching.started(self._clock())
             try:
                 self._write(rows)
@@ -227,17 +276,26 @@ class Recorder:
             except Unwritten as exc:  # its rows go with the next batch
                 with self._changed:
                     self._rows[:0] = rows
-                    self._batching.pending = True
+                    self._since = self._in_flight[1] if self._since is None \
+                        else min(self._since, self._in_flight[1] or self._since)
+                    self._bound()
                 failure = exc.cause
-            except Exception as exc:  # handed to the loop's next cycle
+            except Exception as exc:  # its rows written: the retry records the offset map
                 failure = exc
             with self._changed:
-                self._batching.ended(self._clock())
+                self._in_flight = (0, None)
                 if failure is not None:
-                    log.error("flow %s: a Delta batch failed: %s", self.flow.name,
-                              first_line(failure), extra={"flow": self.flow.name})
+                    self._batching.failed(self._clock())
+                    log.warning("flow %s: a Delta batch failed (%s); copying goes on, and "
+                                "the batch is tried again in %.1fs (%d failed in a row)",
+                                self.flow.name, first_line(failure),
+                                self._batching.retry_at - self._clock()
+                                if self._batching.retry_at is not None else 0.0,
+                                self._batching.failures, extra={"flow": self.flow.name})
                     self._failure = failure
                 else:
+                    self._batching.ended(self._clock())
+                    self._failure = None
                     self._batches += 1
                 self._changed.notify_all()
 

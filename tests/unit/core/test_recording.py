@@ -38,17 +38,6 @@ def test_the_recorder_sleeps_until_the_next_batch_is_due(state: Batching, now: f
     assert state.wait_for_next(now) == wait
 
 
-@pytest.mark.parametrize(("writing", "now", "held"), [
-    (None, 100.0, False),  # no batch being written
-    (0.0, 20.0, False),    # writing for two intervals: the copies go on
-    (0.0, 20.1, True),     # longer: Delta would fall further behind, the copies wait
-])
-def test_copies_wait_only_for_a_batch_written_longer_than_twice_the_interval(
-    writing: float | None, now: float, held: bool
-) -> None:
-    assert batching(last=writing, writing=writing).holds_back(now) is held
-
-
 def test_a_started_batch_takes_what_is_pending_and_ends_when_written() -> None:
     state = batching()
     state.started(5.0)

@@ -1,7 +1,8 @@
 """A warm continuous loop's Delta recorder, its batches written by a scripted writer: rows
 of cycles within one interval go in one batch, a flush writes what is pending, and a batch
-that fails fails the next cycle that hands over rows, its rows kept for the next batch when
-they were not written. The same on a real server: tests/integration/test_spark_connect.py."""
+that fails or hangs never holds a copy back: it is retried in the recorder's thread, its
+rows kept for the next batch when they were not written. The same on a real server:
+tests/integration/test_spark_connect.py."""
 
 from __future__ import annotations
 
@@ -77,34 +78,114 @@ def test_the_first_batch_is_written_at_once_and_later_cycles_wait_for_the_interv
     assert recorder.batches == 2
 
 
-def test_a_failed_batch_fails_the_next_cycle_once_and_its_rows_go_with_the_next_batch(
-    recorder_of: Any
+def wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(0.02)
+
+
+def test_a_failed_batch_fails_no_copy_and_is_retried_until_delta_takes_its_rows_once(
+    flow: Flow
 ) -> None:
-    writes = Writes({1: Unwritten(RuntimeError("DELTA_CONCURRENT_APPEND\nat ..."))})
-    recorder = recorder_of(writes)
-    recorder.add("r1", rows("r1"))
-    with pytest.raises(FerryError) as failed:
-        recorder.flush()
-    assert str(failed.value) == (
-        "flow A->B: recording the runs and the offset map in Delta "
-        f"({recorder.paths.root}) failed: DELTA_CONCURRENT_APPEND (the copies are committed "
-        "on the target; the next run records them from its offset-map topic)")
-    recorder.add("r2", rows("r2"))  # the failure was reported once
-    recorder.flush()
-    assert writes.batches == [["r1", "r2"]]
+    # given: Delta refuses the first two batches (their rows not written)
+    writes = Writes({1: Unwritten(RuntimeError("DELTA_CONCURRENT_APPEND\nat ...")),
+                     2: Unwritten(RuntimeError("Permission denied"))})
+    recorder = Recorder(flow, write=writes, retry_s=0.05)
+    try:
+        # when: cycles hand over their rows while the batches fail
+        recorder.add("r1", rows("r1"))
+        wait_for(lambda: writes.calls >= 1, "the first batch")
+        recorder.add("r2", rows("r2"))  # no failure reaches the copy
+        wait_for(lambda: writes.batches, "a batch after Delta recovered")
+        recorder.add("r3", rows("r3"))
+        recorder.flush(timeout_s=10)
+    finally:
+        recorder.close(timeout_s=10)
+
+    # then: retried in the recorder's thread, every row written once, none lost
+    assert writes.calls >= 3
+    assert sorted(run for batch in writes.batches for run in batch) == ["r1", "r2", "r3"]
 
 
-def test_a_batch_that_failed_after_writing_its_rows_does_not_write_them_twice(
-    recorder_of: Any
+def test_a_batch_that_failed_after_writing_its_rows_is_retried_without_them(
+    flow: Flow
 ) -> None:
     writes = Writes({1: RuntimeError("offset map append failed")})
-    recorder = recorder_of(writes)
-    recorder.add("r1", rows("r1"))
-    with pytest.raises(FerryError, match="offset map append failed"):
-        recorder.flush()
-    recorder.add("r2", rows("r2"))
-    recorder.flush()
-    assert writes.batches == [["r2"]]
+    recorder = Recorder(flow, write=writes, retry_s=0.05)
+    try:
+        recorder.add("r1", rows("r1"))
+        wait_for(lambda: writes.batches, "the retried batch")  # the offset map again
+        recorder.add("r2", rows("r2"))
+        recorder.flush(timeout_s=10)
+    finally:
+        recorder.close(timeout_s=10)
+    assert writes.batches == [[], ["r2"]]
+
+
+@pytest.mark.parametrize(("failures", "waits"), [
+    (1, 0.5), (2, 1.0), (3, 2.0), (10, 60.0), (40, 60.0)])
+def test_retries_back_off_to_at_most_the_interval(failures: int, waits: float) -> None:
+    from ferry.core.recording import Batching
+
+    batching = Batching(60.0, retry_s=0.5)
+    for _ in range(failures):
+        batching.pending = True
+        batching.started(100.0)
+        batching.failed(100.0)
+    assert batching.wait_for_next(100.0) == waits
+    assert not batching.due(100.0 + waits - 0.01) and batching.due(100.0 + waits)
+
+
+def test_a_hung_batch_holds_no_copy_back_and_says_how_far_delta_is_behind(
+    flow: Flow
+) -> None:
+    # given: a batch that never ends, for longer than twice the interval
+    now = [0.0]
+    writes = Writes()
+    writes.gate.clear()
+    recorder = Recorder(flow, clock=lambda: now[0], write=writes)
+    try:
+        recorder.add("r1", rows("r1"))
+        assert writes.writing.wait(10)
+        now[0] = 3 * 3600.0
+
+        # when: the next cycle hands over its rows
+        added = threading.Thread(target=recorder.add, args=("r2", rows("r2") * 3))
+        added.start()
+        added.join(5)
+
+        # then: it returned at once; the recorder says what waits for Delta, since when
+        assert not added.is_alive(), "a hung Delta write held the copy back"
+        assert recorder.behind() == (4, 3 * 3600.0)
+    finally:
+        writes.gate.set()
+        recorder.close(timeout_s=10)
+    assert recorder.behind() == (0, 0.0)
+
+
+def test_past_its_bound_the_queue_leaves_the_oldest_runs_to_the_offset_map_topic(
+    flow: Flow
+) -> None:
+    # given: a hung batch, and a queue of at most 4 rows
+    writes = Writes()
+    writes.gate.clear()
+    recorder = Recorder(flow, write=writes, max_rows=4)
+    try:
+        recorder.add("r0", rows("r0"))
+        assert writes.writing.wait(10)
+
+        # when: three cycles of two rows each hand theirs over
+        for run in ("r1", "r2", "r3"):
+            recorder.add(run, rows(run) * 2)
+
+        # then: the oldest run's rows are dropped whole (a batch rebuilds them from its
+        # entries: none is lost), the newest kept
+        assert sorted({r["run_id"] for r in recorder._rows}) == ["r2", "r3"]
+        assert "r1" not in recorder._pending()
+    finally:
+        writes.gate.set()
+        recorder.close(timeout_s=10)
 
 
 def test_copies_go_on_while_a_batch_is_written(recorder_of: Any) -> None:
