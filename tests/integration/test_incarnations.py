@@ -197,3 +197,25 @@ def test_a_recreated_remote_topic_is_mirrored_again_from_the_start_not_from_old_
     assert [(r["kind"], r["topic"], r["partition"], r["run_id"]) for r in found] == [
         ("remote-recreated", topic_name, 0, "after")]
     assert run_cycle(flow, "idle") == 0
+
+
+def test_a_recreated_source_topic_whose_new_end_is_the_old_position_is_refused(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: 30 records mirrored (position 30), then the source topic deleted and created
+    # again with 30 new records: its end is the old position, so the partition looks idle
+    from ferry.steps.plan import SourceRecreatedError, prepare
+    from tests.support.kafka_data import recreate_topic
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, f"old{i}".encode(), 0) for i in range(30)])
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    assert run_cycle(flow, "first-life") == 30
+    recreate_topic(clusters["source"], topic_name)
+    produce(clusters["source"], topic_name, [(None, f"new{i}".encode(), 0) for i in range(30)])
+
+    # when / then: refused as an incident, not an idle cycle that never copies new0..new29
+    with pytest.raises(SourceRecreatedError, match="deleted and created again"):
+        prepare(flow, run_id="second-life")
+    found = rows(StatePaths(flow.ferry.state_dir).incidents, flow.name)
+    assert [(r["kind"], r["partition"]) for r in found] == [("source-recreated", 0)]
