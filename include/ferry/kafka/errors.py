@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -68,3 +69,17 @@ def _denied(text: str, kind: str, principal: str | None, needs: Needs | None) ->
             "CLUSTER": "--cluster"}.get(rtype, f"--resource-pattern-type literal '{name}'")
     return (f"{text}; {who} may not {operation} on {resource}: grant it with kafka-acls --add "
             f"--allow-principal {who} --operation {operation.title().replace('_', '')} {flag}")
+
+
+class _Answered(Protocol):
+    error: KafkaError | None
+
+
+def raise_partition_error(answer: Iterable[_Answered]) -> None:
+    """Raise the first per-partition error of a `committed` answer as a KafkaException (a
+    transient one is then retried like any). Such a partition's offset reads -1001, which
+    taken for "no position" would let a write that expects none go over the position
+    committed there."""
+    for tp in answer:
+        if tp.error is not None:
+            raise KafkaException(tp.error)

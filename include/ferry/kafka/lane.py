@@ -57,6 +57,7 @@ from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
+from ferry.kafka.errors import raise_partition_error
 from ferry.kafka.kept import KeptClients
 from ferry.kafka.lane_errors import LaneErrors, is_fenced, refused, unanswered
 from ferry.kafka.lane_state import Part, Refusal
@@ -65,6 +66,7 @@ from ferry.kafka.metadata import learn_partition, unknown_partition
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import backoff, retrying, transient
 from ferry.kafka.stuck import ProducerStuck
+from ferry.kafka.watermarks import watermarks
 
 __all__ = ["Lane", "LaneResult"]
 
@@ -372,17 +374,17 @@ class Lane:
                         budget_s=self.flow.ferry.kafka_retry_seconds)
 
     def remote_end(self, reader: Consumer, part: Part) -> int:
-        """The remote partition's last stable offset. A partition the reader's metadata
-        does not list yet (grown since it learnt the topic) is asked for first."""
-        remote = KTP(part.remote, part.partition)
+        """The remote partition's last stable offset (an answer that is no offset is asked
+        again: `ferry.kafka.watermarks`). A partition the reader's metadata does not list
+        yet (grown since it learnt the topic) is asked for first."""
 
         def read() -> tuple[int, int]:
             try:
-                return reader.get_watermark_offsets(remote, timeout=CALL_TIMEOUT_S)
+                return watermarks(reader, part.remote, part.partition, CALL_TIMEOUT_S)
             except KafkaException as exc:
                 if not unknown_partition(exc) or not self.learn_partition(reader, part):
                     raise
-            return reader.get_watermark_offsets(remote, timeout=CALL_TIMEOUT_S)
+            return watermarks(reader, part.remote, part.partition, CALL_TIMEOUT_S)
 
         _, end = self.call(read, self.flow.target,
                            f"reading the end of {part.remote}-{part.partition}")
@@ -707,10 +709,8 @@ class Lane:
         def read() -> list[KTP]:
             answer = [tp for part in chunks(request, PER_CALL)
                       for tp in reader.committed(part, timeout=CALL_TIMEOUT_S)]
-            for tp in answer:
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
-            return list(answer)
+            raise_partition_error(answer)
+            return answer
 
         return list(self.call(read, self.flow.target, "reading committed positions"))
 

@@ -41,7 +41,7 @@ from ferry.errors import TransientError
 from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S
-from ferry.kafka.errors import kafka_error
+from ferry.kafka.errors import kafka_error, raise_partition_error
 from ferry.kafka.retry import retrying
 from ferry.kafka.runs import NewestRun
 
@@ -182,11 +182,19 @@ class PositionWriter:
         return producer
 
     def _position(self, remote: str, partition: int) -> tuple[int | None, str]:
-        """(the committed position or None, the id that committed it)."""
+        """(the committed position or None, the id that committed it). A partition answered
+        with an error of its own is an error, never "no position" (its offset then reads
+        -1001, and a write expecting none would go over the position committed there);
+        a transient one is asked again within the retry budget."""
         found: list[KTP] = []
-        self._call(lambda: found.extend(self.reader.committed(
-            [KTP(remote, partition)], timeout=CALL_TIMEOUT_S)),
-            f"reading the position of {remote}-{partition}")
+
+        def read() -> None:
+            found.clear()
+            found.extend(self.reader.committed([KTP(remote, partition)],
+                                               timeout=CALL_TIMEOUT_S))
+            raise_partition_error(found)
+
+        self._call(read, f"reading the position of {remote}-{partition}")
         (tp,) = found
         return (tp.offset if tp.offset >= 0 else None), decode_position(tp.metadata).owner
 

@@ -14,6 +14,7 @@ from ferry.core.verify import digest
 from ferry.errors import TransientError
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying, transient
+from ferry.kafka.watermarks import watermarks
 
 log = logging.getLogger(__name__)
 SCAN_FETCH_WAIT_MS = 10
@@ -41,9 +42,8 @@ def scan(client: ClientConfig, topic: str, partition: int, start: int, group: st
     try:
         try:
             low, high = retrying(
-                lambda: consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition),
-                    timeout=max(1.0, min(30.0, client.retry_seconds))),
+                lambda: watermarks(consumer, topic, partition,
+                                   max(1.0, min(30.0, client.retry_seconds))),
                 cluster=client.cluster, action=f"reading the offsets of {topic}-{partition}",
                 budget_s=client.retry_seconds)
         except KafkaException as exc:

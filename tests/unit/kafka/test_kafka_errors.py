@@ -58,3 +58,35 @@ def test_authorization_failures_name_principal_operation_resource_and_cluster(
     assert isinstance(error, TerminalError)
     assert str(error).startswith("cluster dr-site: creating remote topic failed: ")
     assert says in str(error)
+
+
+class _Position:
+    """A partition of a `committed` answer: its offset, and its own error if any."""
+
+    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
+        self.offset, self.error = offset, error
+
+
+def test_a_per_partition_error_of_a_position_read_is_an_error_never_no_position() -> None:
+    # librdkafka answers such a partition with offset -1001, what "no position" reads as
+    from ferry.kafka.errors import raise_partition_error
+
+    raise_partition_error([_Position(7), _Position(-1001)])  # no position: an answer
+    with pytest.raises(KafkaException) as raised:
+        raise_partition_error([_Position(7), _Position(
+            -1001, KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))])
+    assert raised.value.args[0].code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_a_transient_per_partition_error_is_asked_again_until_answered() -> None:
+    from ferry.kafka.errors import raise_partition_error
+    from ferry.kafka.retry import retrying
+
+    answers = [[_Position(-1001, KafkaError(KafkaError.NOT_COORDINATOR))], [_Position(12)]]
+
+    def read() -> int:
+        answer = answers.pop(0)
+        raise_partition_error(answer)
+        return answer[0].offset
+
+    assert retrying(read, cluster="B", action="reading a position", budget_s=5) == 12
