@@ -381,56 +381,50 @@ KEYS: tuple[FerryKey, ...] = (
 BY_NAME = {k.name: k for k in KEYS}
 
 
+def field_of(key: str) -> str:
+    """The `FerrySettings` field of a `ferry.` key: `ferry.kafka.retry.seconds` ->
+    `kafka_retry_seconds`."""
+    return key.removeprefix("ferry.").replace(".", "_")
+
+
 @dataclass(frozen=True)
 class FerrySettings:
-    """Resolved `ferry.` settings of one flow."""
+    """Resolved `ferry.` settings of one flow. Each field is the key `field_of` names, and
+    that key's default, parser and documentation are declared once, in `KEYS`; only its
+    type is here (a test holds the two to each other)."""
 
     state_dir: str
+    """An absolute path or a URI (a relative `ferry.state.dir` is resolved against the
+    config file's folder)."""
     spark_master: str
     delivery: str
     range_max_records: int
     on_gap: str
     transaction_max_records: int
+    remote_records_unmapped: str
+    writers: int
     transaction_max_seconds: float
     schedule: str
-    sync_acls_prefixed: bool = True
-    sync_acls_groups: bool = True
-    identity_loops_accepted: bool = False
-    kafka_retry_seconds: float = 120.0
-    """`ferry.kafka.retry.seconds`: the budget for waiting out transient Kafka states."""
-    copy_timeout_seconds: float = 21600.0
-    """`ferry.copy.timeout.seconds`: the copy task's execution_timeout."""
-    continuous_run_seconds: float = 600.0
-    """`ferry.continuous.run.seconds`: one @continuous DAG run's span of cycles."""
-    continuous_handover_seconds: float = 120.0
-    """`ferry.continuous.handover.seconds`: how long a run copies on, past its span, for the
-    next one to take over."""
-    task_retries: int = 2
-    copy_retries: int = 1
-    task_retry_delay_seconds: float = 30.0
-    task_pool: str = ""
-    """`ferry.task.pool`; "" is Airflow's default_pool."""
-    task_queue: str = ""
-    """`ferry.task.queue`; "" is the executor's default queue."""
-    writers: int = 8
-    """`ferry.writers`: the flow's writer slots (transactional ids), fixed for its life."""
-    remote_records_unmapped: str = "refuse"
-    """`ferry.remote.records.unmapped`: refuse | append."""
-    cycle_timeout_seconds: float = 900.0
-    """`ferry.cycle.timeout.seconds`: a continuous loop abandons a cycle that takes longer."""
-    dag_owner: str = "airflow"
-    dag_tags: tuple[str, ...] = ()
-    dag_on_failure_callback: str = ""
-    """`ferry.dag.on.failure.callback`: module:function, or "" for none."""
-    dag_default_args: str = ""
-    """`ferry.dag.default.args`: canonical JSON of more task arguments, or "" for none."""
-    state_record_interval_seconds: float = 60.0
-    """`ferry.state.record.interval.seconds`: a warm continuous loop's Delta batches (0:
-    every cycle records its own)."""
-    continuous_interval_seconds: float = 1.0
-    """`ferry.continuous.interval.seconds`: the least time between a loop's cycle starts."""
-    continuous_lanes: str = "kept"
-    """`ferry.continuous.lanes`: kept (writers kept in a continuous loop's process) | spark."""
+    sync_acls_prefixed: bool
+    sync_acls_groups: bool
+    identity_loops_accepted: bool
+    kafka_retry_seconds: float
+    copy_timeout_seconds: float
+    continuous_run_seconds: float
+    continuous_handover_seconds: float
+    task_retries: int
+    copy_retries: int
+    task_retry_delay_seconds: float
+    task_pool: str
+    task_queue: str
+    cycle_timeout_seconds: float
+    dag_owner: str
+    dag_tags: tuple[str, ...]
+    dag_on_failure_callback: str
+    dag_default_args: str
+    state_record_interval_seconds: float
+    continuous_interval_seconds: float
+    continuous_lanes: str
 
 
 def resolve_ferry_settings(
@@ -441,46 +435,15 @@ def resolve_ferry_settings(
     for key in KEYS:
         text, origin = values.get(key.name, (key.default, key.name))
         try:
-            parsed[key.name] = key.parse(text)
+            parsed[field_of(key.name)] = key.parse(text)
         except ValueError as exc:
             fix = f"e.g. {origin}={key.example or key.default}"
             findings.problem(origin, str(exc), fix, text)
-            parsed[key.name] = key.parse(key.default)
-    state = str(parsed["ferry.state.dir"])
+            parsed[field_of(key.name)] = key.parse(key.default)
+    state = str(parsed["state_dir"])
     if "://" not in state and not Path(state).is_absolute():
-        state = str((base_dir / state).resolve())
-    return FerrySettings(
-        state_dir=state,
-        spark_master=parsed["ferry.spark.master"],
-        delivery=parsed["ferry.delivery"],
-        range_max_records=parsed["ferry.range.max.records"],
-        on_gap=parsed["ferry.on.gap"],
-        transaction_max_records=parsed["ferry.transaction.max.records"],
-        transaction_max_seconds=parsed["ferry.transaction.max.seconds"],
-        schedule=parsed["ferry.schedule"],
-        sync_acls_prefixed=parsed["ferry.sync.acls.prefixed"],
-        sync_acls_groups=parsed["ferry.sync.acls.groups"],
-        identity_loops_accepted=parsed["ferry.identity.loops.accepted"],
-        kafka_retry_seconds=parsed["ferry.kafka.retry.seconds"],
-        copy_timeout_seconds=parsed["ferry.copy.timeout.seconds"],
-        continuous_run_seconds=parsed["ferry.continuous.run.seconds"],
-        continuous_handover_seconds=parsed["ferry.continuous.handover.seconds"],
-        task_retries=parsed["ferry.task.retries"],
-        copy_retries=parsed["ferry.copy.retries"],
-        task_retry_delay_seconds=parsed["ferry.task.retry.delay.seconds"],
-        task_pool=parsed["ferry.task.pool"],
-        task_queue=parsed["ferry.task.queue"],
-        writers=parsed["ferry.writers"],
-        remote_records_unmapped=parsed["ferry.remote.records.unmapped"],
-        cycle_timeout_seconds=parsed["ferry.cycle.timeout.seconds"],
-        dag_owner=parsed["ferry.dag.owner"],
-        dag_tags=parsed["ferry.dag.tags"],
-        dag_on_failure_callback=parsed["ferry.dag.on.failure.callback"],
-        dag_default_args=parsed["ferry.dag.default.args"],
-        state_record_interval_seconds=parsed["ferry.state.record.interval.seconds"],
-        continuous_interval_seconds=parsed["ferry.continuous.interval.seconds"],
-        continuous_lanes=parsed["ferry.continuous.lanes"],
-    )
+        parsed["state_dir"] = str((base_dir / state).resolve())
+    return FerrySettings(**parsed)
 
 
 def suggest_ferry_key(name: str) -> str:
