@@ -127,8 +127,11 @@ def entries_and_older(flow: Flow, topics: Collection[str], *,
                       target: OffsetMapTarget | None = None, state: StateStore | None = None
                       ) -> tuple[Grouped, dict[tuple[str, int], str]]:
     """`current_entries`, and the source partitions that have entries only of an older
-    incarnation of their topic: (topic, partition) -> that incarnation's topic ID."""
-    every, target_ids, older = _claims(flow, topics, None, source, target, state)
+    incarnation of their topic: (topic, partition) -> that incarnation's topic ID. For
+    positions to be written from: the source topics' IDs must be read (a failure to read
+    them raises; entries of a deleted topic are never taken for the current one's)."""
+    every, target_ids, older = _claims(flow, topics, None, source, target, state,
+                                       source_ids_required=True)
     live = _live(every, target_ids)
     # only entries of records still on the target: a remote topic deleted since took
     # those with it, and the new source topic may start over in the new remote topic
@@ -142,8 +145,10 @@ def entries_and_claims(flow: Flow, topics: Collection[str] | None = None,
                        target: OffsetMapTarget | None = None, state: StateStore | None = None
                        ) -> tuple[dict[tuple[str, int], list[MapEntry]],
                                   dict[tuple[str, int], list[MapEntry]]]:
-    """`partition_entries` without and with `claims`, from one read."""
-    every, target_ids, _ = _claims(flow, topics, into, source, target, state)
+    """`partition_entries` without and with `claims`, from one read. For a backfill, which
+    writes: the source topics' IDs must be read (see `entries_and_older`)."""
+    every, target_ids, _ = _claims(flow, topics, into, source, target, state,
+                                   source_ids_required=True)
     return _covers(_live(every, target_ids)), _covers(every)
 
 
@@ -162,10 +167,14 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 
 def _claims(flow: Flow, topics: Collection[str] | None,
             into: Callable[[str], str] | None, source: HasTopicIds | None,
-            target: OffsetMapTarget | None, state: StateStore | None
-            ) -> tuple[Grouped, dict[str, str], Grouped]:
+            target: OffsetMapTarget | None, state: StateStore | None,
+            source_ids_required: bool = False) -> tuple[Grouped, dict[str, str], Grouped]:
     """Every entry of the current source incarnations (see `current_entries`), the
-    destinations' current topic IDs, and the entries of other source incarnations."""
+    destinations' current topic IDs, and the entries of other source incarnations. The
+    source topics' IDs unread (the source cluster down: a disaster a look-up or a failover
+    must still answer in) leave every entry current, with a warning; with
+    `source_ids_required` (a caller that writes positions from them) that failure
+    raises."""
     from ferry.errors import FerryError
 
     destination = into or flow.remote_topic
@@ -186,6 +195,8 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     try:
         source_ids = (source or Cluster(flow.source_admin)).topic_ids(names)
     except FerryError as exc:
+        if source_ids_required:
+            raise
         log.warning("source topic IDs not checked (%s)", exc, extra={"flow": flow.name})
         source_ids = {}
     target_ids = target.topic_ids({destination(t) for t in names})

@@ -153,6 +153,21 @@ def test_without_the_source_cluster_the_source_ids_are_not_checked(
     assert "source topic IDs not checked" in caplog.text
 
 
+def test_positions_are_never_restored_from_entries_whose_source_ids_could_not_be_read(
+    config: Config
+) -> None:
+    # an entry of a deleted source incarnation taken for the current one would restore its
+    # position over the new topic, whose first records would then never be copied
+    from ferry.core.planner import TopicPartition
+    from ferry.steps.recovery import recorded_positions
+
+    written = entry("orders", 0, (0, 10), [(0, 0, 10)], source_id="s0")
+
+    with pytest.raises(TransientError, match="describing topics"):
+        recorded_positions(config.flow("A->B"), [TopicPartition("orders", 0)],
+                           source=Unreachable(), target=target_with((1, written)))
+
+
 def test_a_backfill_into_a_topic_of_its_own_answers_only_for_that_topic(
     config: Config
 ) -> None:
