@@ -32,7 +32,8 @@ def exposition(latest: list[dict[str, Any]] | None = None) -> str:
     rows of a run after the one that copied (as its copy job wrote them)."""
     status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
                                                            "a.orders", 604800.0)],
-                        heartbeat_latency_s=0.25, heartbeat_age_s=4.0)
+                        heartbeat_latency_s=0.25, heartbeat_age_s=4.0,
+                        state_behind_entries=3, state_behind_seconds=42.0)
     run = {"flow": "a->b", "run_id": "r1", "lane": 0, "topic": "orders", "partition": 0,
            "range_start": 0, "range_end": 100, "records": 100, "bytes": 1000, "seconds": 0.5,
            "max_record_age_ms": 900, "outcome": "copied", "error": None,

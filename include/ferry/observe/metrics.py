@@ -123,6 +123,12 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
         "gauge", "Seconds since the latest heartbeat of the flow was emitted."),
     "ferry_checkpoint_age_seconds": (
         "gauge", "Seconds since the flow last translated consumer-group offsets."),
+    "ferry_state_behind_entries": (
+        "gauge", "Offset-map entries committed on the target that the Delta offset map does "
+                 "not hold yet (their runs rows are not in Delta either; 0 when caught up)."),
+    "ferry_state_behind_seconds": (
+        "gauge", "Seconds since the oldest offset-map entry not in Delta yet was committed on "
+                 "the target (0 when Delta holds every entry)."),
     "ferry_flow_up": (
         "gauge", "1 when the flow's clusters answered the latest collection, 0 when they did "
                  "not (the page names the error)."),
@@ -292,3 +298,5 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
     if snap.status is not None:
         registry.add("ferry_heartbeat_latency_seconds", pair, snap.status.heartbeat_latency_s)
         registry.add("ferry_heartbeat_age_seconds", pair, snap.status.heartbeat_age_s)
+        registry.add("ferry_state_behind_entries", pair, snap.status.state_behind_entries)
+        registry.add("ferry_state_behind_seconds", pair, snap.status.state_behind_seconds)

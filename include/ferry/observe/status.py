@@ -34,6 +34,9 @@ class FlowStatus:
     """Offset-map entries committed on the target that Delta does not hold yet (a warm
     continuous loop appends them in batches, `ferry.state.record.interval.seconds`); None
     when the target could not be read."""
+    state_behind_seconds: float | None = None
+    """Seconds since the oldest of those entries was committed (0 when Delta holds every
+    one; None when the target could not be read): `ferry.observe.recording_lag`."""
 
     @property
     def lag_records(self) -> int:
@@ -52,7 +55,7 @@ class FlowStatus:
                  f"checkpoints age {secs(self.checkpoint_age_s)}"
                  + ("" if not self.state_behind_entries else
                     f"; Delta behind the target by {self.state_behind_entries:,} "
-                    "offset-map entries")]
+                    f"offset-map entries, the oldest {secs(self.state_behind_seconds)} old")]
         lines += [f"  {p.topic}-{p.partition}: end {p.source_end:,}, mirrored to "
                   f"{'-' if p.position is None else f'{p.position:,}'}, lag "
                   f"{p.lag_records:,} records / {p.lag_seconds:.0f}s" for p in self.partitions]
@@ -83,7 +86,7 @@ def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> Flo
     translated = newest(paths.checkpoints, flow.name, "translated_at")
     if translated is not None:
         found.checkpoint_age_s = round((datetime.now(UTC) - translated).total_seconds(), 3)
-    found.state_behind_entries = _state_behind(flow)
+    found.state_behind_entries, found.state_behind_seconds = _state_behind(flow)
     seen = seen or topology(config, flow.target)
     beats = [h for h in seen.heartbeats
              if sources_of(flow.policy, h.topic)[:1] == [flow.named_source]]
@@ -94,14 +97,19 @@ def flow_status(config: Config, flow: Flow, seen: Topology | None = None) -> Flo
     return found
 
 
-def _state_behind(flow: Flow) -> int | None:
+def _state_behind(flow: Flow) -> tuple[int | None, float | None]:
+    """(entries, seconds) Delta is behind the target (`recording_lag`); (None, None) when
+    the target could not be read."""
+    import time
+
     from ferry.errors import FerryError
-    from ferry.steps.cycle import offset_map_lag
+    from ferry.observe.recording_lag import recording_lag
 
     try:
-        return offset_map_lag(flow)
+        lag = recording_lag(flow)
     except FerryError:  # the partitions' lag already says the target cannot be read
-        return None
+        return None, None
+    return lag.entries, round(lag.age_s(int(time.time() * 1000)), 3)
 
 
 def status(config: Config) -> list[FlowStatus]:

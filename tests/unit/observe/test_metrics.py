@@ -305,3 +305,30 @@ def test_a_latest_run_with_a_failed_range_beside_a_hand_over_is_a_failure() -> N
             run_row("r1", 1, 0, 40, NOW, outcome="handed-over")]
     found = families([snapshot(runs=runs)], NOW.timestamp())
     assert samples(found, "ferry_last_run_success") == {(("source", "a"), ("target", "b")): 0}
+
+
+def test_how_far_delta_is_behind_the_offset_map_topic_is_exported_per_flow() -> None:
+    # given: 12 offset-map entries on the target that Delta lacks, the oldest 95.5 s old
+    snap = snapshot()
+    assert snap.status is not None
+    snap.status.state_behind_entries, snap.status.state_behind_seconds = 12, 95.5
+
+    found = families([snap], NOW.timestamp())
+
+    pair = (("source", "a"), ("target", "b"))
+    assert samples(found, "ferry_state_behind_entries") == {pair: 12}
+    assert samples(found, "ferry_state_behind_seconds") == {pair: 95.5}
+
+
+def test_a_delta_caught_up_is_exported_as_zero_and_an_unread_target_as_nothing() -> None:
+    caught_up = snapshot()
+    assert caught_up.status is not None
+    caught_up.status.state_behind_entries, caught_up.status.state_behind_seconds = 0, 0.0
+    unread = snapshot()  # the offset-map topic could not be read: not known, not 0
+
+    pair = (("source", "a"), ("target", "b"))
+    found = families([caught_up], NOW.timestamp())
+    assert samples(found, "ferry_state_behind_entries") == {pair: 0}
+    assert samples(found, "ferry_state_behind_seconds") == {pair: 0}
+    assert not [f for f in families([unread], NOW.timestamp())
+                if f.name.startswith("ferry_state_behind")]
