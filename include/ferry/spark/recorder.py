@@ -48,6 +48,7 @@ from ferry.spark.copy_job import Unwritten
 
 if TYPE_CHECKING:
     from ferry.config import Flow
+    from ferry.spark.copy_job import Append
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +61,21 @@ class Recorder:
 
     def __init__(self, flow: Flow, clock: Callable[[], float] = time.monotonic,
                  write: Callable[[list[dict[str, Any]]], None] | None = None,
-                 retry_s: float = RETRY_S, max_rows: int = MAX_ROWS) -> None:
+                 retry_s: float = RETRY_S, max_rows: int = MAX_ROWS,
+                 append: Append | None = None) -> None:
         """`write(rows)`: appends one batch (default: the runs rows, then the offset
-        map from the target's offset-map topic); rows it raises on without appending go
-        back to the head of the next batch only when it says so (`Unwritten`). A batch that
-        raised is tried again after `retry_s`, doubling, at most the interval. `max_rows`:
-        the rows kept waiting for Delta at most (past it, the oldest runs' rows are left to
-        their offset-map entries)."""
+        map from the target's offset-map topic, each table through `append`); rows it
+        raises on without appending go back to the head of the next batch only when it says
+        so (`Unwritten`). A batch that raised is tried again after `retry_s`, doubling, at
+        most the interval. `max_rows`: the rows kept waiting for Delta at most (past it,
+        the oldest runs' rows are left to their offset-map entries). `append(path, ddl,
+        rows, once)`: how the default `write` appends to one Delta table (default:
+        delta-rs, `ferry.state.writer.append`); whatever it raises fails the batch, which
+        is retried, and should it raise after its rows were committed (an unacknowledged
+        commit), the retry records them once all the same."""
         self.flow = flow
         self._write = write or self._record
+        self._append = append
         self.paths = StatePaths(flow.ferry.state_dir)
         self._clock = clock
         self._batching = Batching(flow.ferry.state_record_interval_seconds, retry_s=retry_s)
@@ -305,7 +312,8 @@ class Recorder:
 
         started = self._clock()
         timings: dict[str, float] = {}
-        mapped = record_runs(append, self.flow, self.paths, rows, timings, self._pending)
+        mapped = record_runs(self._append or append, self.flow, self.paths, rows, timings,
+                             self._pending)
         log.info("recorded behind the copy: %d runs rows, %d offset-map rows in %.2fs (%s)",
                  len(rows), mapped, self._clock() - started,
                  ", ".join(f"{part} {seconds:.2f}s" for part, seconds in timings.items()),
