@@ -242,7 +242,7 @@ class KeptHere:
         plan = plan_file.read(plan_path)
         writers = by_writer(plan.ranges, self.flow.ferry.writers)
         rows = self.lanes.copy(self.flow, plan.run_id, writers,
-                               lanes_of(writers, plan.lanes), plan.role,
+                               lanes_of(writers, plan.lanes), plan.role, plan.owner,
                                topics=plan.topics) if writers else []
         with self.done:
             self.rows.append(rows)
@@ -291,4 +291,63 @@ def test_a_hung_cycle_keeps_its_writers_and_the_next_cycle_fences_them_with_new_
     newer = reported[1].run_id
     assert all(f"run {newer} of the flow started after this one" in r["error"]
                and "\n" not in r["error"] for r in hung), hung
+    assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_an_abandoned_cycle_of_a_continuous_run_never_takes_its_slot_back_from_the_next(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a continuous run's loop (all its cycles name the same run the flow's newest)
+    # keeping its lanes, whose first cycle's writer hangs inside its first transaction
+    from ferry.core.takeover import Named
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(300, partitions=1))
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 15\n")
+    flow = config.enabled_flows[0]
+    held, release = threading.Event(), threading.Event()
+    started: list[str] = []
+
+    class Hung(initialising(started)):  # type: ignore[misc, valid-type]
+        def commit(self, producer: Producer, metadata: object, parts: list[Any]) -> None:
+            if not held.is_set():
+                held.set()
+                release.wait(60)
+            super().commit(producer, metadata, parts)  # type: ignore[arg-type]
+
+    lanes = KeptLanes(flow, writer=Hung)
+    runner = KeptHere(flow, lanes)
+    owner = Named("continuous-run", 1_000)
+    reported: list[CycleResult] = []
+
+    # when: the loop abandons the hung cycle and its next cycle copies every record; then
+    # the hung writer goes on (fenced), and the loop copies new records in a later cycle
+    try:
+        run_continuously(config.path, config, flow, lambda result, _s: reported.append(result),
+                         stop=lambda: len(reported) >= 2, runner=runner, owner=owner)
+        assert held.is_set()
+        release.set()
+        with runner.done:
+            assert runner.done.wait_for(lambda: len(runner.rows) >= 2, 60), \
+                "the hung cycle's copy never ended"
+        produce(clusters["source"], topic_name, records(100, 300, partitions=1))
+        run_continuously(config.path, config, flow, lambda result, _s: reported.append(result),
+                         stop=lambda: len(reported) >= 3, runner=runner, owner=owner)
+    finally:
+        release.set()
+        lanes.close()
+
+    # then: the hung cycle started no producer again: it left its ranges to the next cycle
+    # in one line (handed over, no failure); the live cycle's kept producer was never
+    # fenced, so the later cycle copied with it (the slot's id initialised twice: by the
+    # hung cycle and by the next); every record is on the target once
+    assert [r.abandoned for r in reported] == [True, False, False]
+    assert all(r.ok for r in reported[1:])
+    hung = runner.rows[1]
+    assert outcomes(hung) == {RangeOutcome.HANDED_OVER}, hung
+    assert all(f"run {reported[1].run_id} of the flow started after this one" in r["error"]
+               and "\n" not in r["error"] for r in hung), hung
+    assert outcomes(runner.rows[-1]) == {RangeOutcome.COPIED}
+    assert len(started) == 2, started
     assert_exact(flow, clusters, topic_name, 1)

@@ -273,3 +273,55 @@ def test_a_run_yields_to_positions_written_meanwhile_and_leaves_them_as_written(
     (line,) = lanes.handed("run")
     assert "run positions-" in line and "started after this one" in line
     assert positions(clusters, flow, [(flow.remote_topic(topic_name), 0)]) == [300]
+
+
+def test_a_writer_replacing_its_stuck_producer_yields_to_a_newer_run_instead_of_fencing_it(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: an older run's writer inside its first transaction, about to find its producer
+    # stuck (`kafka/stuck.py`: the bounded call gave up on it), which a writer replaces
+    # with a new producer of the slot's id; meanwhile the newest run is named and its
+    # writer of the slot holds its first transaction open
+    from functools import partial
+
+    from ferry.core.takeover import Named
+    from ferry.kafka.runs import NewestRun
+    from ferry.kafka.stuck import ProducerStuck
+
+    flow, slot, ranges, lanes = partition_zero(clusters, topic_name, tmp_path, "older")
+    started: list[str] = []
+    stuck, unstick = threading.Event(), threading.Event()
+
+    class Stuck(Lane):
+        def _start_producer(self, diagnose: bool = False) -> Producer:
+            started.append(self.run_id)
+            return super()._start_producer(diagnose)
+
+        def commit(self, producer: Producer, metadata: object, parts: list[Part]) -> None:
+            if self.run_id == "older" and not stuck.is_set():
+                stuck.set()
+                unstick.wait(60)
+                raise ProducerStuck("sending the positions did not return within 35s")
+            super().commit(producer, metadata, parts)
+
+    with NewestRun(flow) as newest:
+        lanes.start("older", slot, ranges,
+                    partial(Stuck, newest=newest, owner=Named("older")))  # type: ignore[arg-type]
+        assert stuck.wait(60)
+        name_newest(flow, "newest", "")
+        reached, release = threading.Event(), threading.Event()
+        held = pausing("commit", reached, release)
+        lanes.start("newest", slot, ranges, type("Held", (held, Stuck), {}))
+        assert reached.wait(60)
+
+        # when: the older writer replaces its stuck producer, then the newest run goes on
+        unstick.set()
+        wait_until(lambda: "older" in lanes.rows, "the older run's lane finished")
+        release.set()
+        lanes.join_all()
+
+    # then: the older writer started no producer again (it would have fenced the newest
+    # run's writer): it left the slot to the newest run in one line, which copied every
+    # record with the one producer it started; every record is on the target once
+    assert started == ["older", "newest"]
+    newest_copied_all(lanes, 500, flow, clusters, topic_name, older_yielded=True)

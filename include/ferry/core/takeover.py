@@ -14,9 +14,13 @@ making progress. So the **newest run** of a flow goes on and the older one yield
 
 A **continuous run** (a run of the `@continuous` DAG: cycles back to back) names itself
 by its own id with its place in the flow's order of runs (`since_ms`, its DAG run's
-time), the same for all its cycles. Between two continuous runs that place decides, not
-who named last: the later run goes on, and the earlier one **hands over** to it and ends
-(`hands_over`), so the next run of the DAG can start while the one before still copies.
+time), the same for all its cycles, and with the cycle whose lanes named it (`cycle`).
+Its cycles run one at a time, so the cycle named last is its live one: a cycle the loop
+abandoned as hung, whose writer wakes fenced by the next cycle's, yields to that cycle
+like an older run (its ranges handed over) and never takes its slot back. Between two
+continuous runs their place decides, not who named last: the later run goes on, and the
+earlier one **hands over** to it and ends (`hands_over`), so the next run of the DAG can
+start while the one before still copies.
 An earlier run naming itself again (it read the name just before it changed) is not
 yielded to, and a retry of an earlier run (its place unchanged) hands over at once. A
 run of one cycle beside a continuous run keeps the last-named rule: it goes on while it
@@ -48,6 +52,9 @@ class Named:
     since_ms: int | None = None
     """A continuous run's place in the flow's order of runs (epoch milliseconds of its DAG
     run's time); None for a run of one cycle."""
+    cycle: str | None = None
+    """The cycle of a continuous run that named it (the cycle's run id); None: the run as a
+    whole (a run of one cycle, or a name of an earlier Ferry)."""
 
     @property
     def continuous(self) -> bool:
@@ -60,6 +67,8 @@ def encode_marker(named: Named, at_ms: int) -> str:
                                  "ferry_at": at_ms}
     if named.since_ms is not None:
         marker["ferry_since"] = named.since_ms
+    if named.cycle is not None:
+        marker["ferry_cycle"] = named.cycle
     return json.dumps(marker)
 
 
@@ -73,18 +82,23 @@ def decode_marker(metadata: str | None) -> Named | None:
         return None
     if not isinstance(data, dict) or data.get("ferry_format") != MARKER_FORMAT:
         return None
-    run, since = data.get("ferry_run"), data.get("ferry_since")
+    run, since, cycle = data.get("ferry_run"), data.get("ferry_since"), data.get("ferry_cycle")
     if not isinstance(run, str) or not run:
         return None
     return Named(run, since if isinstance(since, int) and not isinstance(since, bool)
-                 else None)
+                 else None, cycle if isinstance(cycle, str) and cycle else None)
 
 
 def newer_run(newest: Named | None, me: Named) -> str | None:
     """The run that has to go on instead of `me`: the one named newest, when it is another
-    run, unless both are continuous and it is not later in the flow's order than `me`
-    (None: `me` goes on)."""
-    if newest is None or newest.run == me.run:
+    run, unless both are continuous and it is not later in the flow's order than `me`; or
+    another cycle of `me`'s own run, named after `me` was (its id: `me` was abandoned as
+    hung). None: `me` goes on."""
+    if newest is None:
+        return None
+    if newest.run == me.run:
+        if newest.cycle is not None and me.cycle is not None and newest.cycle != me.cycle:
+            return newest.cycle
         return None
     if newest.since_ms is not None and me.since_ms is not None \
             and newest.since_ms <= me.since_ms:
@@ -102,7 +116,8 @@ def hands_over(newest: Named | None, me: Named) -> str | None:
     """The continuous run `me` hands over to and ends for: a continuous run named newest
     that is later than `me` in the flow's order (None: `me` goes on). A run of one cycle
     named newest is yielded to by `me`'s lanes, but not handed over to."""
-    if newest is None or not newest.continuous or not me.continuous:
+    if newest is None or not newest.continuous or not me.continuous \
+            or newest.run == me.run:
         return None
     return newer_run(newest, me)
 

@@ -54,6 +54,7 @@ from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
 from ferry.core.positions import decode_position, encode_position
 from ferry.core.tables import RangeOutcome, RangeResult
+from ferry.core.takeover import Named, newer_run, yielded
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
@@ -65,6 +66,7 @@ from ferry.kafka.limits import PER_CALL, chunks
 from ferry.kafka.metadata import learn_partition, unknown_partition
 from ferry.kafka.records import SCAN_FETCH_WAIT_MS
 from ferry.kafka.retry import backoff, retrying, transient
+from ferry.kafka.runs import ReadsNewest
 from ferry.kafka.stuck import ProducerStuck
 from ferry.kafka.watermarks import watermarks
 
@@ -123,11 +125,18 @@ class Lane:
 
     def __init__(self, flow: Flow, ranges: Sequence[Range], run_id: str,
                  progress: Callable[[int, int], None] | None = None, role: str = "",
-                 kept: KeptClients | None = None) -> None:
+                 kept: KeptClients | None = None, newest: ReadsNewest | None = None,
+                 owner: Named | None = None) -> None:
         """The writer of `ranges`, which must all be of one writer slot (`by_writer`): its
         transactional id is that slot's, whoever runs it (G11). `kept`: the slot's clients
         kept from an earlier cycle of a continuous loop (`ferry.kafka.kept`), used and kept
-        again when this run succeeds, dropped when it raises."""
+        again when this run succeeds, dropped when it raises. `newest`, `owner`: where the
+        flow's newest run is read, and the run this writer's is, as it named itself
+        (`ferry.core.takeover`): before initialising its id again mid-copy (a stuck or
+        unanswered producer replaced, a refusal re-run), the writer reads the newest run
+        and, when another is to go on, stops instead (`WriterTaken`), so a writer that is
+        to yield never fences the one it yields to. Without them it initialises again
+        whoever is named (Kafka's fencing still keeps the copy exact)."""
         slots = {writer_of(r.topic, r.partition, flow.ferry.writers) for r in ranges}
         if len(slots) > 1:
             raise ValueError(f"ranges of writer slots {sorted(slots)} given to one writer; "
@@ -169,6 +178,7 @@ class Lane:
             raise ValueError(f"clients kept for {kept.txn_id} given to the writer of "
                              f"{self.txn_id} ({self.delivery.name})")
         self.kept = kept
+        self.newest, self.owner = newest, owner or Named(run_id)
         self.learned: set[str] = set()
         """Topics whose metadata this writer's producer asked for (`learn_targets`)."""
 
@@ -675,12 +685,24 @@ class Lane:
         """A new producer of the same transactional id. Its `init_transactions` fences
         whoever holds the id now (a newer run may have taken it since this one's start and
         committed), so the positions are read again before anything more is read or sent:
-        every initialisation is followed by a read of the positions (G11)."""
+        every initialisation is followed by a read of the positions (G11). Another run
+        named the flow's newest since (`newest`) is yielded to first: `WriterTaken`."""
+        self._yield_to_newer()
         producer = self._start_producer(diagnose)
         if self.reader is not None:
             self._catch_up(self.reader)
         self._rewind(consumer, active)
         return producer
+
+    def _yield_to_newer(self) -> None:
+        """Raise `WriterTaken` when another run (or a later cycle of this one) is named the
+        flow's newest: its writers write the slot now, and this one is not to fence them."""
+        if self.newest is None:
+            return
+        newer = newer_run(self.newest.read(), self.owner)
+        if newer is not None:
+            raise WriterTaken(f"flow {self.flow.name} writer {self.lane}: not initialising "
+                              f"{self.txn_id} again: {yielded(self.flow.name, newer)}")
 
     def _catch_up(self, reader: Consumer) -> None:
         """Positions read again after a re-initialisation: a partition another writer moved

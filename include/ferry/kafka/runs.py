@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KTP
@@ -27,12 +28,18 @@ from ferry.core.takeover import Named, decode_marker, encode_marker
 from ferry.kafka.errors import kafka_error
 from ferry.kafka.retry import retrying
 
-__all__ = ["NewestRun"]
+__all__ = ["NewestRun", "ReadsNewest"]
 
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 10.0
 DENIED = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED})
+
+
+class ReadsNewest(Protocol):
+    """Reads which run is the flow's newest (`NewestRun`)."""
+
+    def read(self) -> Named | None: ...
 
 
 class NewestRun:

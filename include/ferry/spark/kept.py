@@ -60,7 +60,10 @@ class KeptLanes:
         """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
         as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
         changed since the last cycle starts with new clients. `owner`: the run as it names
-        itself the flow's newest (default: `run_id`; `copy_job.name_newest`). `topics`: the
+        itself the flow's newest (default: `run_id`; `copy_job.name_newest`); a continuous
+        run is named with this copy's cycle (`run_id`, `Named.cycle`), so the writers of a
+        cycle the loop abandoned as hung, fenced by this one's, yield to it instead of
+        taking their slots back (and of fencing this cycle's writers in turn). `topics`: the
         flow's source topics, idle ones too (the plan's), which new clients learn at once."""
         if flow != self.flow:
             log.info("flow %s changed; its kept writers start afresh", flow.name,
@@ -84,7 +87,8 @@ class KeptLanes:
               topics: frozenset[str]) -> list[dict[str, Any]]:
         from ferry.spark.copy_job import write_slots
 
-        me = owner or Named(run_id)
+        me = Named(owner.run, owner.since_ms, run_id) if owner is not None \
+            and owner.continuous else owner or Named(run_id)  # the cycle it names: see below
         newest = self._newest_run(role)
         if not me.continuous or names_itself(newest.read(), me):
             newest.name(me)
@@ -92,17 +96,19 @@ class KeptLanes:
 
         def lane(index: int, slots: list[int]) -> list[dict[str, Any]]:
             return write_slots(flow, run_id, [(s, writers[s]) for s in slots], role,
-                               writer=self._writer(role, index, topics), newest=newest,
-                               owner=me)
+                               writer=self._writer(role, index, topics, newest, me),
+                               newest=newest, owner=me)
 
         rows: list[dict[str, Any]] = []
         for done in [pool.submit(lane, i, slots) for i, slots in enumerate(lanes)]:
             rows.extend(done.result())
         return rows
 
-    def _writer(self, role: str, lane: int, topics: frozenset[str]) -> Callable[..., Lane]:
+    def _writer(self, role: str, lane: int, topics: frozenset[str], newest: NewestRun,
+                me: Named) -> Callable[..., Lane]:
         """Makes a slot's writer, run by lane `lane`, with the clients the slot kept and
-        the lane's consumer and reader."""
+        the lane's consumer and reader; one that would initialise its id again mid-copy
+        reads the flow's newest run first, and yields to a newer one (`Lane` `newest`)."""
         from ferry.core.internal import transactional_id
         from ferry.core.lanes import writer_of
         from ferry.kafka.lane import Lane
@@ -120,7 +126,7 @@ class KeptLanes:
                 kept = slots[(role, slot)] = KeptClients(
                     transactional_id(flow, slot, role))
             kept.readers, kept.flow_topics = readers, topics
-            return make(flow, ranges, run_id, kept=kept, **kwargs)
+            return make(flow, ranges, run_id, kept=kept, newest=newest, owner=me, **kwargs)
 
         return writer
 

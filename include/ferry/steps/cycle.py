@@ -484,7 +484,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                 last.handed_to = relay.handed_to()
                 timed_out = last.handed_to is not None
                 return last
-            relay.named()
+            relay.named(last.run_id)
             trimming.after_cycle()  # the loop's memory stays level (`ferry.heap`)
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
@@ -518,15 +518,18 @@ class _Relay:
                      self.owner.run, extra={"flow": self.flow.name})
         return handed
 
-    def named(self) -> None:
-        """After the loop's first cycle that succeeded: the run names itself the flow's
-        newest, unless a later one is (an idle cycle copies nothing, so its lanes named
-        nothing), so that the run before hands over now rather than at its run's end."""
+    def named(self, cycle: str) -> None:
+        """After the loop's first cycle that succeeded (`cycle`, its run id): the run names
+        itself the flow's newest, unless a later one is (an idle cycle copies nothing, so
+        its lanes named nothing), so that the run before hands over now rather than at its
+        run's end. Named with that cycle, as its lanes name it (`Named.cycle`): a cycle
+        abandoned before it still yields to it."""
         if self.owner is None or self._named:
             return
         self._named = True
-        if names_itself(self.runs.read(), self.owner):
-            self.runs.name(self.owner)
+        me = replace(self.owner, cycle=cycle)
+        if names_itself(self.runs.read(), me):
+            self.runs.name(me)
 
     @property
     def runs(self) -> NewestRuns:

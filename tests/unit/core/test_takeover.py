@@ -27,7 +27,8 @@ COPIED, FAILED, SKIPPED, PENDING = (RangeOutcome.COPIED, RangeOutcome.FAILED,
                                     RangeOutcome.SKIPPED, RangeOutcome.PENDING)
 
 
-@pytest.mark.parametrize("named", [Named("cycle-7"), Named("scheduled__2026-12-01", 1_700)])
+@pytest.mark.parametrize("named", [Named("cycle-7"), Named("scheduled__2026-12-01", 1_700),
+                                   Named("scheduled__2026-12-01", 1_700, "cycle-8")])
 def test_a_marker_names_the_run_it_was_written_for_with_a_continuous_runs_place(
     named: Named
 ) -> None:
@@ -49,6 +50,7 @@ def test_metadata_that_is_not_a_marker_names_no_run(metadata: str | None) -> Non
 
 
 A, B = Named("a"), Named("b")  # runs of one cycle
+HUNG, LIVE = Named("run-1", 1_000, "cycle-1"), Named("run-1", 1_000, "cycle-2")  # its cycles
 EARLY, LATE = Named("run-1", 1_000), Named("run-2", 2_000)  # continuous runs, in order
 RETRY = Named("run-1", 1_000)  # the same DAG run's next try
 
@@ -63,6 +65,12 @@ RETRY = Named("run-1", 1_000)  # the same DAG run's next try
     (B, EARLY, "b", False, None, True),   # a run of one cycle: yield to it, never hand over
     (EARLY, A, "run-1", False, None, True),  # one cycle named before a continuous run
     (None, EARLY, None, False, None, True),
+    (LIVE, HUNG, "cycle-2", False, None, True),  # an abandoned cycle yields to the next
+    (LIVE, LIVE, None, True, None, True),  # the live cycle takes a slot back
+    (HUNG, LIVE, "cycle-1", False, None, True),  # of one run's cycles, the last named goes on
+    (EARLY, HUNG, None, True, None, True),  # its run named as a whole: it is this run
+    (HUNG, LATE, None, True, None, True),  # a cycle of an earlier run: go on
+    (LIVE, EARLY, None, True, None, True),  # a cycle of this run, named by its loop
 ])
 def test_the_newest_run_goes_on_and_an_earlier_continuous_run_hands_over_to_a_later_one(
     newest: Named | None, me: Named, newer: str | None, takes_back: bool,
