@@ -26,6 +26,15 @@ yielded to, and a retry of an earlier run (its place unchanged) hands over at on
 run of one cycle beside a continuous run keeps the last-named rule: it goes on while it
 is named last, and the continuous run names itself again in its next cycle.
 
+**Positions written outside a copy** (`ferry positions reset`, an adoption, a position
+restored from the offset map) are named the flow's newest too, as a positions write
+(`Named.positions`), before the writer takes each slot's id, and named again as done when
+it ends. Every run's lanes yield to a positions write (they never take a slot back from
+it), and a continuous run does not name itself while one is under way: its cycles copy
+nothing until it is done, then it names itself again, and its next cycle plans from the
+positions as written. A positions write whose writer is gone (killed before it said it
+was done) counts as done `POSITIONS_LEASE_MS` after it last named itself.
+
 This is about progress only: a lane that reads the name late, or cannot read it, is still
 fenced by Kafka, so safety never rests on it. A run of another role (a backfill into a
 topic of its own) has writer ids and a name of its own.
@@ -41,6 +50,10 @@ from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome, RangeResult
 
 MARKER_FORMAT = 1
+POSITIONS_LEASE_MS = 300_000
+"""How long a positions write counts as under way after it last named itself (before each
+slot it takes), unless it said it is done: a positions writer's transactions time out
+after as long (`kafka/positions.py`), so one still writing has named itself since."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,10 @@ class Named:
     cycle: str | None = None
     """The cycle of a continuous run that named it (the cycle's run id); None: the run as a
     whole (a run of one cycle, or a name of an earlier Ferry)."""
+    positions: bool = False
+    """A positions write outside a copy (a reset, an adoption, a restore), not a run."""
+    done: bool = False
+    """A positions write that ended (or whose lease ran out: `POSITIONS_LEASE_MS`)."""
 
     @property
     def continuous(self) -> bool:
@@ -69,13 +86,17 @@ def encode_marker(named: Named, at_ms: int) -> str:
         marker["ferry_since"] = named.since_ms
     if named.cycle is not None:
         marker["ferry_cycle"] = named.cycle
+    if named.positions:
+        marker["ferry_writes"] = "positions"
+        marker["ferry_done"] = named.done
     return json.dumps(marker)
 
 
-def decode_marker(metadata: str | None) -> Named | None:
+def decode_marker(metadata: str | None, now_ms: int | None = None) -> Named | None:
     """The run a marker names; None for no marker, or metadata that is not one this Ferry
     wrote (another format: nothing is concluded from it). A marker of an earlier Ferry
-    (no `ferry_since`) names a run of one cycle."""
+    (no `ferry_since`) names a run of one cycle. With `now_ms` (the reader's clock), a
+    positions write named `POSITIONS_LEASE_MS` ago or more reads as done."""
     try:
         data = json.loads(metadata or "{}")
     except ValueError:
@@ -85,17 +106,29 @@ def decode_marker(metadata: str | None) -> Named | None:
     run, since, cycle = data.get("ferry_run"), data.get("ferry_since"), data.get("ferry_cycle")
     if not isinstance(run, str) or not run:
         return None
+    positions, at = data.get("ferry_writes") == "positions", data.get("ferry_at")
+    done = positions and (data.get("ferry_done") is True or (
+        now_ms is not None and isinstance(at, int) and now_ms - at >= POSITIONS_LEASE_MS))
     return Named(run, since if isinstance(since, int) and not isinstance(since, bool)
-                 else None, cycle if isinstance(cycle, str) and cycle else None)
+                 else None, cycle if isinstance(cycle, str) and cycle else None,
+                 positions, done)
+
+
+def writing(newest: Named | None) -> bool:
+    """Whether a positions write named the flow's newest is under way."""
+    return newest is not None and newest.positions and not newest.done
 
 
 def newer_run(newest: Named | None, me: Named) -> str | None:
     """The run that has to go on instead of `me`: the one named newest, when it is another
     run, unless both are continuous and it is not later in the flow's order than `me`; or
     another cycle of `me`'s own run, named after `me` was (its id: `me` was abandoned as
-    hung). None: `me` goes on."""
+    hung); or a positions write named after `me` was, under way or done (its positions are
+    as written: the next plan starts from them). None: `me` goes on."""
     if newest is None:
         return None
+    if newest.positions:
+        return newest.run
     if newest.run == me.run:
         if newest.cycle is not None and me.cycle is not None and newest.cycle != me.cycle:
             return newest.cycle
@@ -124,8 +157,9 @@ def hands_over(newest: Named | None, me: Named) -> str | None:
 
 def names_itself(newest: Named | None, me: Named) -> bool:
     """Whether `me` names itself the flow's newest before its lanes start: always, except
+    while a positions write is under way (`writing`: its lanes leave it their slots), and
     a continuous run once a later one is named (it hands over instead)."""
-    return not me.continuous or hands_over(newest, me) is None
+    return not writing(newest) and (not me.continuous or hands_over(newest, me) is None)
 
 
 def left_over(ranges: Sequence[Range], results: Sequence[RangeResult]) -> list[Range]:

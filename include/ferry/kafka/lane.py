@@ -179,6 +179,8 @@ class Lane:
                              f"{self.txn_id} ({self.delivery.name})")
         self.kept = kept
         self.newest, self.owner = newest, owner or Named(run_id)
+        self.moved_back: set[tuple[str, int]] = set()
+        """Partitions whose position moved back under this writer (`_moved_back`)."""
         self.learned: set[str] = set()
         """Topics whose metadata this writer's producer asked for (`learn_targets`)."""
 
@@ -480,9 +482,12 @@ class Lane:
                 part.txn.touched = True
                 continue
             if tp.offset < part.start:
-                raise TerminalError(
-                    f"flow {self.flow.name}: {part.topic}-{part.partition} is committed at "
-                    f"{tp.offset} but the plan starts at {part.start}; re-plan the run")
+                if part.expect is not None:
+                    raise TerminalError(
+                        f"flow {self.flow.name}: {part.topic}-{part.partition} is committed "
+                        f"at {tp.offset} but the plan starts at {part.start}; re-plan the run")
+                self._moved_back(part, tp.offset, part.start)
+                continue
             part.covered = min(tp.offset, part.end)
             for result in part.ranges:
                 if tp.offset >= result.end:
@@ -692,6 +697,12 @@ class Lane:
         if self.reader is not None:
             self._catch_up(self.reader)
         self._rewind(consumer, active)
+        left = [p for p in active if (p.topic, p.partition) in self.moved_back]
+        for part in left:  # `_rewind` reopened it: read it no further
+            part.done = True
+            if not part.paused:
+                consumer.pause([KTP(part.topic, part.partition)])
+                part.paused = True
         return producer
 
     def _yield_to_newer(self) -> None:
@@ -706,12 +717,18 @@ class Lane:
 
     def _catch_up(self, reader: Consumer) -> None:
         """Positions read again after a re-initialisation: a partition another writer moved
-        resumes where it left it; ranges wholly before that are that writer's (skipped)."""
+        resumes where it left it; ranges wholly before that are that writer's (skipped). A
+        partition moved back (`_moved_back`) is left as written."""
         keys = list(self.parts)
         for key, tp in zip(keys, self._committed(reader, keys), strict=True):
             part = self.parts[key]
-            if tp.offset < 0 or tp.offset <= part.covered or part.covered >= part.end \
+            if tp.offset < 0 or part.covered >= part.end \
                     or decode_position(tp.metadata).stale_for(part.target_id):
+                continue
+            if tp.offset < part.covered:
+                self._moved_back(part, tp.offset, part.covered)
+                continue
+            if tp.offset == part.covered:
                 continue
             self.log.warning("%s-%s: another writer committed up to %d meanwhile; resuming "
                              "there", part.topic, part.partition, tp.offset,
@@ -722,6 +739,24 @@ class Lane:
             for result in part.ranges:
                 if result.outcome == RangeOutcome.PENDING and tp.offset >= result.end:
                     result.outcome = RangeOutcome.SKIPPED
+
+    def _moved_back(self, part: Part, position: int, expected: int) -> None:
+        """`part`'s committed position is `position`, below `expected`, where this writer
+        was to go on from: only positions written outside a copy move back (a reset, an
+        adoption), after this run planned, and the writer took the id after they were
+        written. The partition is left as written: its unfinished ranges are handed over
+        (no failure) in one line, and the next run plans from the position."""
+        why = (f"flow {self.flow.name}: {part.topic}-{part.partition}: its position was moved "
+               f"back to {position} (positions written outside a copy: a reset or an "
+               f"adoption) after this run planned from {expected}; left as written, for the "
+               "next run to plan from")
+        self.log.warning("%s", why, extra={"flow": self.flow.name, "topic": part.topic,
+                                           "partition": part.partition})
+        part.done = True
+        self.moved_back.add((part.topic, part.partition))
+        for result in part.ranges:
+            if result.outcome == RangeOutcome.PENDING:
+                result.outcome, result.error = RangeOutcome.HANDED_OVER, why
 
     def _committed(self, reader: Consumer, keys: list[tuple[str, int]]) -> list[KTP]:
         """The committed positions of the parts `keys` (a partition's error is never taken

@@ -5,9 +5,11 @@ Each partition's position goes in one target transaction with its offset-map ent
 under the partition's writer id (`core/lanes.py`), the id every run of the flow writes it
 under. The id is taken (`init_transactions`) before the position is read again, so a run
 writing the partition meanwhile, even inside its first transaction, is fenced, and a
-position that moved since the caller read it is left as it is (G11). Before the first
-write, the writes are named the flow's newest run, so a run writing the flow meanwhile
-yields to them (`ferry.core.takeover`) rather than taking a slot back.
+position that moved since the caller read it is left as it is (G11). Before each slot's id
+is taken, the writes are named the flow's newest run, as a positions write under way, and
+as done once the writer is closed (`ferry.core.takeover`): a run writing the flow meanwhile
+yields to them rather than taking a slot back, and a continuous run names itself again
+only once they are done, so it never takes a slot this writer still has to write.
 
 A flow with `ferry.delivery=at_least_once` (a target without transactions) claims each
 slot in Kafka instead (`ferry.kafka.claim`), before the position is read again: a run
@@ -17,6 +19,7 @@ acknowledged, then the claim checked and the position committed as a plain group
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -36,8 +39,8 @@ from ferry.core.positions import (
     decode_position,
     encode_position,
 )
-from ferry.core.takeover import Named
-from ferry.errors import TransientError
+from ferry.core.takeover import POSITIONS_LEASE_MS, Named
+from ferry.errors import FerryError, TransientError
 from ferry.kafka import stuck
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S
@@ -45,17 +48,22 @@ from ferry.kafka.errors import kafka_error, raise_partition_error
 from ferry.kafka.retry import retrying
 from ferry.kafka.runs import NewestRun
 
+log = logging.getLogger(__name__)
+
 
 class PositionWriter:
     """Writes positions of `flow` (see the module); `close()` when done."""
 
     def __init__(self, flow: Flow, name: str = "positions") -> None:
-        """`name`: what the writes are (`positions`, `adopt`): before anything is written,
-        `<name>-<time>` is named the flow's newest run (`ferry.core.takeover`), so a run
-        writing the flow meanwhile yields to these writes instead of taking its slots
-        back."""
+        """`name`: what the writes are (`positions`, `adopt`): before each slot's id is
+        taken, `<name>-<time>` is named the flow's newest run as a positions write under
+        way, and as done on `close` (`ferry.core.takeover`), so a run writing the flow
+        meanwhile yields to these writes instead of taking its slots back."""
         self.flow, self.owner = flow, ""
         self.named = False
+        self._newest: NewestRun | None = None
+        self._taken: set[str] = set()
+        """The writer ids taken (their producers initialised, or claims taken)."""
         self.name = f"{name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S.%fZ')}"
         self.transactional = flow.ferry.delivery == "exactly_once"
         self.producers: dict[str, Producer] = {}
@@ -139,11 +147,39 @@ class PositionWriter:
                    f"committing the position of {remote}-{write.partition}")
 
     def close(self) -> None:
-        for producer in self.producers.values():
-            producer.flush(CALL_TIMEOUT_S)
-        for claim in self.claims.values():
-            claim.close()
-        self.reader.close()
+        """Release the clients, and name these writes done (when they are still the flow's
+        newest): a continuous run names itself again, and plans from what was written."""
+        try:
+            for producer in self.producers.values():
+                producer.flush(CALL_TIMEOUT_S)
+            for claim in self.claims.values():
+                claim.close()
+            self.reader.close()
+        finally:
+            self._done()
+
+    def _name(self, done: bool = False) -> None:
+        if self._newest is None:
+            self._newest = NewestRun(self.flow)
+        self._newest.name(Named(self.name, positions=True, done=done))
+        self.named = True
+
+    def _done(self) -> None:
+        """Name these writes done, unless another run was named since (best effort: a
+        writes' name not said done counts as done after its lease)."""
+        newest, self._newest = self._newest, None
+        if newest is None:
+            return
+        try:
+            named = newest.read()
+            if named is not None and named.run == self.name:
+                newest.name(Named(self.name, positions=True, done=True))
+        except FerryError as exc:
+            log.warning("flow %s: positions written, but not named done (%s); runs of the "
+                        "flow go on once its name's lease ends (%d s)", self.flow.name, exc,
+                        POSITIONS_LEASE_MS // 1000, extra={"flow": self.flow.name})
+        finally:
+            newest.__exit__(None, None, None)
 
     def __enter__(self) -> PositionWriter:
         return self
@@ -155,11 +191,10 @@ class PositionWriter:
         """The producer of the partition's writer id. Initialising it fences every other
         writer of the id (a lane of a run: its open transaction is aborted, its next commit
         fails)."""
-        if not self.named:
-            with NewestRun(self.flow) as newest:
-                newest.name(Named(self.name))
-            self.named = True
         slot = transactional_id(self.flow, writer_of(topic, partition, self.flow.ferry.writers))
+        if slot not in self._taken:  # named (again: its lease counts from here) first
+            self._name()
+            self._taken.add(slot)
         self.owner = slot if self.transactional else ""
         if not self.transactional:
             self.claim = self.claims.get(slot)

@@ -86,11 +86,13 @@ class NewestRun:
         return True
 
     def read(self) -> Named | None:
-        """The run named newest; None when none is, or the target did not answer."""
+        """The run named newest; None when none is, or the target did not answer. A
+        positions write named longer ago than its lease reads as done
+        (`ferry.core.takeover.POSITIONS_LEASE_MS`)."""
         try:
             found = self.client.committed([self.where], timeout=READ_TIMEOUT_S)
         except KafkaException as exc:
             log.info("the newest run of flow %s was not read from group %s: %s",
                      self.flow.name, self.group, exc, extra={"flow": self.flow.name})
             return None
-        return decode_marker(found[0].metadata) if found else None
+        return decode_marker(found[0].metadata, int(time.time() * 1000)) if found else None

@@ -21,7 +21,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.takeover import Named, names_itself
+from ferry.core.takeover import Named, names_itself, writing
 from ferry.kafka.kept import KeptClients, LaneReaders
 
 if TYPE_CHECKING:
@@ -90,8 +90,14 @@ class KeptLanes:
         me = Named(owner.run, owner.since_ms, run_id) if owner is not None \
             and owner.continuous else owner or Named(run_id)  # the cycle it names: see below
         newest = self._newest_run(role)
-        if not me.continuous or names_itself(newest.read(), me):
+        named = newest.read()
+        if names_itself(named, me):
             newest.name(me)
+        elif writing(named):
+            assert named is not None
+            log.info("flow %s: positions are being written outside a copy (%s); this cycle "
+                     "leaves them its slots, and a cycle after they are written plans from "
+                     "them", flow.name, named.run, extra={"flow": flow.name})
         pool = self._pool_of(len(lanes))
 
         def lane(index: int, slots: list[int]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ writer id, with an offset-map entry of its own.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -53,8 +53,13 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
 
     Each position is written as a run writes it: under the partition's writer id, with an
     offset-map entry of the reset (so a position later restored from the offset map is
-    the reset one) and the source and remote topics' IDs. A partition whose position moved since it
-    was read (a run committed meanwhile) is left as it is, and the reset fails naming it."""
+    the reset one) and the source and remote topics' IDs. The writes are named the flow's
+    newest run before each id is taken (`ferry.kafka.positions`), so a run of the flow
+    copying meanwhile (a continuous loop) yields to them, and copies on from the reset
+    positions once they are written. A partition whose position moved since it was read
+    (a run committed between the read and the id's taking) is read and written again, up
+    to `RESET_ATTEMPTS` times in all; one that moved each time is left as it is, and the
+    reset fails naming it."""
     source = source or Cluster(flow.source_admin)
     target = target or Cluster(flow.target_admin)
     counts = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
@@ -84,6 +89,16 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
             entries=(reset_entry(flow.name, run_id, topic, r.partition, remote, r.after, end,
                                  now_ms, ids.get(topic, ""), remote_id),)))
     moved = target.write_positions(flow, writes)
+    for _ in range(RESET_ATTEMPTS - 1):
+        if not moved:
+            break
+        again = {m.write.partition for m in moved}
+        found = target.group_offsets(group, [(remote, p) for p in sorted(again)])
+        for i, r in enumerate(resets):
+            if r.partition in again:
+                resets[i] = replace(r, before=found.get((remote, r.partition)))
+                writes[i] = replace(writes[i], expect=resets[i].before)
+        moved = target.write_positions(flow, [w for w in writes if w.partition in again])
     if moved:
         names = ", ".join(f"{remote}-{m.write.partition} ({m.write.expect} -> {m.found})"
                           for m in moved)
@@ -93,6 +108,10 @@ def reset(flow: Flow, topic: str, to: str, dry_run: bool = False, *,
             f"{len(resets) - len(moved)} partitions reset; pause the flow's DAG (and stop any "
             "`ferry mirror`), then reset again")
     return resets
+
+
+RESET_ATTEMPTS = 3
+"""How many times a reset writes a partition whose position moved since it was read."""
 
 
 def _target(to: str, low: int, high: int, tp: TP) -> int:

@@ -28,7 +28,9 @@ COPIED, FAILED, SKIPPED, PENDING = (RangeOutcome.COPIED, RangeOutcome.FAILED,
 
 
 @pytest.mark.parametrize("named", [Named("cycle-7"), Named("scheduled__2026-12-01", 1_700),
-                                   Named("scheduled__2026-12-01", 1_700, "cycle-8")])
+                                   Named("scheduled__2026-12-01", 1_700, "cycle-8"),
+                                   Named("positions-1", positions=True),
+                                   Named("positions-1", positions=True, done=True)])
 def test_a_marker_names_the_run_it_was_written_for_with_a_continuous_runs_place(
     named: Named
 ) -> None:
@@ -50,6 +52,8 @@ def test_metadata_that_is_not_a_marker_names_no_run(metadata: str | None) -> Non
 
 
 A, B = Named("a"), Named("b")  # runs of one cycle
+WRITING = Named("positions-1", positions=True)  # a reset under way
+WRITTEN = Named("positions-1", positions=True, done=True)  # and done
 HUNG, LIVE = Named("run-1", 1_000, "cycle-1"), Named("run-1", 1_000, "cycle-2")  # its cycles
 EARLY, LATE = Named("run-1", 1_000), Named("run-2", 2_000)  # continuous runs, in order
 RETRY = Named("run-1", 1_000)  # the same DAG run's next try
@@ -71,6 +75,11 @@ RETRY = Named("run-1", 1_000)  # the same DAG run's next try
     (EARLY, HUNG, None, True, None, True),  # its run named as a whole: it is this run
     (HUNG, LATE, None, True, None, True),  # a cycle of an earlier run: go on
     (LIVE, EARLY, None, True, None, True),  # a cycle of this run, named by its loop
+    (WRITING, EARLY, "positions-1", False, None, False),  # a reset under way: left to it
+    (WRITING, LIVE, "positions-1", False, None, False),
+    (WRITING, A, "positions-1", False, None, False),
+    (WRITTEN, LIVE, "positions-1", False, None, True),  # done: named again, planned anew
+    (WRITTEN, A, "positions-1", False, None, True),
 ])
 def test_the_newest_run_goes_on_and_an_earlier_continuous_run_hands_over_to_a_later_one(
     newest: Named | None, me: Named, newer: str | None, takes_back: bool,
@@ -119,3 +128,12 @@ def test_a_run_that_yielded_says_which_run_took_over_in_one_line() -> None:
     line = yielded("src->tgt", "cycle-8")
     assert "run cycle-8" in line and "src->tgt" in line and "\n" not in line
     assert "nothing is doubled" in line
+
+
+def test_a_positions_write_whose_writer_is_gone_counts_as_done_after_its_lease() -> None:
+    from ferry.core.takeover import POSITIONS_LEASE_MS, writing
+
+    marker = encode_marker(WRITING, 1_000)
+    assert writing(decode_marker(marker, now_ms=1_000 + POSITIONS_LEASE_MS - 1))
+    assert not writing(decode_marker(marker, now_ms=1_000 + POSITIONS_LEASE_MS))
+    assert not writing(decode_marker(encode_marker(WRITTEN, 1_000), now_ms=1_000))

@@ -91,25 +91,53 @@ def test_each_position_is_written_as_a_run_writes_it_with_an_offset_map_entry_of
     assert target.altered == []
 
 
-def test_a_position_a_run_moved_meanwhile_is_left_and_the_reset_fails_naming_it(
+def test_a_position_a_run_moves_each_time_it_is_read_is_left_and_the_reset_fails_naming_it(
     config: Config
 ) -> None:
-    # given: a run commits partition 0 at 45 between the reset's read and its write
+    # given: a run commits partition 0 five further between each read of the reset and
+    # its write
     source, target = clusters()
     read = target.group_offsets
 
     def read_then_a_run_commits(group: str, tps: object) -> object:
         found = read(group, tps)  # type: ignore[arg-type]
-        target.groups[GROUP][("A.orders", 0)] = (45, "")
+        position, meta = target.groups[GROUP][("A.orders", 0)]
+        target.groups[GROUP][("A.orders", 0)] = (position + 5, meta)
         return found
 
     target.group_offsets = read_then_a_run_commits  # type: ignore[method-assign]
 
-    # when / then
-    with pytest.raises(TerminalError, match=r"A\.orders-0 \(40 -> 45\) moved while resetting"):
+    # when / then: read and written again twice more, then left as the run committed it
+    with pytest.raises(TerminalError, match=r"A\.orders-0 \(50 -> 55\) moved while resetting"):
         reset(config.flow("A->B"), "orders", "earliest", source=source, target=target)
-    assert target.groups[GROUP][("A.orders", 0)] == (45, "")
+    assert target.groups[GROUP][("A.orders", 0)] == (55, "")
     assert [w.partition for w in target.positions_written] == [1]
+
+
+def test_a_position_a_run_moved_once_meanwhile_is_read_and_reset_again(config: Config) -> None:
+    # given: a run commits partition 0 at 45 between the reset's first read and its write
+    # (the writes then named the flow's newest: the run yields to them)
+    source, target = clusters()
+    read = target.group_offsets
+    reads: list[object] = []
+
+    def read_then_a_run_commits_once(group: str, tps: object) -> object:
+        found = read(group, tps)  # type: ignore[arg-type]
+        if not reads:
+            target.groups[GROUP][("A.orders", 0)] = (45, "")
+        reads.append(tps)
+        return found
+
+    target.group_offsets = read_then_a_run_commits_once  # type: ignore[method-assign]
+
+    # when
+    resets = reset(config.flow("A->B"), "orders", "earliest", source=source, target=target)
+
+    # then: partition 0 was read again and reset from where the run left it
+    (first, *_) = resets
+    assert (first.partition, first.before) == (0, 45)
+    assert target.groups[GROUP][("A.orders", 0)][0] == first.after
+    assert sorted(w.partition for w in target.positions_written) == [0, 1]
 
 
 @pytest.mark.parametrize("to", ["next", "1.5", ""], ids=["a-word", "a-fraction", "nothing"])

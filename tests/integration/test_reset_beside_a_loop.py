@@ -1,0 +1,138 @@
+"""`ferry positions reset` beside a running continuous loop, on real brokers: the loop
+leaves the reset the flow's writer slots while it writes them (`ferry.core.takeover`:
+positions writes), and its cycles after the reset copy on from the reset positions. The
+interleaving is forced: the reset is held after its first partition's write while the loop
+runs cycles with new records."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ferry.config import Flow
+from ferry.core.positions import PositionMoved, PositionWrite
+from ferry.core.takeover import Named
+from ferry.kafka.positions import PositionWriter
+from ferry.spark.kept import KeptLanes
+from ferry.steps.clusters import Cluster
+from ferry.steps.cycle import CycleResult, run_continuously
+from ferry.steps.positions import Reset, reset
+from tests.integration.test_kept_lanes import KeptHere, records
+from tests.support.groups import positions
+from tests.support.kafka_data import create_topic, flow_config, produce, read_all
+from tests.support.polling import wait_until
+
+pytestmark = [pytest.mark.integration]
+
+PARTITIONS = 4
+
+
+class HeldAfterFirst(Cluster):
+    """The target as a reset writes it, the writes held after the first partition's until
+    `go` is set (`written` set then)."""
+
+    def __init__(self, flow: Flow) -> None:
+        super().__init__(flow.target_admin)
+        self.written, self.go = threading.Event(), threading.Event()
+
+    def write_positions(self, flow: Flow, writes: Sequence[PositionWrite]
+                        ) -> list[PositionMoved]:
+        moved: list[PositionMoved] = []
+        with PositionWriter(flow) as writer:
+            for write in writes:
+                found = writer.write(write)
+                if found is not None:
+                    moved.append(found)
+                if not self.written.is_set():
+                    self.written.set()
+                    assert self.go.wait(60)
+        return moved
+
+
+def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_on_from_it(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a continuous run's loop keeping its lanes, over four partitions in two writer
+    # slots, new records before each of its cycles
+    create_topic(clusters["source"], topic_name, PARTITIONS)
+    produce(clusters["source"], topic_name, records(200))
+    config = flow_config(tmp_path, clusters, topic_name,
+                         "ferry.writers = 2\nferry.cycle.timeout.seconds = 60\n")
+    flow = config.enabled_flows[0]
+    lanes = KeptLanes(flow)
+    runner = KeptHere(flow, lanes)
+    reported: list[CycleResult] = []
+    feeding, stop = threading.Event(), threading.Event()
+    feeding.set()
+    sent = [200]
+
+    def on_cycle(result: CycleResult, _s: float) -> None:
+        reported.append(result)
+        if feeding.is_set():
+            produce(clusters["source"], topic_name, records(8, sent[0]))
+            sent[0] += 8
+
+    loop = threading.Thread(target=run_continuously, daemon=True, kwargs={
+        "config_path": config.path, "config": config, "flow": flow, "on_cycle": on_cycle,
+        "stop": stop.is_set, "runner": runner, "owner": Named("continuous-run", 1_000)})
+    remote = flow.remote_topic(topic_name)
+    tps = [(remote, p) for p in range(PARTITIONS)]
+    target = HeldAfterFirst(flow)
+    done: list[list[Reset]] = []
+    failed: list[BaseException] = []
+
+    def resetting() -> None:
+        try:
+            done.append(reset(flow, topic_name, "earliest", target=target))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    # when: the loop copies; then a reset to the earliest offsets writes its first
+    # partition and is held while the loop runs two more cycles with new records; then it
+    # writes the rest, and the loop runs on until it copied every record
+    loop.start()
+    try:
+        wait_until(lambda: min(positions(clusters, flow, tps)) > 0, "the loop copied")
+        resetter = threading.Thread(target=resetting, daemon=True)
+        resetter.start()
+        assert target.written.wait(60)
+        held_at = len(reported)
+        wait_until(lambda: len(reported) >= held_at + 2, "two cycles during the reset")
+        target.go.set()
+        resetter.join(90)
+        assert not resetter.is_alive()
+        feeding.clear()
+        wait_until(lambda: positions(clusters, flow, tps) == ends(clusters, topic_name),
+                   "the loop copied on to the end", timeout=90)
+    finally:
+        target.go.set()
+        stop.set()
+        loop.join(90)
+        lanes.close()
+
+    # then: the reset completed, and no cycle of the loop failed; each remote partition
+    # holds what was copied before the reset, then the source again from its start: the
+    # loop copied on from the reset positions, and never over them
+    assert failed == []
+    assert all(r.ok for r in reported), [r.steps() for r in reported if not r.ok]
+    (resets,) = done
+    for r in resets:
+        source = [x.content() for x in read_all(clusters["source"], topic_name, r.partition)]
+        target_records = [x.content() for x in read_all(clusters["target"], remote,
+                                                         r.partition)]
+        assert r.before is not None and r.after == 0
+        assert target_records == source[:r.before] + source, r
+
+
+def ends(clusters: dict[str, str], topic: str) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": clusters["source"], "group.id": "ferry-test-end"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
