@@ -14,6 +14,12 @@ bound. A call that has not returned by then raises `ProducerStuck`, and the lane
 the producer and copies the batch again from the committed positions (`kafka/lane.py`).
 The stuck call's thread is left behind (a daemon; nothing can interrupt it) and ends with
 an error once librdkafka wakes it: its producer was fenced, so nothing it sends counts.
+
+`within` is the one way Ferry makes a call it may have to give up on: a stuck producer's
+call (`bounded`), and a continuous loop's cycle, abandoned as hung after
+`ferry.cycle.timeout.seconds` (`ferry.steps.cycle`). Each thread given up on is counted,
+with the clients it holds, while it lives (`LeftBehind`): a loop that runs for months ends
+once more than `LEFT_BEHIND_MAX` are alive, so that its supervisor starts it afresh.
 """
 
 from __future__ import annotations
@@ -33,13 +39,57 @@ within seconds (the brokers elect and load it), so a call this slow is taken for
 GRACE_S = 5.0
 
 
+LEFT_BEHIND_MAX = 8
+"""How many threads given up on (`within`) a process may carry alive, each with the clients
+it holds: an abandoned cycle (its lanes' producers and consumers) or a stuck producer call
+(its producer). A few wake and end within minutes; more than this means they do not."""
+
+
 class ProducerStuck(Exception):
     """A producer call did not return within its bound: the producer is to be replaced."""
 
 
-def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
-    """`call()`'s result or exception, made in a helper thread and waited for at most
-    `seconds`; `ProducerStuck` naming `what` when it has not returned by then."""
+class LeftBehind:
+    """The threads of calls given up on (`within`) that are still alive, and the bound on
+    them. Thread-safe."""
+
+    def __init__(self, bound: int = LEFT_BEHIND_MAX) -> None:
+        self.bound = bound
+        self.threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def add(self, thread: threading.Thread) -> None:
+        with self._lock:
+            self.threads.append(thread)
+
+    def alive(self) -> int:
+        """How many are still alive (those that ended are forgotten)."""
+        with self._lock:
+            self.threads = [t for t in self.threads if t.is_alive()]
+            return len(self.threads)
+
+    def over(self) -> str | None:
+        """One line naming the bound when more than `bound` are alive, else None."""
+        alive = self.alive()
+        if alive <= self.bound:
+            return None
+        names = sorted({t.name for t in self.threads})
+        return (f"{alive} threads of abandoned cycles and stuck producer calls are still "
+                f"alive in this process ({', '.join(names[:3])}"
+                f"{', …' if len(names) > 3 else ''}), with the clients they hold: more than "
+                f"its bound of {self.bound} (ferry.kafka.stuck.LEFT_BEHIND_MAX); the loop "
+                "ends, for its supervisor to start it afresh")
+
+
+LEFT_BEHIND = LeftBehind()
+"""This process's: what it carries is counted once, whoever gave up on it."""
+
+
+def within(call: Callable[[], T], seconds: float, what: str,
+           left: LeftBehind = LEFT_BEHIND) -> tuple[bool, T | None]:
+    """(True, `call()`'s result), made in a daemon thread named after `what` and waited for
+    at most `seconds`; its exception is raised here. (False, None) when it has not returned
+    by then: the thread is left to it, counted in `left` while it lives."""
     outcome: list[tuple[bool, object]] = []
 
     def run() -> None:
@@ -52,11 +102,21 @@ def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     thread.start()
     thread.join(seconds)
     if not outcome:
-        raise ProducerStuck(f"{what} did not return within {seconds:.0f}s")
+        left.add(thread)
+        return False, None
     ok, value = outcome[0]
     if not ok:
         assert isinstance(value, BaseException)
         raise value
+    return True, value  # type: ignore[return-value]
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """`call()`'s result or exception (`within`); `ProducerStuck` naming `what` when it has
+    not returned within `seconds`."""
+    done, value = within(call, seconds, what)
+    if not done:
+        raise ProducerStuck(f"{what} did not return within {seconds:.0f}s")
     return value  # type: ignore[return-value]
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ from ferry.config import Config, Flow
 from ferry.core import plan_file
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.core.takeover import Named, hands_over, names_itself
-from ferry.errors import FerryError
+from ferry.errors import FerryError, TransientError
 from ferry.heap import Trimming, limit_arenas
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
@@ -35,6 +34,7 @@ from ferry.steps.plan import Prepared, new_run_id, prepare
 from ferry.steps.ports import CopyRunner, NewestRuns, StateStore
 
 if TYPE_CHECKING:
+    from ferry.kafka.stuck import LeftBehind
     from ferry.steps.sync import SyncReport
 
 log = logging.getLogger(__name__)
@@ -420,8 +420,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      master: str | None = None, for_s: float | None = None,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
                      runner: CopyRunner | None = None, hand_over: bool = False,
-                     owner: Named | None = None, newest: NewestRuns | None = None
-                     ) -> CycleResult | None:
+                     owner: Named | None = None, newest: NewestRuns | None = None,
+                     left_behind: LeftBehind | None = None) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
     `ferry.continuous.interval.seconds` apart, for `for_s` seconds (None: until
@@ -434,7 +434,11 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     A cycle still running after `ferry.cycle.timeout.seconds` is abandoned as hung (its
     result `abandoned`): the next starts at once with clients of its own, and its writers,
     holding the same writer ids, fence whatever the hung one still writes (G11). `runner`
-    runs every cycle's copy (None: Spark on `master`).
+    runs every cycle's copy (None: Spark on `master`). What hung cycles and stuck producer
+    calls leave behind (threads, and the clients they hold) is bounded (`left_behind`,
+    default the process's: `ferry.kafka.stuck.LeftBehind`): past the bound the loop raises
+    a `TransientError` naming it, in one line, for its supervisor (the `@continuous` DAG's
+    next run, systemd) to start it afresh.
 
     `hand_over` (the `@continuous` DAG, whose next run takes over as this one ends): a loop
     that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
@@ -462,7 +466,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
 
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    loop = _Looped(flow, runner, following=hand_over, owner=owner)
+    loop = _Looped(flow, runner, following=hand_over, owner=owner, left_behind=left_behind)
     timed_out = False
     if hand_over and deadline is not None:
         end_loops_at(deadline)
@@ -639,11 +643,16 @@ class _Looped:
     cycles."""
 
     def __init__(self, flow: Flow, runner: CopyRunner | None = None,
-                 following: bool = False, owner: Named | None = None) -> None:
+                 following: bool = False, owner: Named | None = None,
+                 left_behind: LeftBehind | None = None) -> None:
         """`following`: the loop follows a run of the flow that ended moments ago, whose
         paced steps ran then (`Pace.following`). `owner`: the continuous run the loop is
-        (`Cycle`)."""
+        (`Cycle`). `left_behind`: where the threads of cycles abandoned as hung are counted
+        against their bound (default: the process's, with its stuck producer calls)."""
+        from ferry.kafka.stuck import LEFT_BEHIND
+
         self.flow, self.clusters, self.owner = flow, Clusters.of(flow), owner
+        self.left = left_behind or LEFT_BEHIND
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner = runner
         self.started = False
@@ -676,11 +685,14 @@ class _Looped:
                  run_id: str) -> CycleResult:
         flow = self.flow
         limit = flow.ferry.cycle_timeout_seconds
-        done = _within(limit, partial(run, config_path, config, flow, master=master,
-                                      keep_session=True, pace=self.pace,
-                                      clusters=self.clusters, run_id=run_id,
-                                      runner=self.runner, owner=self.owner))
-        if done is None:
+        from ferry.kafka.stuck import within
+
+        returned, done = within(partial(run, config_path, config, flow, master=master,
+                                        keep_session=True, pace=self.pace,
+                                        clusters=self.clusters, run_id=run_id,
+                                        runner=self.runner, owner=self.owner),
+                                limit, f"cycle {run_id}", self.left)
+        if not returned or done is None:
             from ferry.spark.connect import abandoned
 
             log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
@@ -690,6 +702,8 @@ class _Looped:
             done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
                 Clusters.of(flow)
         on_cycle(done, time.monotonic() - started)
+        if (over := self.left.over()) is not None:
+            raise TransientError(f"flow {flow.name}: {over}")
         return done
 
 
@@ -705,26 +719,6 @@ def _pause(pause_s: float, deadline: float | None, stop: Callable[[], bool]) -> 
     if pause_s:
         wait = pause_s if deadline is None else min(pause_s, deadline - time.monotonic())
         _sleep(max(0.0, wait), stop)
-
-
-def _within(seconds: float, call: Callable[[], CycleResult]) -> CycleResult | None:
-    """`call()`'s result, or None when it has not returned after `seconds` (it goes on in a
-    daemon thread, abandoned); its exception is raised here."""
-    outcome: list[CycleResult] = []
-    failure: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as exc:  # handed to the loop's thread
-            failure.append(exc)
-
-    worker = threading.Thread(target=body, name="ferry-cycle", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if failure:
-        raise failure[0]
-    return outcome[0] if outcome else None
 
 
 def _sleep(seconds: float, stop: Callable[[], bool]) -> None:

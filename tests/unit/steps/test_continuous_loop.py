@@ -96,6 +96,41 @@ def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own
     assert not reported[0].ok
 
 
+def test_a_loop_whose_abandoned_cycles_leave_more_than_its_bound_alive_exits_naming_it(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: a loop whose cycles may take 0.2 s, every one of which hangs, and a bound of
+    # one thread left behind
+    import threading
+
+    import ferry.steps.cycle as cycle_module
+    from ferry.kafka.stuck import LeftBehind
+    from ferry.steps.cycle import CycleResult, run_continuously
+
+    config = config_with("ferry.cycle.timeout.seconds = 0.2\n")
+    flow = config.flow("A->B")
+    hung = threading.Event()
+
+    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
+        hung.wait(30)  # a copy job that never ends
+        return CycleResult(flow.name, run_id)
+
+    monkeypatch.setattr(cycle_module, "run", run)
+    reported: list[CycleResult] = []
+    left = LeftBehind(bound=1)
+
+    # when / then: the second abandoned cycle is one thread too many: the loop ends with
+    # one line naming the bound (a supervisor starts it afresh), and runs no third cycle
+    try:
+        with pytest.raises(TransientError, match="more than its bound of 1") as raised:
+            run_continuously("mm2.properties", config, flow,
+                             lambda r, _s: reported.append(r), left_behind=left)
+    finally:
+        hung.set()
+    assert "\n" not in str(raised.value)
+    assert [r.abandoned for r in reported] == [True, True]
+
+
 THREE_CLUSTERS = ("clusters = A, B, C\nC.bootstrap.servers = c:9092\nA->C.enabled = true\n"
                   "emit.heartbeats.interval.seconds = 3600\n")
 """A->B and A->C mirror; B->A, B->C, C->A and C->B only emit heartbeats (MM2's default)."""
