@@ -4,7 +4,7 @@ schema (pure: no Spark, no delta-rs). A row builder returns exactly its table's 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -116,6 +116,47 @@ its schema: the one source both writers read theirs from."""
 JOB_TABLES = frozenset({"offset_map", "runs"})
 """The tables the copy job writes (Spark), each its only writer; delta-rs appends the rest."""
 
+ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "offset_map": ("flow", "map_topic_id", "map_offset"),
+    "runs": ("flow", "run_id", "topic", "partition", "range_start", "outcome"),
+}
+"""The columns that name a row of the tables recorded from the offset-map topic, which
+both writers (a job's Spark appends, a loop's delta-rs batches) append only where the key
+is not in the table yet, so a batch retried after its commit, two recorders reading the
+same entries, or a rebuild beside a run's own rows record each once. An offset-map row is
+its entry's place in the topic (its incarnation's ID and offset). A runs row is one
+outcome of one range of a run: an Airflow retry's other outcome of the range (copied
+after failed, skipped after copied) is a row of its own, as `final_attempts` reads them; a
+range's own row and the row rebuilt from its entries (their ranges start where the range
+does) are one."""
+
+
+def keyed_table(ddl: str) -> tuple[str, tuple[str, ...]] | None:
+    """The table whose schema is `ddl` and its key columns (`ROW_KEYS`); None for a table
+    appended without keys (or a schema of an older release)."""
+    for table, columns in ROW_KEYS.items():
+        if SCHEMAS[table] == ddl:
+            return table, columns
+    return None
+
+
+def row_key(columns: Sequence[str], row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`row`'s key: its values of `columns` (a missing or empty topic ID is "")."""
+    return tuple((row.get(c) or "") if c == "map_topic_id" else row.get(c) for c in columns)
+
+
+def absent(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
+           present: Collection[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The `rows` whose key is not in `present`, each key once (the first row of it)."""
+    seen = set(present)
+    fresh = []
+    for row in rows:
+        key = row_key(columns, row)
+        if key not in seen:
+            seen.add(key)
+            fresh.append(dict(row))
+    return fresh
+
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
                    map_topic_id: str = "") -> dict[str, Any]:
@@ -204,12 +245,29 @@ def merge_copied(into: dict[str, dict[str, Any]],
             span[0], span[1] = min(span[0], start), max(span[1], end)
 
 
-def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
-                      delivery: str) -> list[dict[str, Any]]:
+Ranges = Mapping[tuple[str, str, int], Sequence[tuple[int, int]]]
+"""(run id, topic, partition) -> the source ranges `[start, end)` its `runs` rows hold."""
+
+
+def covered(entry: MapEntry, ranges: Ranges) -> bool:
+    """Whether a `runs` row of the entry's run and partition holds the offsets it covers
+    (overlapping them; an entry that covers no offset: at or within a row's range)."""
+    start, end = entry.covered_start, entry.covered_end
+    return any((low < end and start < high) if start < end else low <= start <= high
+               for low, high in ranges.get((entry.run_id, entry.source_topic,
+                                            entry.source_partition), ()))
+
+
+def runs_from_entries(entries: list[MapEntry], recorded_runs: Collection[str],
+                      delivery: str, recorded: Ranges | None = None
+                      ) -> list[dict[str, Any]]:
     """`runs` rows for runs whose entries the target committed but whose rows are missing
     (the job died between the Kafka commit and the Delta write, or a continuous run left
     its last stretch to the next run): one row per run, lane and partition, from what the
-    entries say (records, bytes, duplicates, covered offsets, commit times).
+    entries say (records, bytes, duplicates, covered offsets, commit times). No row for
+    the entries of `recorded_runs`, nor for an entry a row of `recorded` covers (`covered`):
+    a run with some ranges recorded (its rows, or rows rebuilt while it still copied) has
+    only the others rebuilt.
 
     Entries that carry their lane's start and the range's age (this version's) give the
     times the lane reported, up to the commit's own milliseconds: `seconds` from the
@@ -220,7 +278,8 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: set[str],
     copied nothing: not runs of Ferry's, none."""
     groups: dict[tuple[str, int, str, int], list[MapEntry]] = {}
     for entry in entries:
-        if entry.run_id not in recorded_runs and entry.lane not in (ADOPTED_LANE, RESET_LANE):
+        if entry.run_id not in recorded_runs and entry.lane not in (ADOPTED_LANE, RESET_LANE) \
+                and not covered(entry, recorded or {}):
             key = (entry.run_id, entry.lane, entry.source_topic, entry.source_partition)
             groups.setdefault(key, []).append(entry)
     rows = []

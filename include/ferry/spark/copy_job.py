@@ -41,7 +41,9 @@ from ferry.core.tables import (
     RangeOutcome,
     RangeResult,
     StatePaths,
+    absent,
     gap_row,
+    keyed_table,
     offset_map_row,
     run_row,
     runs_from_entries,
@@ -296,10 +298,57 @@ def _append(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str
     """Append `rows`. With `once` = (application id, version), Delta's idempotent writes:
     the append is skipped when a write of that application with that version or a later
     one was committed already, and a concurrent one of the same application fails instead
-    of committing twice. Returns False when nothing was written for that reason."""
+    of committing twice. Returns False when nothing was written for that reason. The
+    offset map's and `runs` rows are appended only where their key is absent, as delta-rs
+    appends them (`_append_absent`)."""
     if not rows:
         return True
-    if once is not None:
+    keyed = keyed_table(ddl)
+    if keyed is not None and once is None:
+        by_flow: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_flow.setdefault(row["flow"], []).append(row)
+        return any([_append_absent(spark, mine, ddl, path, keyed)
+                    for mine in by_flow.values()])
+    return _append_once(spark, rows, ddl, path, once)
+
+
+def _append_absent(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
+                   keyed: tuple[str, tuple[str, ...]]) -> bool:
+    """Append the `rows` (of one flow) whose key the table does not hold (read with
+    delta-rs), committed as the table's keyed writers' application one version up
+    (`ferry.state.writer.keyed_lock`): a writer of the same keys that commits first makes
+    this commit fail, or Delta skip it (it then held that version already); either way
+    the keys are read again and what is still absent appended. False when every key was
+    there."""
+    from ferry.state.reader import open_table, present_keys
+    from ferry.state.writer import KEYED_ATTEMPTS, keyed_lock
+
+    table_name, columns = keyed
+    flow = rows[0]["flow"]
+    app = keyed_lock(table_name, flow)
+    for _ in range(KEYED_ATTEMPTS):
+        table = open_table(path)
+        present = set() if table is None else present_keys(table, path, flow, columns, rows)
+        fresh = absent(rows, columns, present)
+        if not fresh:
+            return False
+        done = None if table is None else table.transaction_version(app)
+        if not _append_once(spark, fresh, ddl, path, (app, (done or 0) + 1), checked=True):
+            continue  # another writer committed first: read its keys
+        table = open_table(path)
+        if table is not None and not absent(
+                fresh, columns, present_keys(table, path, flow, columns, fresh)):
+            return True
+        # Delta skipped the write: another writer had committed this version meanwhile
+    raise FerryError(f"flow {flow}: the {table_name} rows were overtaken by other writers "
+                     f"{KEYED_ATTEMPTS} times in a row ({path}); the next run records them")
+
+
+def _append_once(spark: SparkSession, rows: list[dict[str, Any]], ddl: str, path: str,
+                 once: tuple[str, int] | None = None, checked: bool = False) -> bool:
+    """`_append` without keys. `checked`: the caller read `once`'s version already."""
+    if once is not None and not checked:
         done = transaction_version(path, once[0])
         if done is not None and done >= once[1]:  # Delta would skip the write silently
             log.info("%s already recorded up to %d", once[0], done)
@@ -360,9 +409,11 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
-    two jobs record at the same time (a retried task beside its first attempt), and
-    whether each appends with Spark or with delta-rs (`append_to`): each append is a Delta
-    idempotent write versioned by the highest topic offset it holds.
+    two jobs or recorders record at the same time (a retried task beside its first
+    attempt, the two runs of an @continuous turn), and whether each appends with Spark or
+    with delta-rs (`append_to`): both tables are appended by key (`ROW_KEYS`), an entry's
+    row only where its place in the topic is not recorded, a rebuilt runs row only for
+    entries no row of their run covers (`covered`), and only where its key is absent.
 
     `runs`: the outcome of this job's own `runs` append, made before this one; it is
     waited for before the runs rows are checked. When it failed, this job's runs are
@@ -374,11 +425,14 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     append stops before the first of them (Delta's cursor is the highest offset it holds),
     so they are read again by the batch that has their rows, or, were those rows never
     written (a run that left its last stretch to the next, or died), by a later batch or
-    job that rebuilds them; a row is neither rebuilt beside its own nor lost."""
+    job that rebuilds them. Another process's runs are not known here: their entries may
+    be rebuilt before their own rows come, which are then the same keys and not appended
+    (or, for a range the rebuild saw only the start of, left to the rebuild of its later
+    entries); a row is neither counted twice nor lost."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_topic_facts, read_entries
     from ferry.state.mapcursor import map_cursor
-    from ferry.state.reader import recorded_run_ids
+    from ferry.state.reader import recorded_ranges
 
     with _timed(timings, "cursor"):
         cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
@@ -392,23 +446,19 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
                         len(found))]
     appended = False
     if found:
-        version = max(offset for offset, _ in found)
         rows = [offset_map_row(entry, topic, offset, cursor.topic_id)
                 for offset, entry in found]
-        # One writer id per offset-map topic incarnation: a recreated topic starts at 0.
-        app = f"{flow.name}.{cursor.topic_id}"
         with _timed(timings, "offset map"):
-            appended = append_to(paths.offset_map, OFFSET_MAP_DDL, rows,
-                                 (f"ferry.offset_map.{app}", version))
+            appended = append_to(paths.offset_map, OFFSET_MAP_DDL, rows, None)
     failed = _outcome(runs)
-    if appended:
+    if found:
         with _timed(timings, "rebuilt runs"):
-            recorded = recorded_run_ids(paths.runs, flow.name, {e.run_id for _, e in found})
+            ranges = recorded_ranges(paths.runs, flow.name, {e.run_id for _, e in found})
             append_to(paths.runs, RUNS_DDL,
-                      runs_from_entries([e for _, e in found], recorded, flow.ferry.delivery),
-                      (f"ferry.runs_rebuilt.{app}", version))
+                      runs_from_entries([e for _, e in found], (), flow.ferry.delivery,
+                                        ranges), None)
     if failed is not None:
-        if appended:
+        if found:
             log.warning("the runs append failed (%s); the runs were rebuilt from their "
                         "offset-map entries instead", failed, extra={"flow": flow.name})
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,60 @@ def recorded_run_ids(path: str, flow: str, run_ids: set[str]) -> set[str]:
     found = dataset(table, path, flow).to_table(
         columns=["run_id"], filter=ds.field("run_id").isin(sorted(run_ids)))
     return set(found.column("run_id").to_pylist())
+
+
+def recorded_ranges(path: str, flow: str, run_ids: Collection[str]
+                    ) -> dict[tuple[str, str, int], list[tuple[int, int]]]:
+    """(run id, topic, partition) -> the ranges `[start, end)` of the `runs` rows of
+    `run_ids` (`ferry.core.tables.covered`): four columns of the files whose statistics
+    may hold those runs."""
+    import pyarrow.dataset as ds
+
+    table = open_table(path)
+    if table is None or not run_ids:
+        return {}
+    found = dataset(table, path, flow).to_table(
+        columns=["run_id", "topic", "partition", "range_start", "range_end"],
+        filter=ds.field("run_id").isin(sorted(run_ids)))
+    ranges: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    for run, topic, partition, start, end in zip(
+            *(found.column(c).to_pylist() for c in found.column_names), strict=True):
+        ranges.setdefault((run, topic, partition), []).append((start, end))
+    return ranges
+
+
+def present_keys(table: Any, path: str, flow: str, columns: Sequence[str],
+                 rows: Sequence[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
+    """The keys (`ferry.core.tables.row_key` of `columns`) among `rows`' that the flow's
+    rows of `table` (a snapshot: the version an append commits on) hold already. Only the
+    key columns of the files whose statistics may hold them are read."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from ferry.core.tables import row_key
+
+    if not rows:
+        return set()
+    files = dataset(table, path, flow)
+    names = set(files.schema.names)
+    condition = ds.scalar(True)
+    for column in columns:
+        if column == "flow":
+            continue
+        if column not in names:  # a table of an older release: none of its rows has the key
+            return set()
+        values = {r.get(column) for r in rows}
+        known = sorted(v for v in values if v is not None and v != "")
+        kind = files.schema.field(column).type
+        matches = ds.field(column).isin(pa.array(known, type=kind)) if known \
+            else ds.scalar(False)
+        if None in values or "" in values:  # the key's empty value: null or "" in the table
+            matches = matches | ds.field(column).is_null()
+            if pa.types.is_string(kind):
+                matches = matches | (ds.field(column) == "")
+        condition = condition & matches
+    found = files.to_table(columns=list(columns), filter=condition).to_pylist()
+    return {row_key(columns, r) for r in found}
 
 
 def transaction_version(path: str, app_id: str) -> int | None:

@@ -189,3 +189,44 @@ def test_only_copied_and_skipped_ranges_count_as_copied_by_their_run(
     outcome: str, done: bool
 ) -> None:
     assert tables.copied_by_run(outcome) is done
+
+
+def entries_of(run_id: str, *covered: tuple[int, int]) -> list[MapEntry]:
+    return [replace(ENTRY, run_id=run_id, covered_start=start, covered_end=end,
+                    segments=(Segment(start, start, end - start),))
+            for start, end in covered]
+
+
+@pytest.mark.parametrize(("recorded", "rebuilt"), [
+    ({}, [(0, 30, 30)]),  # no row of the run: the whole of it
+    ({("run-1", "orders", 0): [(0, 30)]}, []),  # its own row
+    ({("run-1", "orders", 0): [(0, 10)]}, [(10, 30, 20)]),  # rebuilt while it copied
+    ({("run-1", "orders", 1): [(0, 30)]}, [(0, 30, 30)]),  # another partition's row
+    ({("run-2", "orders", 0): [(0, 30)]}, [(0, 30, 30)]),  # another run's row
+], ids=["none", "all", "the-start", "other-partition", "other-run"])
+def test_only_the_entries_no_row_of_their_run_covers_are_rebuilt(
+    recorded: dict[tuple[str, str, int], list[tuple[int, int]]],
+    rebuilt: list[tuple[int, int, int]]
+) -> None:
+    found = entries_of("run-1", (0, 10), (10, 20), (20, 30))
+    rows = tables.runs_from_entries(found, (), "exactly_once", recorded)
+    assert [(r["range_start"], r["range_end"], r["records"]) for r in rows] == rebuilt
+
+
+def test_a_range_rebuilt_in_full_and_its_own_row_are_one_key_and_another_attempt_is_not(
+) -> None:
+    columns = tables.ROW_KEYS["runs"]
+    (rebuilt,) = tables.runs_from_entries(entries_of("run-1", (0, 10)), (), "exactly_once")
+    own = rebuilt | {"seconds": 9.5, "error": ""}
+    retried = own | {"outcome": "skipped", "records": 0}
+    present = {tables.row_key(columns, rebuilt)}
+    assert tables.absent([own, retried, retried], columns, present) == [retried]
+
+
+@pytest.mark.parametrize("table", ["offset_map", "runs"])
+def test_the_tables_recorded_from_the_offset_map_topic_are_keyed_by_their_schema(
+    table: str
+) -> None:
+    assert tables.keyed_table(tables.SCHEMAS[table]) == (table, tables.ROW_KEYS[table])
+    assert set(tables.ROW_KEYS[table]) <= set(columns(tables.SCHEMAS[table]))
+    assert tables.keyed_table(tables.GAPS_DDL) is None

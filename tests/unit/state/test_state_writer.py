@@ -88,21 +88,78 @@ def test_an_idempotent_append_that_another_writer_of_its_application_overtook_is
     # between this append's read of the table and its commit
     import deltalake
 
+    def entry(run_id: str, map_offset: int) -> dict[str, object]:
+        return row(OFFSET_MAP_DDL, run_id) | {"map_offset": map_offset}
+
     path = str(tmp_path / "offset_map")
-    append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "before")])
+    append(path, OFFSET_MAP_DDL, [entry("before", 1)])
     write = deltalake.write_deltalake
 
     def overtaken(*args: object, **kwargs: object) -> None:
         monkeypatch.setattr(deltalake, "write_deltalake", write)
-        assert append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "other")],
-                      once=("ferry.test", 7))
+        assert append(path, OFFSET_MAP_DDL, [entry("other", 2)], once=("ferry.test", 7))
         write(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(deltalake, "write_deltalake", overtaken)
 
     # when: this append commits
-    done = append(path, OFFSET_MAP_DDL, [row(OFFSET_MAP_DDL, "this")], once=("ferry.test", 7))
+    done = append(path, OFFSET_MAP_DDL, [entry("this", 3)], once=("ferry.test", 7))
 
     # then: it was refused; the rows are there once, the other writer's
     assert done is False
     assert _run_ids(path) == ["before", "other"]
+
+
+def test_a_keyed_append_takes_only_the_rows_whose_key_the_table_lacks(tmp_path: Path) -> None:
+    # given: an offset map holding topic offsets 1 and 2 of one incarnation
+    def entry(map_offset: int, map_topic_id: str = "m1") -> dict[str, object]:
+        return row(OFFSET_MAP_DDL, f"r{map_offset}") | {"map_offset": map_offset,
+                                                         "map_topic_id": map_topic_id}
+
+    path = str(tmp_path / "offset_map")
+    assert append(path, OFFSET_MAP_DDL, [entry(1), entry(2)])
+
+    # when: a second recorder appends 1 to 3 (and 2 of a recreated topic), then again
+    second = append(path, OFFSET_MAP_DDL, [entry(1), entry(2), entry(3), entry(2, "m2")])
+    third = append(path, OFFSET_MAP_DDL, [entry(3), entry(1)])
+
+    # then: each place in the topic once
+    assert (second, third) == (True, False)
+    places = sorted((r["map_topic_id"], r["map_offset"])
+                    for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+    assert places == [("m1", 1), ("m1", 2), ("m1", 3), ("m2", 2)]
+
+
+def test_a_keyed_append_overtaken_by_another_writer_of_the_same_keys_reads_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: another recorder that appends offsets 1 and 2 between this append's read of
+    # the keys and its commit
+    import deltalake
+
+    def entry(map_offset: int) -> dict[str, object]:
+        return row(OFFSET_MAP_DDL, f"r{map_offset}") | {"map_offset": map_offset,
+                                                         "map_topic_id": "m1"}
+
+    path = str(tmp_path / "offset_map")
+    append(path, OFFSET_MAP_DDL, [entry(0)])
+    write = deltalake.write_deltalake
+
+    commits: list[int] = []
+
+    def overtaken(*args: object, **kwargs: object) -> None:
+        if not commits:
+            monkeypatch.setattr(deltalake, "write_deltalake", write)
+            assert append(path, OFFSET_MAP_DDL, [entry(1), entry(2)])
+        commits.append(args[1].num_rows)  # type: ignore[attr-defined]
+        write(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(deltalake, "write_deltalake", overtaken)
+
+    # when: this append of 1 to 3 commits
+    assert append(path, OFFSET_MAP_DDL, [entry(1), entry(2), entry(3)])
+
+    # then: its commit of three rows was refused, and its second attempt appended only 3
+    assert commits == [3, 1]
+    offsets = sorted(r["map_offset"] for r in DeltaTable(path).to_pyarrow_table().to_pylist())
+    assert offsets == [0, 1, 2, 3]
