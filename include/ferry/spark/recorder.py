@@ -196,9 +196,14 @@ class Recorder:
     def flush(self, timeout_s: float | None = None) -> None:
         """Write what is pending now and wait until it is written, at most `timeout_s`
         (None: as long as it takes); raise a batch's failure, or that it is still being
-        written after `timeout_s`."""
+        written after `timeout_s`. A batch begun before the call is waited for first: its
+        failure is not this flush's (what it held is pending again, and written now)."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
+            while self._batching.writing_since is not None:
+                if deadline is not None and self._clock() >= deadline:
+                    raise self._still_writing(timeout_s)
+                self._changed.wait(0.1)
             self._failure = None  # an earlier batch's failure is retried now
             self._flushing = True
             self._changed.notify_all()

@@ -108,6 +108,52 @@ def test_a_failed_batch_fails_no_copy_and_is_retried_until_delta_takes_its_rows_
     assert sorted(run for batch in writes.batches for run in batch) == ["r1", "r2", "r3"]
 
 
+class HeldRetry(Writes):
+    """`Writes`, its second batch (the retry) held until `retry` is set."""
+
+    def __init__(self, fail: dict[int, Exception]) -> None:
+        super().__init__(fail)
+        self.retry = threading.Event()
+
+    def __call__(self, rows: list[dict[str, Any]]) -> None:
+        if self.calls == 1:
+            self.retry.wait(10)
+        super().__call__(rows)
+
+
+def test_a_flush_retries_what_a_batch_begun_before_it_failed_to_write(flow: Flow) -> None:
+    # given: a batch under way while Delta is down, which fails once the flush was asked
+    # for (a loop stopping just as Delta recovers)
+    writes = HeldRetry({1: Unwritten(RuntimeError("No space left on device"))})
+    writes.gate.clear()
+    recorder = Recorder(flow, write=writes, retry_s=0.01)
+    try:
+        recorder.add("r1", rows("r1"))
+        assert writes.writing.wait(10)
+        flushed: list[BaseException | None] = []
+
+        def flush() -> None:
+            try:
+                recorder.flush(timeout_s=10)
+                flushed.append(None)
+            except BaseException as exc:
+                flushed.append(exc)
+
+        flushing = threading.Thread(target=flush)
+        flushing.start()
+        time.sleep(0.2)  # the flush is waiting
+        writes.gate.set()  # the batch under way fails; its retry is held a moment
+        time.sleep(0.5)
+        writes.retry.set()
+        flushing.join(15)
+    finally:
+        recorder.close(timeout_s=10)
+
+    # then: the flush wrote the rows the earlier batch could not, and raised nothing
+    assert flushed == [None]
+    assert writes.batches == [["r1"]]
+
+
 def test_a_batch_that_failed_after_writing_its_rows_is_retried_without_them(
     flow: Flow
 ) -> None:
