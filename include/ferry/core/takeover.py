@@ -155,6 +155,15 @@ def hands_over(newest: Named | None, me: Named) -> str | None:
     return newer_run(newest, me)
 
 
+def cycle_named(owner: Named | None, run_id: str) -> Named:
+    """How the cycle `run_id` names itself and its writers: a continuous run's `owner` with
+    the cycle (so a cycle abandoned as hung yields to the run's later cycles instead of
+    taking its slots back), else `owner`, else the run of one cycle `run_id`. Pure."""
+    if owner is not None and owner.continuous:
+        return Named(owner.run, owner.since_ms, run_id)
+    return owner or Named(run_id)
+
+
 def names_itself(newest: Named | None, me: Named) -> bool:
     """Whether `me` names itself the flow's newest before its lanes start: always, except
     while a positions write is under way (`writing`: its lanes leave it their slots), and

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ferry.kafka.lane import Lane
+    from ferry.kafka.runs import ReadsNewest
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
 
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
                 role: str, writer: Callable[..., Lane] | None = None,
-                newest: NewestReader | None = None, owner: Named | None = None
+                newest: ReadsNewest | None = None, owner: Named | None = None
                 ) -> list[dict[str, Any]]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
@@ -161,23 +162,18 @@ def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
     the flow's newest run is read (default: Kafka, `ferry.kafka.runs`). `owner`: the run
     as it named itself (a continuous run's own id and place; default: `run_id`, a run of
     one cycle)."""
+    from ferry.core.takeover import cycle_named
     from ferry.kafka.runs import NewestRun
 
-    me = owner or Named(run_id)
+    me = cycle_named(owner, run_id)
     if newest is not None:
         return _write_slots(flow, run_id, me, slots, role, writer, newest)
     with NewestRun(flow, role) as named:
         return _write_slots(flow, run_id, me, slots, role, writer, named)
 
 
-class NewestReader(Protocol):
-    """Reads which run is the flow's newest (`ferry.kafka.runs.NewestRun`)."""
-
-    def read(self) -> Named | None: ...
-
-
 def _write_slots(flow: Flow, run_id: str, me: Named, slots: list[tuple[int, list[Range]]],
-                 role: str, writer: Callable[..., Lane] | None, newest: NewestReader
+                 role: str, writer: Callable[..., Lane] | None, newest: ReadsNewest
                  ) -> list[dict[str, Any]]:
     from ferry.core import takeover
 
@@ -207,14 +203,14 @@ to a newer run of the flow, or failed (its slot taken, and no newer run named)."
 
 
 def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: list[Range],
-                      role: str, writer: Callable[..., Lane] | None, newest: NewestReader
+                      role: str, writer: Callable[..., Lane] | None, newest: ReadsNewest
                       ) -> tuple[list[RangeResult], Stop | None]:
     """Copy one slot, taking it back once when it was taken while this run is the newest:
     its results, and why the lane is to start no further slot (None: go on). The ranges a
     newer run of the flow took are handed over, not failed."""
     from ferry.core import takeover
 
-    results, taken = _write_slot(flow, run_id, slot, ranges, role, writer)
+    results, taken = _write_slot(flow, run_id, slot, ranges, role, writer, newest, me)
     if taken is None:
         return results, None
     named = newest.read()
@@ -223,7 +219,7 @@ def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: lis
                  "newest, started; taking it back", flow.name, slot,
                  extra={"flow": flow.name, "lane": slot, "run_id": run_id})
         again, taken = _write_slot(flow, run_id, slot, takeover.left_over(ranges, results),
-                                   role, writer)
+                                   role, writer, newest, me)
         results = takeover.merged(results, again)
         if taken is None:
             return results, None
@@ -240,22 +236,26 @@ def _write_taken_back(flow: Flow, run_id: str, me: Named, slot: int, ranges: lis
 
 
 def name_newest(flow: Flow, run_id: str, role: str, owner: Named | None = None) -> None:
-    """Name the run the flow's newest (`ferry.core.takeover`), before its lanes start: as
-    `owner` (a continuous run's own id and place; unless a later continuous run is named
-    already, to which it hands over), else as `run_id`."""
-    from ferry.core.takeover import names_itself
+    """Name the run the flow's newest (`ferry.core.takeover`), before its lanes start, as its
+    writers name themselves (`takeover.cycle_named`): a continuous run's own id and place
+    with the cycle, else `run_id`; unless positions are being written outside a copy (its
+    lanes then leave them their slots) or, for a continuous run, a later one is named
+    already (to which it hands over)."""
+    from ferry.core.takeover import cycle_named, names_itself
     from ferry.kafka.runs import NewestRun
 
-    me = owner or Named(run_id)
+    me = cycle_named(owner, run_id)
     with NewestRun(flow, role) as newest:
-        if not me.continuous or names_itself(newest.read(), me):
+        if names_itself(newest.read(), me):
             newest.name(me)
 
 
 def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: str,
-                writer: Callable[..., Lane] | None) -> tuple[list[RangeResult], str | None]:
+                writer: Callable[..., Lane] | None, newest: ReadsNewest, me: Named
+                ) -> tuple[list[RangeResult], str | None]:
     """Copy one writer slot's ranges: their results, and why a newer writer took the slot
-    (None when none did)."""
+    (None when none did). The writer reads the flow's newest run (`newest`) before it
+    initialises its id again mid-copy, and yields to a run newer than `me`."""
     from ferry import logs
     from ferry.errors import FerryError, WriterTaken
     from ferry.kafka.lane import Lane
@@ -263,7 +263,7 @@ def _write_slot(flow: Flow, run_id: str, slot: int, ranges: list[Range], role: s
 
     context = logs.context_logger("ferry.lane", flow=flow.name, lane=slot, run_id=run_id)
     worker = (writer or Lane)(flow, ranges, run_id, progress=Progress(context, f"writer {slot}"),
-                              role=role)
+                              role=role, newest=newest, owner=me)
     taken = None
     try:
         worker.run()

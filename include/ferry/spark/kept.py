@@ -21,7 +21,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ferry.core.takeover import Named, names_itself, writing
+from ferry.core.takeover import Named, cycle_named, names_itself, writing
 from ferry.kafka.kept import KeptClients, LaneReaders
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ class KeptLanes:
               topics: frozenset[str]) -> list[dict[str, Any]]:
         from ferry.spark.copy_job import write_slots
 
-        me = Named(owner.run, owner.since_ms, run_id) if owner is not None \
-            and owner.continuous else owner or Named(run_id)  # the cycle it names: see below
+        me = cycle_named(owner, run_id)
         newest = self._newest_run(role)
         named = newest.read()
         if names_itself(named, me):
@@ -132,7 +131,7 @@ class KeptLanes:
                 kept = slots[(role, slot)] = KeptClients(
                     transactional_id(flow, slot, role))
             kept.readers, kept.flow_topics = readers, topics
-            return make(flow, ranges, run_id, kept=kept, newest=newest, owner=me, **kwargs)
+            return make(flow, ranges, run_id, kept=kept, **kwargs)
 
         return writer
 

@@ -12,6 +12,7 @@ from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.core.takeover import (
     Named,
+    cycle_named,
     decode_marker,
     encode_marker,
     hands_over,
@@ -137,3 +138,16 @@ def test_a_positions_write_whose_writer_is_gone_counts_as_done_after_its_lease()
     assert writing(decode_marker(marker, now_ms=1_000 + POSITIONS_LEASE_MS - 1))
     assert not writing(decode_marker(marker, now_ms=1_000 + POSITIONS_LEASE_MS))
     assert not writing(decode_marker(encode_marker(WRITTEN, 1_000), now_ms=1_000))
+
+
+@pytest.mark.parametrize(("owner", "expected"), [
+    (None, Named("cycle-3")),
+    (Named("manual__1"), Named("manual__1")),
+    (Named("scheduled__1", 1_700), Named("scheduled__1", 1_700, "cycle-3")),
+], ids=["a-run-of-one-cycle", "a-named-run-of-one-cycle", "a-continuous-runs-cycle"])
+def test_a_cycle_names_itself_and_its_writers_with_its_continuous_run_and_itself(
+    owner: Named | None, expected: Named
+) -> None:
+    # the Spark tasks' writers and the kept lanes name a cycle alike, so that a cycle the
+    # loop abandoned yields to the run's later cycles on either path
+    assert cycle_named(owner, "cycle-3") == expected
