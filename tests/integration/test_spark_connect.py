@@ -266,10 +266,11 @@ from ferry.spark import connect
 config, flow, plan, url = sys.argv[1:5]
 stale = connect.remote_session(url)
 stale.stop()
-connect._kept[url] = stale  # what a restarted server leaves a continuous loop holding
-copied = connect.run_connect_job(config, flow, plan, url, keep_session=True)
-kept = connect._kept.get(url)
-connect.close_sessions()
+loops = connect.ConnectLoops()
+loops._kept[url] = stale  # what a restarted server leaves a continuous loop holding
+copied = loops.run_job(config, flow, plan, url)
+kept = loops._kept.get(url)
+loops.close()
 print(json.dumps({"code": copied.exit_code, "run": (copied.summary or {}).get("run_id"),
                   "replaced": kept is not None and kept is not stale}))
 """

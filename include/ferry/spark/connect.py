@@ -153,223 +153,230 @@ def _library() -> str:
     return str(Path(ferry.__file__).resolve().parent)
 
 
-_kept: dict[str, SparkSession] = {}
-"""Sessions kept for the next job of this process (continuous mode), by URL."""
-_opening: dict[str, Future[SparkSession]] = {}
-"""Sessions being opened ahead of a loop's first job (`prepare_loop`), by URL."""
-_recorders: dict[tuple[str, str], Recorder] = {}
-"""The Delta recorders of this process's continuous loops, by (URL, flow)."""
-_lanes: dict[tuple[str, str], KeptLanes] = {}
-"""The kept lanes of this process's continuous loops, by (URL, flow)."""
-
-
-_ends_at: float | None = None
-"""When this process's continuous loops end (monotonic), leaving their last Delta batch to
-the flow's next run (`end_loops_at`); None: a loop writes it as it stops."""
-
-
-def end_loops_at(when: float | None) -> None:
-    """This process's loops end at `when` (`time.monotonic`) and close with
-    `close_sessions(hand_over=True)`: their recorders, those made later too, start no
-    batch that would outlast them (`Recorder.end_at`)."""
-    global _ends_at
-    _ends_at = when
-    for recorder in _recorders.values():
-        recorder.end_at(when)
-
-
 CLOSE_TIMEOUT_S = 300.0
 """How long a loop that stops waits for its recorder's last batch: a batch that hangs (a
 server that stopped answering) must not keep the process from ending."""
 
-
-def prepare_loop(url: str, flow: Flow) -> None:
-    """Ready a continuous loop of `flow` on `url` before its first cycle, off that cycle's
-    path: its recorder is made now (so the first plan, as every later one, reads no
-    offset-map lag; its first batch waits for `loop_started`). A loop whose lanes are kept
-    asks the server nothing (its recorder appends with delta-rs); any other has its
-    session opened in a thread beside the first sync and plan (the Spark Connect client's
-    imports and the session are about half a second). A session that fails to open here
-    is opened again by the next job that needs one, which reports why."""
-    recorder = _recorder(url, flow)
-    if (recorder is not None and _kept_lanes(url, flow) is not None) or (
-            url in _kept or url in _opening):
-        return
-    opened: Future[SparkSession] = Future()
-    _opening[url] = opened
-
-    def open_session() -> None:
-        try:
-            opened.set_result(remote_session(url))
-        except BaseException as exc:  # the next job opens one, and reports why not
-            opened.set_exception(exc)
-
-    threading.Thread(target=open_session, daemon=True, name="ferry-session").start()
-
-
-def loop_started(url: str, flow: Flow) -> None:
-    """The loop's first cycle is done: its recorder starts a first batch now, which records
-    what earlier runs left (handed over at their end, or not written), even should no later
-    cycle copy. Not before: that batch's first Delta reads (pyarrow's imports, the table's
-    log) took the CPU and the GIL from the first cycle, which copies what piled up while
-    no run of the flow was copying, at each turn of an `@continuous` DAG's runs."""
-    recorder = _recorders.get((url, flow.name))
-    if recorder is not None:
-        recorder.catch_up()
-
-
-def _opened(url: str, flow: Flow) -> SparkSession | None:
-    """The session `prepare_loop` opened for `url` (waited for), or None: none was being
-    opened, or it failed (logged; the caller opens one, which raises why)."""
-    opening = _opening.pop(url, None)
-    if opening is None:
-        return None
-    try:
-        return opening.result()
-    except Exception as exc:
-        log.warning("opening the Spark Connect session to %s ahead of the first cycle "
-                    "failed (%s); opening it again", url, first_line(exc),
-                    extra={"flow": flow.name})
-        return None
-
-
 OPEN_TIMEOUT_S = 60.0
-"""How long a loop that stops waits for a session still being opened (`prepare_loop`), to
+"""How long a loop that stops waits for a session still being opened (`prepare`), to
 close it."""
 
 
-def records_behind(url: str, flow_name: str) -> bool:
-    """Whether a recorder of this process appends `flow_name`'s Delta behind its copies
-    (`ferry.spark.recorder`): it records what the target committed, so a cycle needs no
-    job of its own for an offset map Delta does not hold yet."""
-    return (url, flow_name) in _recorders
+class ConnectLoops:
+    """The runtime of a process's continuous loops on a Spark Connect server: the sessions
+    kept from one job to the next, the sessions being opened ahead of a loop's first job,
+    each flow's Delta recorder and kept lanes. Made by the loop that runs (`ferry.steps.cycle`
+    `run_continuously`, `run_all`), passed to what needs it, and closed when it ends: no
+    module-level registry, so two loops in one process (or a test) never share one by
+    accident."""
 
+    def __init__(self) -> None:
+        self._kept: dict[str, SparkSession] = {}
+        """Sessions kept for the next job, by URL."""
+        self._opening: dict[str, Future[SparkSession]] = {}
+        """Sessions being opened ahead of a loop's first job (`prepare`), by URL."""
+        self._recorders: dict[tuple[str, str], Recorder] = {}
+        """The Delta recorders of the loops, by (URL, flow)."""
+        self._lanes: dict[tuple[str, str], KeptLanes] = {}
+        """The kept lanes of the loops, by (URL, flow)."""
+        self._ends_at: float | None = None
+        """When the loops end (monotonic), leaving their last Delta batch to the flow's
+        next run (`end_at`); None: a loop writes it as it stops."""
 
-def abandoned(url: str, flow_name: str, run_id: str) -> None:
-    """The loop abandoned the cycle of `run_id` as hung: the flow's recorder, if any, no
-    longer waits for its rows (`Recorder.abandon`)."""
-    recorder = _recorders.get((url, flow_name))
-    if recorder is not None:
-        recorder.abandon(run_id)
+    def end_at(self, when: float | None) -> None:
+        """The loops end at `when` (`time.monotonic`) and close with
+        `close(hand_over=True)`: their recorders, those made later too, start no batch that
+        would outlast them (`Recorder.end_at`)."""
+        self._ends_at = when
+        for recorder in self._recorders.values():
+            recorder.end_at(when)
 
+    def prepare(self, url: str, flow: Flow) -> None:
+        """Ready a continuous loop of `flow` on `url` before its first cycle, off that
+        cycle's path: its recorder is made now (so the first plan, as every later one, reads
+        no offset-map lag; its first batch waits for `started`). A loop whose lanes are kept
+        asks the server nothing (its recorder appends with delta-rs); any other has its
+        session opened in a thread beside the first sync and plan (the Spark Connect
+        client's imports and the session are about half a second). A session that fails to
+        open here is opened again by the next job that needs one, which reports why."""
+        recorder = self._recorder(url, flow)
+        if (recorder is not None and self._kept_lanes(url, flow) is not None) or (
+                url in self._kept or url in self._opening):
+            return
+        opened: Future[SparkSession] = Future()
+        self._opening[url] = opened
 
-def _recorder(url: str, flow: Flow) -> Recorder | None:
-    """The flow's recorder in a continuous loop (made on first use), unless its
-    `ferry.state.record.interval.seconds` is 0."""
-    from ferry.spark.recorder import Recorder
+        def open_session() -> None:
+            try:
+                opened.set_result(remote_session(url))
+            except BaseException as exc:  # the next job opens one, and reports why not
+                opened.set_exception(exc)
 
-    if flow.ferry.state_record_interval_seconds <= 0:
-        return None
-    key = (url, flow.name)
-    if key not in _recorders:
-        _recorders[key] = Recorder(flow)
-        _recorders[key].end_at(_ends_at)
-    return _recorders[key]
+        threading.Thread(target=open_session, daemon=True, name="ferry-session").start()
 
+    def started(self, url: str, flow: Flow) -> None:
+        """The loop's first cycle is done: its recorder starts a first batch now, which
+        records what earlier runs left (handed over at their end, or not written), even
+        should no later cycle copy. Not before: that batch's first Delta reads (pyarrow's
+        imports, the table's log) took the CPU and the GIL from the first cycle, which copies
+        what piled up while no run of the flow was copying, at each turn of an
+        `@continuous` DAG's runs."""
+        recorder = self._recorders.get((url, flow.name))
+        if recorder is not None:
+            recorder.catch_up()
 
-def _kept_lanes(url: str, flow: Flow) -> KeptLanes | None:
-    """The flow's kept lanes in a continuous loop that records behind its copies (made on
-    first use), unless `ferry.continuous.lanes` is spark or the delivery at_least_once
-    (whose writers claim their slots anew each cycle)."""
-    from ferry.spark.kept import KeptLanes
+    def records_behind(self, url: str, flow_name: str) -> bool:
+        """Whether a recorder of these loops appends `flow_name`'s Delta behind its copies
+        (`ferry.spark.recorder`): it records what the target committed, so a cycle needs no
+        job of its own for an offset map Delta does not hold yet."""
+        return (url, flow_name) in self._recorders
 
-    if flow.ferry.continuous_lanes != "kept" or flow.ferry.delivery != "exactly_once":
-        return None
-    key = (url, flow.name)
-    if key not in _lanes:
-        _lanes[key] = KeptLanes(flow)
-    return _lanes[key]
+    def abandoned(self, url: str, flow_name: str, run_id: str) -> None:
+        """The loop abandoned the cycle of `run_id` as hung: the flow's recorder, if any, no
+        longer waits for its rows (`Recorder.abandon`)."""
+        recorder = self._recorders.get((url, flow_name))
+        if recorder is not None:
+            recorder.abandon(run_id)
+
+    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
+                loaded: Flow | None = None) -> Copied:
+        """`run_connect_job` for a loop: the session stays open for the loop's next job,
+        and the runs and the offset map are appended to Delta behind the copies, in batches
+        with delta-rs (`ferry.spark.recorder`; `close` writes the last); with the recorder,
+        the lanes run in this process, their writers kept (`ferry.spark.kept`), and the job
+        opens no session at all."""
+        from ferry.spark.copy_job import load_flow, run_and_report
+
+        flow = loaded or load_flow(config_path, flow_name, plan_path)
+        if flow is None:
+            return Copied(2)
+        recorder = self._recorder(url, flow)
+        lanes = self._kept_lanes(url, flow) if recorder is not None else None
+        if lanes is not None:
+            # kept lanes copy in this process and the recorder appends with delta-rs: the
+            # job asks the server nothing, and needs no session
+            return run_and_report(None, config_path, flow, plan_path, out=sys.stderr,
+                                  recorder=recorder, kept=lanes)
+        kept = self._kept.pop(url, None) or self._opened(url, flow)
+        spark = kept or remote_session(url)
+        try:
+            copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
+                                    recorder=recorder, kept=lanes)
+        except Exception as exc:
+            _stop(spark)
+            if kept is None:
+                raise
+            # A kept session the server no longer serves (it restarted, or dropped the
+            # session): a new one runs the same plan again, which the transactions make
+            # safe (each range resumes from what was committed; Delta's appends are keyed).
+            log.warning("the kept Spark Connect session to %s failed (%s); reconnecting and "
+                        "running the job again", url, first_line(exc),
+                        extra={"flow": flow.name})
+            spark = remote_session(url)
+            try:
+                copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
+                                        recorder=recorder, kept=lanes)
+            except BaseException:
+                _stop(spark)
+                raise
+        except BaseException:
+            _stop(spark)
+            raise
+        self._kept[url] = spark
+        return copied
+
+    def close(self, hand_over: bool = False) -> None:
+        """Write the recorders' last batches, then close the sessions kept for later jobs. A
+        last batch that fails is logged, not raised: what it held is rebuilt from the
+        target's offset-map topic by the flow's next run. The kept lanes go first: their
+        clients hold no open transaction between cycles. `hand_over` (a run whose next run
+        follows at once): the copied ranges' rows still pending are left to the next run's
+        first batch (`Recorder.close`), so the next run does not wait for a last batch."""
+        for url, opening in list(self._opening.items()):
+            # still opening (a run of a few seconds): closed once it is open
+            with contextlib.suppress(Exception):  # it failed: nothing to close
+                spark = opening.result(OPEN_TIMEOUT_S)
+                self._kept.setdefault(url, spark)
+                if self._kept[url] is not spark:
+                    _stop(spark)
+            self._opening.pop(url, None)
+        while self._lanes:
+            (_, name), lanes = self._lanes.popitem()
+            try:
+                lanes.close()
+            except Exception as exc:  # best effort: the process is ending
+                log.warning("closing the kept writers: %s", exc, extra={"flow": name})
+        while self._recorders:
+            (_, name), recorder = self._recorders.popitem()
+            try:
+                recorder.close(CLOSE_TIMEOUT_S, hand_over=hand_over)
+            except FerryError as exc:
+                log.error("%s", exc, extra={"flow": name})
+        # only now: a recorder told of no end before its close would start the batch that a
+        # hand-over leaves to the next run
+        self._ends_at = None
+        while self._kept:
+            _, spark = self._kept.popitem()
+            _stop(spark)
+
+    def _opened(self, url: str, flow: Flow) -> SparkSession | None:
+        """The session `prepare` opened for `url` (waited for), or None: none was being
+        opened, or it failed (logged; the caller opens one, which raises why)."""
+        opening = self._opening.pop(url, None)
+        if opening is None:
+            return None
+        try:
+            return opening.result()
+        except Exception as exc:
+            log.warning("opening the Spark Connect session to %s ahead of the first cycle "
+                        "failed (%s); opening it again", url, first_line(exc),
+                        extra={"flow": flow.name})
+            return None
+
+    def _recorder(self, url: str, flow: Flow) -> Recorder | None:
+        """The flow's recorder (made on first use), unless its
+        `ferry.state.record.interval.seconds` is 0."""
+        from ferry.spark.recorder import Recorder
+
+        if flow.ferry.state_record_interval_seconds <= 0:
+            return None
+        key = (url, flow.name)
+        if key not in self._recorders:
+            self._recorders[key] = Recorder(flow)
+            self._recorders[key].end_at(self._ends_at)
+        return self._recorders[key]
+
+    def _kept_lanes(self, url: str, flow: Flow) -> KeptLanes | None:
+        """The flow's kept lanes in a loop that records behind its copies (made on first
+        use), unless `ferry.continuous.lanes` is spark or the delivery at_least_once (whose
+        writers claim their slots anew each cycle)."""
+        from ferry.spark.kept import KeptLanes
+
+        if flow.ferry.continuous_lanes != "kept" or flow.ferry.delivery != "exactly_once":
+            return None
+        key = (url, flow.name)
+        if key not in self._lanes:
+            self._lanes[key] = KeptLanes(flow)
+        return self._lanes[key]
 
 
 def run_connect_job(config_path: str, flow_name: str, plan_path: str, url: str,
-                    keep_session: bool = False, loaded: Flow | None = None) -> Copied:
-    """The copy job of one plan file through the Connect server at `url`, in this process.
-    Returns the exit code the spark-submit job would (0, 1 for a failed lane or a gap that
-    fails the run, 2 for bad config) and the run as the job recorded it; its lines go to
-    stderr, as the job's do.
-    `keep_session`: the session stays open for this process's next job (back-to-back
-    cycles), and the runs and the offset map are appended to Delta behind the copies, in
-    batches with delta-rs (`ferry.spark.recorder`; `close_sessions` writes the last); with
-    the recorder, the lanes run in this process, their writers kept (`ferry.spark.kept`),
-    and the job opens no session at all; else it is closed (the server and its Spark stay
-    warm either way). `loaded`: the flow as this process
-    already loaded it (the config is then not read again)."""
+                    loaded: Flow | None = None) -> Copied:
+    """The copy job of one plan file through the Connect server at `url`, in this process,
+    on a session of its own, closed at its end (the server and its Spark stay warm; a loop
+    keeps its session: `ConnectLoops.run_job`). Returns the exit code the spark-submit job
+    would (0, 1 for a failed lane or a gap that fails the run, 2 for bad config) and the run
+    as the job recorded it; its lines go to stderr, as the job's do. `loaded`: the flow as
+    this process already loaded it (the config is then not read again)."""
     from ferry.spark.copy_job import load_flow, run_and_report
 
     flow = loaded or load_flow(config_path, flow_name, plan_path)
     if flow is None:
         return Copied(2)
-    recorder = _recorder(url, flow) if keep_session else None
-    lanes = _kept_lanes(url, flow) if recorder is not None else None
-    if lanes is not None:
-        # kept lanes copy in this process and the recorder appends with delta-rs: the job
-        # asks the server nothing, and needs no session
-        return run_and_report(None, config_path, flow, plan_path, out=sys.stderr,
-                              recorder=recorder, kept=lanes)
-    kept = _kept.pop(url, None) or _opened(url, flow)
-    spark = kept or remote_session(url)
+    spark = remote_session(url)
     try:
-        copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
-                                recorder=recorder, kept=lanes)
-    except Exception as exc:
-        _stop(spark)
-        if kept is None:
-            raise
-        # A kept session the server no longer serves (it restarted, or dropped the
-        # session): a new one runs the same plan again, which the transactions make safe
-        # (each range resumes from what was committed; Delta's appends are idempotent).
-        log.warning("the kept Spark Connect session to %s failed (%s); reconnecting and "
-                    "running the job again", url, first_line(exc), extra={"flow": flow.name})
-        spark = remote_session(url)
-        try:
-            copied = run_and_report(spark, config_path, flow, plan_path, out=sys.stderr,
-                                    recorder=recorder, kept=lanes)
-        except BaseException:
-            _stop(spark)
-            raise
-    except BaseException:
-        _stop(spark)
-        raise
-    if keep_session:
-        _kept[url] = spark
-    else:
-        spark.stop()
-    return copied
-
-
-def close_sessions(hand_over: bool = False) -> None:
-    """Write the recorders' last batches, then close the sessions kept for later jobs. A
-    last batch that fails is logged, not raised: what it held is rebuilt from the
-    target's offset-map topic by the flow's next run. The kept lanes go first: their
-    clients hold no open transaction between cycles. `hand_over` (a run whose next run
-    follows at once): the copied ranges' rows still pending are left to the next run's
-    first batch (`Recorder.close`), so the next run does not wait for a last batch."""
-    global _ends_at
-    for url, opening in list(_opening.items()):
-        # still opening (a run of a few seconds): closed once it is open
-        with contextlib.suppress(Exception):  # it failed: nothing to close
-            spark = opening.result(OPEN_TIMEOUT_S)
-            _kept.setdefault(url, spark)
-            if _kept[url] is not spark:
-                _stop(spark)
-        _opening.pop(url, None)
-    while _lanes:
-        (_, name), lanes = _lanes.popitem()
-        try:
-            lanes.close()
-        except Exception as exc:  # best effort: the process is ending
-            log.warning("closing the kept writers: %s", exc, extra={"flow": name})
-    while _recorders:
-        (_, name), recorder = _recorders.popitem()
-        try:
-            recorder.close(CLOSE_TIMEOUT_S, hand_over=hand_over)
-        except FerryError as exc:
-            log.error("%s", exc, extra={"flow": name})
-    # only now: a recorder told of no end before its close would start the batch that a
-    # hand-over leaves to the next run
-    _ends_at = None
-    while _kept:
-        _, spark = _kept.popitem()
+        return run_and_report(spark, config_path, flow, plan_path, out=sys.stderr)
+    finally:
         _stop(spark)
 
 

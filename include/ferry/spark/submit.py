@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import ferry
 from ferry.core.job import Copied
@@ -98,11 +98,19 @@ def submit_env() -> dict[str, str]:
 
 
 def run_job(config_path: str, flow: str, plan_path: str, master: str,
-            keep_session: bool = False, loaded: Flow | None = None,
+            loaded: Flow | None = None,
             connections: Mapping[str, Connection] | None = None) -> int:
     """`run_copy`'s exit code (a backfill's chunks, which record their own runs)."""
-    return run_copy(config_path, flow, plan_path, master, keep_session, loaded,
+    return run_copy(config_path, flow, plan_path, master, None, loaded,
                     connections).exit_code
+
+
+class KeepsJobs(Protocol):
+    """Where a continuous loop's jobs run on a Connect server, its session and recorder
+    kept from one job to the next (`ferry.spark.connect.ConnectLoops`)."""
+
+    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
+                loaded: Flow | None = None) -> Copied: ...
 
 
 @dataclass(frozen=True)
@@ -113,37 +121,40 @@ class SparkRunner:
     config_path: str
     flow: Flow
     master: str
-    keep_session: bool = False
+    loops: KeepsJobs | None = None
+    """A continuous loop's runtime on a Connect server (its sessions, recorders and kept
+    lanes live there from one cycle to the next); None: each job on its own."""
     connections: Mapping[str, Connection] | None = None
 
     def run(self, plan_path: str) -> Copied:
         return run_copy(self.config_path, self.flow.name, plan_path, self.master,
-                        self.keep_session, self.flow, self.connections)
+                        self.loops, self.flow, self.connections)
 
 
 def run_copy(config_path: str, flow: str, plan_path: str, master: str,
-             keep_session: bool = False, loaded: Flow | None = None,
+             loops: KeepsJobs | None = None, loaded: Flow | None = None,
              connections: Mapping[str, Connection] | None = None) -> Copied:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
     stderr. Returns the job's exit code and the run as the job recorded it (from the job's
-    result file after spark-submit; none when the job left none). `keep_session`: a Connect
-    session stays open for this process's next job; `loaded` spares it reading the config
-    again. `connections`: the Airflow connections of the config
+    result file after spark-submit; none when the job left none). `loops`: a continuous
+    loop's runtime, on a Connect server the job runs in (`ConnectLoops.run_job`: its
+    session kept for the next job, its Delta recorded behind the copies); `loaded` spares
+    it reading the config again. `connections`: the Airflow connections of the config
     (`Config.connections`), handed to the job in a snapshot beside its plan for as
     long as it runs."""
     from ferry.config.connections import remove_snapshot, write_snapshot
 
     write_snapshot(plan_path, connections or {})
     try:
-        return _run_job(config_path, flow, plan_path, master, keep_session, loaded)
+        return _run_job(config_path, flow, plan_path, master, loops, loaded)
     finally:
         remove_snapshot(plan_path)
 
 
-def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_session: bool,
-             loaded: Flow | None) -> Copied:
+def _run_job(config_path: str, flow: str, plan_path: str, master: str,
+             loops: KeepsJobs | None, loaded: Flow | None) -> Copied:
     import subprocess
 
     from ferry.core.job import read_result
@@ -153,7 +164,9 @@ def _run_job(config_path: str, flow: str, plan_path: str, master: str, keep_sess
 
     installed.require(master, is_connect(master))
     if is_connect(master):
-        return run_connect_job(config_path, flow, plan_path, master, keep_session, loaded)
+        if loops is not None:
+            return loops.run_job(config_path, flow, plan_path, master, loaded)
+        return run_connect_job(config_path, flow, plan_path, master, loaded)
 
     from ferry.spark import classdata
 

@@ -31,7 +31,7 @@ from ferry.heap import Trimming, limit_arenas
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.plan import Prepared, new_run_id, prepare
-from ferry.steps.ports import CopyRunner, NewestRuns, StateStore
+from ferry.steps.ports import CopyRunner, LoopRuntime, NewestRuns, StateStore
 
 if TYPE_CHECKING:
     from ferry.kafka.stuck import LeftBehind
@@ -119,7 +119,7 @@ class Cycle:
     def __init__(self, config: Config, flow: Flow, run_id: str | None = None,
                  master: str | None = None, pace: Pace | None = None,
                  clusters: Clusters | None = None, runner: CopyRunner | None = None,
-                 state: StateStore | None = None, keep_session: bool = False,
+                 state: StateStore | None = None, loops: LoopRuntime | None = None,
                  owner: Named | None = None) -> None:
         """`owner`: the continuous run the cycle is one of, as its lanes name it the flow's
         newest (`ferry.core.takeover`; None: a run of its own). `pace`: a long-running
@@ -127,8 +127,9 @@ class Cycle:
         where every step runs when its config says). `clusters`: the flow's, made on first
         use when not given. `runner`: what runs the copy job (None: Spark on `master`, made
         by `copy` with the config's path). `state`: the flow's state (None: its Delta
-        tables). `keep_session`: a long-running loop's, whose Spark session stays open for
-        its next cycle (see `copy`)."""
+        tables). `loops`: the runtime of the long-running loop the cycle is one of, where its
+        Spark session, Delta recorder and kept lanes live from one cycle to the next (see
+        `copy`); None: a run of its own."""
         self.config, self.flow = config, flow
         self.run_id = run_id or new_run_id()
         self.master = master or flow.ferry.spark_master
@@ -136,7 +137,7 @@ class Cycle:
         self._clusters = clusters
         self.runner = runner
         self.store = state or DeltaStore.of(flow)
-        self.keep_session = keep_session
+        self.loops = loops
         self.owner = owner
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
@@ -208,11 +209,12 @@ class Cycle:
         """Whether this process appends the flow's Delta behind its copies (a warm
         continuous loop, `ferry.spark.recorder`): an offset map Delta does not hold yet
         is then its recorder's to write, not a reason for a job."""
-        if not self.keep_session or self.runner is not None:
+        if self.loops is None or self.runner is not None:
             return False
-        from ferry.spark.connect import is_connect, records_behind
+        from ferry.spark.connect import is_connect
 
-        return is_connect(self.master) and records_behind(self.master, self.flow.name)
+        return is_connect(self.master) and self.loops.records_behind(self.master,
+                                                                     self.flow.name)
 
     def record(self, idle: bool, copied: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
@@ -284,8 +286,7 @@ class Cycle:
             result.heartbeats = beat.result()
         return result
 
-    def copy(self, result: CycleResult, config_path: str, keep_session: bool | None = None
-             ) -> bool:
+    def copy(self, result: CycleResult, config_path: str) -> bool:
         """The copy job of the started `result`'s plan, when it has one, through this
         cycle's runner (by default on its master: in this process through a Spark Connect
         server, else through spark-submit); its exit code and the run as it recorded it go
@@ -297,17 +298,16 @@ class Cycle:
         plan = planned.prepared.plan
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": self.flow.name})
-        keep = self.keep_session if keep_session is None else keep_session
-        runner = self.runner or self._spark_runner(config_path, keep)
+        runner = self.runner or self._spark_runner(config_path)
         copied = runner.run(planned.plan_path)
         result.copy_exit_code, result.copied = copied.exit_code, copied.summary
         return result.ok
 
-    def _spark_runner(self, config_path: str, keep_session: bool) -> CopyRunner:
+    def _spark_runner(self, config_path: str) -> CopyRunner:
         from ferry.spark.submit import SparkRunner
 
         return SparkRunner(str(Path(config_path).resolve()), self.flow, self.master,
-                           keep_session, self.config.connections)
+                           self.loops, self.config.connections)
 
     def finish(self, result: CycleResult) -> CycleResult:
         """The steps after a copy (or an idle plan): record, checkpoints."""
@@ -391,16 +391,16 @@ def write_plan(flow: Flow, prepared: Prepared) -> str:
 
 
 def run(config_path: str, config: Config, flow: Flow,
-        master: str | None = None, keep_session: bool = False,
+        master: str | None = None, loops: LoopRuntime | None = None,
         pace: Pace | None = None, clusters: Clusters | None = None,
         run_id: str | None = None, runner: CopyRunner | None = None,
         owner: Named | None = None) -> CycleResult:
     """One whole run outside Airflow, the DAG's steps in the DAG's order. The copy goes
     through Spark on `master` (spark-submit's output to stderr); when it fails, the run
     stops there, as the DAG's record and checkpoints do not run after a failed copy.
-    `pace`, `clusters`, `runner` and `owner`: see `Cycle`."""
+    `loops`, `pace`, `clusters`, `runner` and `owner`: see `Cycle`."""
     cycle = Cycle(config, flow, run_id=run_id, master=master, pace=pace, clusters=clusters,
-                  runner=runner, keep_session=keep_session, owner=owner)
+                  runner=runner, loops=loops, owner=owner)
     began = time.monotonic()
     result = cycle.start()
     started = time.monotonic()
@@ -421,7 +421,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
                      runner: CopyRunner | None = None, hand_over: bool = False,
                      owner: Named | None = None, newest: NewestRuns | None = None,
-                     left_behind: LeftBehind | None = None) -> CycleResult | None:
+                     left_behind: LeftBehind | None = None,
+                     loops: LoopRuntime | None = None) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
     `ferry.continuous.interval.seconds` apart, for `for_s` seconds (None: until
@@ -448,10 +449,12 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     loop also follows a run: its first cycle copies what piled up at the turn and leaves
     the paced steps that move no record to the cycles after (`Pace.following`).
 
-    On a Spark Connect server (no `runner`), the loop's session is opened and its
-    recorder made before its first cycle, beside that cycle's sync and plan
-    (`prepare_loop`); the recorder's first batch starts once that cycle is done
-    (`loop_started`).
+    What lives from one cycle to the next on a Spark Connect server (its session, the
+    flow's Delta recorder and kept lanes) is the loop's runtime, `loops` (default: a new
+    `ferry.spark.connect.ConnectLoops`, closed as the loop ends). With no `runner`, the
+    loop's session is opened and its recorder made before its first cycle, beside that
+    cycle's sync and plan (`LoopRuntime.prepare`); the recorder's first batch starts once
+    that cycle is done (`LoopRuntime.started`).
 
     `owner` (a run of the `@continuous` DAG): the continuous run the loop is, as its
     cycles' lanes name it the flow's newest (`ferry.core.takeover`), as it names itself
@@ -462,19 +465,19 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     succeeded, and one that failed as it took over does not fail the loop), closing as at
     the end of `for_s`. Its next run can so start while
     this one still copies: the flow copies on through the turn (`docs/run.md`)."""
-    from ferry.spark.connect import close_sessions, end_loops_at
-
     deadline = None if for_s is None else time.monotonic() + for_s
     last: CycleResult | None = None
-    loop = _Looped(flow, runner, following=hand_over, owner=owner, left_behind=left_behind)
+    loops = loops or _new_runtime()
+    loop = _Looped(flow, loops, runner, following=hand_over, owner=owner,
+                   left_behind=left_behind)
     timed_out = False
     if hand_over and deadline is not None:
-        end_loops_at(deadline)
+        loops.end_at(deadline)
     relay = _Relay(flow, owner, newest)
     limit_arenas()  # before the lanes' and clients' threads: see `ferry.heap`
     trimming = Trimming()
     try:
-        _prepare(flow, master, runner)
+        loop.prepare(master)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             if (handed := relay.handed_to()) is not None:
                 last = last or CycleResult(flow.name, owner.run if owner else "")
@@ -498,8 +501,14 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
             last.handed_to = relay.handed_to()
     finally:
         relay.close()
-        close_sessions(hand_over=hand_over and timed_out)
+        loops.close(hand_over=hand_over and timed_out)
     return last
+
+
+def _new_runtime() -> LoopRuntime:
+    from ferry.spark.connect import ConnectLoops
+
+    return ConnectLoops()
 
 
 class _Relay:
@@ -554,7 +563,8 @@ def run_all(config_path: str, config: Config,
             on_heartbeats: Callable[[list[str]], None],
             on_error: Callable[[Flow, FerryError], None],
             master: str | None = None, continuous: bool = False, for_s: float | None = None,
-            pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False) -> bool:
+            pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
+            loops: LoopRuntime | None = None) -> bool:
     """Every enabled flow of `config` and every heartbeat-only pair (a pair whose data flow
     is off but whose heartbeats are on), as MirrorMaker 2's dedicated mode runs all of a
     config's connectors: each round writes the heartbeat-only pairs' heartbeats (so a flow
@@ -565,24 +575,28 @@ def run_all(config_path: str, config: Config,
     result, `on_error` an error raised before its copy) does not keep the others from
     running. Continuous: rounds back to back as `run_continuously` runs cycles (paced steps,
     hung cycles abandoned, `pause_s` between rounds, for `for_s` or until `stop()`), ending
-    after the round in which a cycle failed. Returns whether every cycle succeeded."""
-    from ferry.spark.connect import close_sessions
+    after the round in which a cycle failed. Returns whether every cycle succeeded. A
+    continuous run's flows share one runtime (`loops`, as `run_continuously`'s), and keep
+    their memory level as one loop does (`ferry.heap`)."""
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     deadline = None if for_s is None else time.monotonic() + for_s
-    loops = [_Looped(flow) for flow in config.enabled_flows]
+    runtime = (loops or _new_runtime()) if continuous else None
+    flows = [_Looped(flow, runtime) for flow in config.enabled_flows]
     pairs, beats = heartbeat_only_pairs(config), Pace()
     ok = True
     interval = min((f.ferry.continuous_interval_seconds for f in config.enabled_flows),
                    default=0.0)
+    trimming = Trimming()
+    if continuous:
+        limit_arenas()  # before the lanes' and clients' threads: see `ferry.heap`
     try:
-        if continuous:
-            for loop in loops:
-                _prepare(loop.flow, master, None)
+        for loop in flows if continuous else []:
+            loop.prepare(master)
         while not stop() and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
             on_heartbeats(_heartbeat_only(pairs, beats if continuous else None))
-            for loop in loops:
+            for loop in flows:
                 if stop():
                     break
                 try:
@@ -595,31 +609,12 @@ def run_all(config_path: str, config: Config,
                 ok = ok and (result.ok or result.abandoned)
             if not continuous or not ok:
                 break
+            trimming.after_cycle()  # the loop's memory stays level (`ferry.heap`)
             _pause(rest(started, pause_s, interval), deadline, stop)
     finally:
-        if continuous:
-            close_sessions()
+        if runtime is not None:
+            runtime.close()
     return ok
-
-
-def _prepare(flow: Flow, master: str | None, runner: CopyRunner | None) -> None:
-    """Ready a loop that copies through a Spark Connect server before its first cycle: its
-    session opened beside that cycle's sync and plan, its recorder made (`prepare_loop`)."""
-    from ferry.spark.connect import is_connect, prepare_loop
-
-    url = master or flow.ferry.spark_master
-    if runner is None and is_connect(url):
-        prepare_loop(url, flow)
-
-
-def _started(flow: Flow, master: str | None, runner: CopyRunner | None) -> None:
-    """The loop's first cycle is done: what `_prepare` readied and left for after it
-    starts (`loop_started`)."""
-    from ferry.spark.connect import is_connect, loop_started
-
-    url = master or flow.ferry.spark_master
-    if runner is None and is_connect(url):
-        loop_started(url, flow)
 
 
 def _heartbeat_only(pairs: list[Flow], pace: Pace | None) -> list[str]:
@@ -642,10 +637,11 @@ class _Looped:
     """One flow in a long-running loop: its paced steps and its clients, kept across its
     cycles."""
 
-    def __init__(self, flow: Flow, runner: CopyRunner | None = None,
+    def __init__(self, flow: Flow, loops: LoopRuntime | None, runner: CopyRunner | None = None,
                  following: bool = False, owner: Named | None = None,
                  left_behind: LeftBehind | None = None) -> None:
-        """`following`: the loop follows a run of the flow that ended moments ago, whose
+        """`loops`: the loop's runtime (None: cycles of their own, not looping).
+        `following`: the loop follows a run of the flow that ended moments ago, whose
         paced steps ran then (`Pace.following`). `owner`: the continuous run the loop is
         (`Cycle`). `left_behind`: where the threads of cycles abandoned as hung are counted
         against their bound (default: the process's, with its stuck producer calls)."""
@@ -654,9 +650,24 @@ class _Looped:
         self.flow, self.clusters, self.owner = flow, Clusters.of(flow), owner
         self.left = left_behind or LEFT_BEHIND
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
-        self.runner = runner
+        self.runner, self.loops = runner, loops
         self.started = False
-        """Its first looping cycle is done (`_started`)."""
+        """Its first looping cycle is done (`LoopRuntime.started`)."""
+
+    def _url(self, master: str | None) -> str | None:
+        """The Connect server the loop's runtime serves it on, or None: a `runner` of its
+        own, or a master that is no Connect server (spark-submit keeps nothing)."""
+        from ferry.spark.connect import is_connect
+
+        url = master or self.flow.ferry.spark_master
+        return url if self.loops is not None and self.runner is None and is_connect(url) \
+            else None
+
+    def prepare(self, master: str | None) -> None:
+        """Before the first cycle: its session opened beside that cycle's sync and plan,
+        its recorder made (`LoopRuntime.prepare`)."""
+        if self.loops is not None and (url := self._url(master)) is not None:
+            self.loops.prepare(url, self.flow)
 
     def cycle(self, config_path: str, config: Config, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True
@@ -665,7 +676,8 @@ class _Looped:
         clients for the next, and one still running after `ferry.cycle.timeout.seconds` is
         abandoned as hung: the next starts with clients of its own, and its writers, holding
         the same writer ids, fence whatever the hung one still writes (G11). Once its first
-        looping cycle is done, what `_prepare` readied for after it starts (`_started`)."""
+        looping cycle is done, what `prepare` readied for after it starts
+        (`LoopRuntime.started`)."""
         flow = self.flow
         started, run_id = time.monotonic(), new_run_id()
         if not looping:
@@ -678,7 +690,8 @@ class _Looped:
         finally:
             if not self.started:
                 self.started = True
-                _started(flow, master, self.runner)
+                if self.loops is not None and (url := self._url(master)) is not None:
+                    self.loops.started(url, flow)
 
     def _looping(self, config_path: str, config: Config, master: str | None,
                  on_cycle: Callable[[CycleResult, float], None], started: float,
@@ -688,17 +701,16 @@ class _Looped:
         from ferry.kafka.stuck import within
 
         returned, done = within(partial(run, config_path, config, flow, master=master,
-                                        keep_session=True, pace=self.pace,
+                                        loops=self.loops, pace=self.pace,
                                         clusters=self.clusters, run_id=run_id,
                                         runner=self.runner, owner=self.owner),
                                 limit, f"cycle {run_id}", self.left)
         if not returned or done is None:
-            from ferry.spark.connect import abandoned
-
             log.error("cycle %s still runs after %.0f s (ferry.cycle.timeout.seconds): "
                       "abandoned as hung; the next cycle starts now, and its writers "
                       "fence the hung one's", run_id, limit, extra={"flow": flow.name})
-            abandoned(master or flow.ferry.spark_master, flow.name, run_id)
+            if self.loops is not None:
+                self.loops.abandoned(master or flow.ferry.spark_master, flow.name, run_id)
             done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
                 Clusters.of(flow)
         on_cycle(done, time.monotonic() - started)

@@ -267,6 +267,45 @@ class CopyRunner(Protocol):
         ...
 
 
+class LoopRuntime(Protocol):
+    """A continuous loop's runtime on a warm Spark (`ferry.spark.connect.ConnectLoops`): what
+    lives from one cycle to the next (sessions, each flow's Delta recorder and kept lanes).
+    The loop makes one, passes it to its cycles, and closes it at its end."""
+
+    def end_at(self, when: float | None) -> None:
+        """The loop ends at `when` (`time.monotonic`): no Delta batch that would outlast it
+        starts."""
+        ...
+
+    def prepare(self, url: str, flow: Flow) -> None:
+        """Ready the flow's loop on `url` before its first cycle, off that cycle's path."""
+        ...
+
+    def started(self, url: str, flow: Flow) -> None:
+        """The loop's first cycle is done: what `prepare` left for after it starts."""
+        ...
+
+    def records_behind(self, url: str, flow_name: str) -> bool:
+        """Whether the flow's Delta is appended behind its copies (a recorder of this
+        runtime's): a cycle then needs no job for an offset map Delta lacks."""
+        ...
+
+    def abandoned(self, url: str, flow_name: str, run_id: str) -> None:
+        """The loop abandoned the cycle `run_id` as hung."""
+        ...
+
+    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
+                loaded: Flow | None = None) -> Copied:
+        """A cycle's copy job on the Connect server at `url`, its session, recorder and
+        kept lanes this runtime's."""
+        ...
+
+    def close(self, hand_over: bool = False) -> None:
+        """End it: the last Delta batches (left to the next run with `hand_over`), the
+        kept lanes and sessions closed."""
+        ...
+
+
 class NewestRuns(Protocol):
     """Where the flow's newest run is named and read (`ferry.kafka.runs.NewestRun`; the rule
     is `ferry.core.takeover`)."""

@@ -360,9 +360,7 @@ def test_rows_of_a_cycle_abandoned_as_hung_are_not_waited_for_nor_taken_when_it_
     assert writes.batches == [["r2"]]  # the hung run's rows are those rebuilt from entries
 
 
-def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed(
-    monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed() -> None:
     # a recorder told of no end before its close starts at once the batch that a hand-over
     # leaves to the next run (its interval long passed): the close then waited for it
     from ferry.spark import connect
@@ -376,13 +374,14 @@ def test_closing_the_loops_keeps_each_recorders_end_until_it_is_closed(
         def close(self, _timeout_s: float | None = None, hand_over: bool = False) -> None:
             events.append(("close", hand_over))
 
-    monkeypatch.setattr(connect, "_recorders", {("sc://here", "A->B"): Told()})
-    connect.end_loops_at(100.0)
+    loops = connect.ConnectLoops()
+    loops._recorders[("sc://here", "A->B")] = Told()
+    loops.end_at(100.0)
 
-    connect.close_sessions(hand_over=True)
+    loops.close(hand_over=True)
 
     assert events == [("end_at", 100.0), ("close", True)]
-    assert connect._ends_at is None  # a later loop of the process starts with no end
+    assert loops._ends_at is None  # a later loop of the runtime starts with no end
 
 
 def test_a_loops_first_batch_records_what_earlier_runs_left_at_once(recorder_of: Any) -> None:
@@ -408,15 +407,6 @@ def test_a_catch_up_after_the_first_batch_adds_none(recorder_of: Any) -> None:
     assert writes.batches == [["r1"]]
 
 
-@pytest.fixture
-def no_loops(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process with no continuous loop yet: no session, recorder or lanes kept."""
-    from ferry.spark import connect
-
-    for name in ("_kept", "_opening", "_recorders", "_lanes"):
-        monkeypatch.setattr(connect, name, {})
-
-
 class Session:
     stopped = 0
 
@@ -430,7 +420,7 @@ class Session:
 
 
 def test_a_loop_with_lanes_as_spark_tasks_opens_its_session_beside_its_first_cycle(
-    monkeypatch: pytest.MonkeyPatch, no_loops: None, load: Loader
+    monkeypatch: pytest.MonkeyPatch, load: Loader
 ) -> None:
     from ferry.spark import connect
     from ferry.spark.recorder import Recorder as Made
@@ -448,24 +438,25 @@ def test_a_loop_with_lanes_as_spark_tasks_opens_its_session_beside_its_first_cyc
     monkeypatch.setattr(connect, "remote_session", remote_session)
     monkeypatch.setattr(Made, "_record", lambda _self, rows: written.append(len(rows)))
 
-    connect.prepare_loop("sc://here", flow)
+    loops = connect.ConnectLoops()
+    loops.prepare("sc://here", flow)
 
-    assert connect.records_behind("sc://here", flow.name)  # the first plan reads no lag
-    recorder = connect._recorders[("sc://here", flow.name)]
+    assert loops.records_behind("sc://here", flow.name)  # the first plan reads no lag
+    recorder = loops._recorders[("sc://here", flow.name)]
     recorder.flush(timeout_s=10)
     assert written == []  # no batch beside the first cycle: it would slow that cycle
-    connect.loop_started("sc://here", flow)  # the first cycle is done
+    loops.started("sc://here", flow)  # the first cycle is done
     recorder.flush(timeout_s=10)
     assert written == [0]  # the catch-up batch, written without the session
-    session = connect._opened("sc://here", flow)  # what the first job takes
+    session = loops._opened("sc://here", flow)  # what the first job takes
     assert session is opened[0] and len(opened) == 1
-    connect._kept["sc://here"] = session  # kept by the job for the next
-    connect.close_sessions(hand_over=True)
-    assert Session.stopped >= 1 and not connect._recorders
+    loops._kept["sc://here"] = session  # kept for the next job
+    loops.close(hand_over=True)
+    assert Session.stopped >= 1 and not loops._recorders
 
 
 def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
-    monkeypatch: pytest.MonkeyPatch, no_loops: None, load: Loader, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, load: Loader, caplog: pytest.LogCaptureFixture
 ) -> None:
     from ferry.errors import TransientError
     from ferry.spark import connect
@@ -476,15 +467,16 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
     monkeypatch.setattr(connect, "remote_session", refused)
     flow = load(BASE + "ferry.state.record.interval.seconds = 0\n").flow("A->B")  # no recorder
 
-    connect.prepare_loop("sc://here", flow)
+    loops = connect.ConnectLoops()
+    loops.prepare("sc://here", flow)
 
-    assert connect._opened("sc://here", flow) is None
+    assert loops._opened("sc://here", flow) is None
     assert "opening it again" in caplog.text and "more" not in caplog.text
-    connect.close_sessions()
+    loops.close()
 
 
 def test_a_loop_with_kept_lanes_opens_no_session_its_jobs_and_batches_need_none(
-    monkeypatch: pytest.MonkeyPatch, no_loops: None, flow: Flow
+    monkeypatch: pytest.MonkeyPatch, flow: Flow
 ) -> None:
     from ferry.spark import connect, copy_job
     from ferry.spark.recorder import Recorder as Made
@@ -502,15 +494,15 @@ def test_a_loop_with_kept_lanes_opens_no_session_its_jobs_and_batches_need_none(
 
     monkeypatch.setattr(connect, "remote_session", remote_session)
     monkeypatch.setattr(copy_job, "run_and_report", job)
-    monkeypatch.setattr(connect, "_kept_lanes", lambda _url, _flow: object())
     monkeypatch.setattr(Made, "_record",
                         lambda _self, rows: written.append([r["run_id"] for r in rows]))
+    loops = connect.ConnectLoops()
+    monkeypatch.setattr(loops, "_kept_lanes", lambda _url, _flow: object())
 
-    connect.prepare_loop("sc://here", flow)
+    loops.prepare("sc://here", flow)
     for _ in range(2):
-        connect.run_connect_job("config", flow.name, "plan", "sc://here", keep_session=True,
-                                loaded=flow)
-    connect.close_sessions()  # a stop: the last batch
+        loops.run_job("config", flow.name, "plan", "sc://here", loaded=flow)
+    loops.close()  # a stop: the last batch
 
-    assert jobs == [None, None] and not connect._opening and not connect._kept
+    assert jobs == [None, None] and not loops._opening and not loops._kept
     assert sorted(run for batch in written for run in batch) == ["r1", "r2"]

@@ -38,6 +38,38 @@ def looping(config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, interval: 
     return config, flow
 
 
+class FakeLoops:
+    """A loop's runtime (`ferry.steps.ports.LoopRuntime`) that keeps what the loop asks of
+    it: `events` in order, each end it is told of, and each close's `hand_over`."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.ends: list[float | None] = []
+        self.closed: list[bool] = []
+
+    def end_at(self, when: float | None) -> None:
+        self.ends.append(when)
+
+    def prepare(self, url: str, flow: Any) -> None:
+        self.events.append("prepare")
+
+    def started(self, url: str, flow: Any) -> None:
+        self.events.append("started")
+
+    def records_behind(self, url: str, flow_name: str) -> bool:
+        return False
+
+    def abandoned(self, url: str, flow_name: str, run_id: str) -> None:
+        self.events.append(f"abandoned {run_id}")
+
+    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
+                loaded: Any = None) -> Any:
+        raise AssertionError("the stand-in cycles run no job")
+
+    def close(self, hand_over: bool = False) -> None:
+        self.closed.append(hand_over)
+
+
 def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
     config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,23 +279,19 @@ def test_a_loop_leaves_its_last_batch_to_the_next_run_only_when_its_run_ends_on_
     config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, hand_over: bool, how: str,
     handed: bool
 ) -> None:
-    import ferry.spark.connect as connect
     from ferry.steps.cycle import run_continuously
 
-    ends: list[float | None] = []
-    closed: list[bool] = []
-    monkeypatch.setattr(connect, "end_loops_at", ends.append)
-    monkeypatch.setattr(connect, "close_sessions",
-                        lambda hand_over=False: closed.append(hand_over))
+    loops = FakeLoops()
     cycles: list[str] = []
     config, flow = looping(config_with, monkeypatch, 0.1, cycles.append,
                            failed=how == "failed")
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
-                     stop=lambda: how == "stop" and len(cycles) >= 2, hand_over=hand_over)
+                     stop=lambda: how == "stop" and len(cycles) >= 2, hand_over=hand_over,
+                     loops=loops)
 
-    assert closed == [handed]
-    assert len(ends) == int(hand_over)  # the recorders learn when the run ends
+    assert loops.closed == [handed]
+    assert len(loops.ends) == int(hand_over)  # the recorders learn when the run ends
 
 
 def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
@@ -272,19 +300,17 @@ def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
     # at a turn of an @continuous DAG's runs, the first cycle copies what piled up while no
     # run copied; the recorder's first batch (Delta reads, pyarrow's imports) beside it took
     # its CPU and the GIL
-    import ferry.spark.connect as connect
     from ferry.steps.cycle import run_continuously
 
-    events: list[str] = []
-    monkeypatch.setattr(connect, "prepare_loop", lambda url, _f: events.append("prepare"))
-    monkeypatch.setattr(connect, "loop_started", lambda url, _f: events.append("started"))
-    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
+    loops = FakeLoops()
+    events = loops.events
     config, flow = looping(config_with, monkeypatch, 0, lambda _id: events.append("cycle"))
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
-                     master="sc://here", stop=lambda: events.count("cycle") >= 3)
+                     master="sc://here", stop=lambda: events.count("cycle") >= 3, loops=loops)
 
     assert events == ["prepare", "cycle", "started", "cycle", "cycle"]
+    assert loops.closed == [False]
 
 
 
@@ -325,19 +351,16 @@ def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_e
     config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, named: list[Named],
     failed: bool, cycles_run: int, handed_to: str | None
 ) -> None:
-    import ferry.spark.connect as connect
     from ferry.steps.cycle import run_continuously
 
-    closed: list[bool] = []
-    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
-    monkeypatch.setattr(connect, "close_sessions",
-                        lambda hand_over=False: closed.append(hand_over))
+    loops = FakeLoops()
+    closed = loops.closed
     cycles: list[str] = []
     config, flow = looping(config_with, monkeypatch, 0.05, cycles.append, failed=failed)
     runs = Runs(named)
 
     last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.5,
-                            hand_over=True, owner=EARLY, newest=runs)
+                            hand_over=True, owner=EARLY, newest=runs, loops=loops)
 
     assert last is not None
     assert last.handed_to == handed_to
@@ -360,17 +383,14 @@ def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copi
 ) -> None:
     # an idle cycle's lanes name nothing; named after its first cycle, a run makes the one
     # before hand over now, not at that run's end
-    import ferry.spark.connect as connect
     from ferry.steps.cycle import run_continuously
 
-    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
-    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
     cycles: list[str] = []
     config, flow = looping(config_with, monkeypatch, 0.05, cycles.append)
     runs = Runs(named)
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.4,
-                     hand_over=True, owner=EARLY, newest=runs)
+                     hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops())
 
     # named with the cycle after which it named itself, as its lanes name it
     assert [replace(n, cycle=None) for n in runs.names] == names
@@ -384,11 +404,8 @@ def test_a_continuous_run_at_its_end_says_it_handed_over_when_the_next_run_is_na
     # time, and the next one has taken over
     import time
 
-    import ferry.spark.connect as connect
     from ferry.steps.cycle import run_continuously
 
-    monkeypatch.setattr(connect, "end_loops_at", lambda _when: None)
-    monkeypatch.setattr(connect, "close_sessions", lambda hand_over=False: None)
     runs = Runs([EARLY])
     cycles: list[str] = []
 
@@ -400,7 +417,7 @@ def test_a_continuous_run_at_its_end_says_it_handed_over_when_the_next_run_is_na
 
     config, flow = looping(config_with, monkeypatch, 0.05, seen)
     last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
-                            hand_over=True, owner=EARLY, newest=runs)
+                            hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops())
 
     assert len(cycles) == 2
     assert last is not None and last.ok and last.handed_to == LATE.run

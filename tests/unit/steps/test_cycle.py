@@ -44,7 +44,7 @@ class Jobs:
         self.plans: list[dict[str, Any]] = []
 
     def __call__(self, config_path: str, flow: str, plan_path: str, master: str,
-                 keep_session: bool = False, *_: Any) -> Copied:
+                 loops: Any = None, *_: Any) -> Copied:
         plan = json.loads(Path(plan_path).read_text())
         self.plans.append(plan)
         if self.records is None:
