@@ -114,7 +114,9 @@ SCHEMAS = {"offset_map": OFFSET_MAP_DDL, "runs": RUNS_DDL, "gaps": GAPS_DDL,
 its schema: the one source both writers read theirs from."""
 
 JOB_TABLES = frozenset({"offset_map", "runs"})
-"""The tables the copy job writes (Spark), each its only writer; delta-rs appends the rest."""
+"""The tables the copy's recording writes: through Spark in a one-off job, with delta-rs in
+a continuous loop's recorder; both append by each row's key (`ROW_KEYS`), so a retry, a
+second recorder or a rebuild records a row once. The steps append only to the others."""
 
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "offset_map": ("flow", "map_topic_id", "map_offset"),
