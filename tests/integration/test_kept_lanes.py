@@ -251,6 +251,17 @@ class KeptHere:
         return Copied(1 if failed else 0, run_summary(plan.run_id, rows, len(plan.gaps)))
 
 
+def hung_cycle_flow(clusters: dict[str, str], topic_name: str, tmp_path: Path
+                    ) -> tuple[Any, Any]:
+    """(config, flow) of a one-partition topic holding 300 records, whose loop abandons a
+    cycle after 15 s (a cycle with new writers took over 5 s under the suite's load, and was
+    abandoned too)."""
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, records(300, partitions=1))
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 15\n")
+    return config, config.enabled_flows[0]
+
+
 def test_a_hung_cycle_keeps_its_writers_and_the_next_cycle_fences_them_with_new_ones(
     clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
@@ -259,10 +270,7 @@ def test_a_hung_cycle_keeps_its_writers_and_the_next_cycle_fences_them_with_new_
     # cycle whose writer hangs inside its first transaction (records sent, not committed)
     from ferry.steps.cycle import CycleResult, run_continuously
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(300, partitions=1))
-    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 15\n")
-    flow = config.enabled_flows[0]
+    config, flow = hung_cycle_flow(clusters, topic_name, tmp_path)
     held, release = threading.Event(), threading.Event()
     lanes = KeptLanes(flow, writer=pausing("commit", held, release))
     runner = KeptHere(flow, lanes)
@@ -302,10 +310,7 @@ def test_an_abandoned_cycle_of_a_continuous_run_never_takes_its_slot_back_from_t
     from ferry.core.takeover import Named
     from ferry.steps.cycle import CycleResult, run_continuously
 
-    create_topic(clusters["source"], topic_name, 1)
-    produce(clusters["source"], topic_name, records(300, partitions=1))
-    config = flow_config(tmp_path, clusters, topic_name, "ferry.cycle.timeout.seconds = 15\n")
-    flow = config.enabled_flows[0]
+    config, flow = hung_cycle_flow(clusters, topic_name, tmp_path)
     held, release = threading.Event(), threading.Event()
     started: list[str] = []
 
