@@ -95,7 +95,8 @@ def limits_for(flow: Flow) -> Limits:
 def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
             master: str | None = None, sync: bool = True, restore: bool = True, *,
             source: PlanSource | None = None, target: PlanTarget | None = None,
-            synced: SyncReport | None = None, state: StateStore | None = None) -> Prepared:
+            synced: SyncReport | None = None, state: StateStore | None = None,
+            idle_identity: bool = True) -> Prepared:
     """Sync the target's shape (the steps that are due; unless `apply` is False: then
     only report) and plan the partitions that have a remote partition (in a dry run: as
     they would after the sync). Without `sync` (the DAG synced in its own task) only plan.
@@ -106,7 +107,9 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
     `target` default to the flow's clusters. `synced`: the report of the sync this cycle
     just ran against the same clusters; the plan takes its topics instead of listing both
     clusters' topics again (then `sync` and `apply` are not used for the sync). `state`:
-    where incidents are recorded (default: the flow's Delta tables)."""
+    where incidents are recorded (default: the flow's Delta tables). `idle_identity`: check
+    the topic identity of idle partitions too (a loop does when it syncs its topics;
+    partitions with something to copy are always checked)."""
     from ferry.core.lanes import cores_of, lane_count
     from ferry.steps.clusters import Cluster
     from ferry.steps.sync import sync_flow
@@ -127,25 +130,31 @@ def prepare(flow: Flow, apply: bool = True, run_id: str | None = None,
         # is there, and keeps what it is given
         target.ensure_offset_map_topic(flow)
     tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
-    # What an idle cycle reads is each partition's end and position, and both sides' topic
-    # IDs (one describe each, G10). A log start matters only where the position is not at
-    # the end (there is something to copy, a gap, a new partition, or an end behind the
-    # position), so it is read for those partitions only.
+    # What an idle cycle reads is each partition's end and position. A log start matters
+    # only where the position is not at the end (there is something to copy, a gap, a new
+    # partition, or an end behind the position), so it is read for those partitions only.
     ends = source.last_stable(tps)
     found = _committed(flow, target, tps)
     positions = {tp: c[0] if c else None for tp, c in found.items()}
-    # Every position is checked against its remote topic's incarnation (G10), idle ones
-    # too: a remote topic deleted and created again while its positions were still
-    # committed holds none of the records they count, and an idle partition would never
-    # copy them (one describe of the remote topics a cycle)
+    # Topic identity (G10): positions are checked against both sides' topic IDs where
+    # there is something to copy, in a remote topic this sync creates, and with
+    # `idle_identity` everywhere: a remote topic deleted and created again while its
+    # positions were still committed holds none of the records they count, and a source
+    # topic created again with as many records as were mirrored looks idle; either way an
+    # idle partition would never copy them. (One describe of each side's topics: at 10,000
+    # partitions about 0.2 s each, so a loop does it when it syncs its topics.)
     created = {c.name for c in actions.create}
-    remote_ids = target.topic_ids({flow.remote_topic(t) for t in topics} - created)
-    found = _void_stale(flow, state, found, remote_ids, created, run_id)
+    among = set(tps) if idle_identity else {
+        tp for tp in tps
+        if positions[tp] != ends[tp] or flow.remote_topic(tp.topic) in created}
+    remote_ids = target.topic_ids({flow.remote_topic(tp.topic) for tp in among} - created)
+    found |= _void_stale(flow, state, {tp: found[tp] for tp in among}, remote_ids, created,
+                         run_id)
     positions = {tp: c[0] if c else None for tp, c in found.items()}
-    # idle partitions too: a source topic created again with as many records as the old one
-    # had mirrored looks idle, and its new records would never be copied
-    ids = source.topic_ids(topics)
-    _check_identity(flow, state, ids, _source_ids(found, ids), run_id)
+    among |= {tp for tp in tps if positions[tp] != ends[tp]}
+    ids = source.topic_ids({tp.topic for tp in among})
+    _check_identity(flow, state, ids,
+                    _source_ids({tp: found[tp] for tp in among}, ids), run_id)
     positions.update(_recover(flow, source, target, state,
                               [tp for tp in tps if positions[tp] is None], restore, run_id))
     if flow.ferry.remote_records_unmapped == "refuse":

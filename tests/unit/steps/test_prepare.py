@@ -125,6 +125,27 @@ def test_a_plan_reads_log_starts_only_where_a_position_is_not_at_its_end(
     assert target.ids_read == ["A.orders"]
 
 
+@pytest.mark.parametrize(("positions", "idle_identity", "ids_read"), [
+    ({0: 5, 1: 0, 2: 7}, True, ["orders"]),
+    ({0: 5, 1: 0, 2: 7}, False, []),  # a loop between its topic syncs: nothing to check
+    ({0: 3, 1: 0, 2: 7}, False, ["orders"]),  # something to copy: checked every cycle
+], ids=["idle-identity-checked", "idle-identity-left-to-the-topic-sync", "one-behind"])
+def test_a_loop_checks_idle_partitions_topic_identity_only_when_asked(
+    flow: Flow, positions: dict[int, int], idle_identity: bool, ids_read: list[str]
+) -> None:
+    # one describe of each side's topics took about 0.2 s at 10,000 partitions: a loop
+    # checks the idle ones when it syncs its topics
+    source_cluster, target = source(), mirrored_target()
+    for partition, offset in positions.items():
+        committed(target, partition, offset)
+
+    prepare(flow, master="local[1]", source=source_cluster, target=target,
+            idle_identity=idle_identity)
+
+    assert source_cluster.ids_read == ids_read
+    assert target.ids_read == [f"A.{t}" for t in ids_read]
+
+
 def test_a_log_start_that_passed_the_end_read_before_it_is_a_gap_up_to_the_log_start(
     flow: Flow
 ) -> None:
