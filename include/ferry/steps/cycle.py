@@ -190,14 +190,17 @@ class Cycle:
         """Plan exact ranges from the positions (expired ones restored from the offset map)
         and write the plan file when there is work: ranges, gaps, or offset-map entries
         Delta does not hold yet."""
-        # a loop checks idle partitions' topic identity when it syncs its topics (one
-        # describe of each side's topics; partitions with something to copy every cycle)
-        idle_identity = self.pace is None or (
-            self._synced is not None and self._synced.steps.get("topics") == "done")
+        # a loop checks idle partitions' topic identity once per topic refresh interval
+        # (`refresh.topics.interval.seconds`: one describe of each side's topics, about
+        # 0.2 s each at 10,000 partitions); partitions with something to copy every cycle
+        idle_identity = self.pace is None or self.pace.due(
+            "identity", interval_of(self.flow, "topics"), time.monotonic())
         prepared = prepare(self.flow, apply=False, run_id=self.run_id, master=self.master,
                            sync=False, source=self.clusters.source,
                            target=self.clusters.target, synced=self._synced,
                            state=self.store, idle_identity=idle_identity)
+        if idle_identity:
+            self._ran("identity")
         if self.owner is not None:
             prepared = replace(prepared, owner=self.owner)
         # Recorded behind the copies, Delta's lag is the recorder's to close, and is not
