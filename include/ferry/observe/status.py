@@ -36,7 +36,7 @@ class FlowStatus:
     when the target could not be read."""
     state_behind_seconds: float | None = None
     """Seconds since the oldest of those entries was committed (0 when Delta holds every
-    one; None when the target could not be read): `ferry.observe.recording_lag`."""
+    one; None when the target could not be read): `ferry.steps.recording_lag`."""
 
     @property
     def lag_records(self) -> int:
@@ -103,7 +103,7 @@ def _state_behind(flow: Flow) -> tuple[int | None, float | None]:
     import time
 
     from ferry.errors import FerryError
-    from ferry.observe.recording_lag import recording_lag
+    from ferry.steps.recording_lag import recording_lag
 
     try:
         lag = recording_lag(flow)

@@ -325,21 +325,11 @@ class Cycle:
 
 
 def offset_map_lag(flow: Flow, target: Cluster | None = None) -> int:
-    """Committed offset-map entries on the target not yet in the Delta offset map."""
-    from ferry.core.internal import offset_map_topic
-    from ferry.core.planner import TopicPartition
+    """Committed offset-map entries on the target not yet in the Delta offset map
+    (`ferry.steps.recording_lag`)."""
+    from ferry.steps.recording_lag import recording_lag
 
-    topic = offset_map_topic(flow)
-    target = target or Cluster(flow.target_admin)
-    cursor = target.map_cursor(flow)
-    if not cursor.topic_id:
-        return 0
-    end = target.watermarks([TopicPartition(topic, 0)])[TopicPartition(topic, 0)].high
-    recorded = cursor.after
-    if end <= recorded + 2:  # at most the commit marker after the last recorded entry
-        return 0
-    # Markers and aborted entries also take offsets: count what is really committed.
-    return sum(1 for _ in target.map_entries(flow, recorded))
+    return recording_lag(flow, target).entries
 
 
 def needs_job(prepared: Prepared, lag: int) -> bool:

@@ -9,8 +9,8 @@ from ferry.config import Config
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import MapCursor
 from ferry.core.planner import TopicPartition, Watermarks
-from ferry.observe.recording_lag import RecordingLag, recording_lag
 from ferry.observe.status import FlowStatus
+from ferry.steps.recording_lag import RecordingLag, recording_lag
 from tests.unit.conftest import BASE, Loader
 from tests.unit.steps.fakes import FakeCluster, entry
 
