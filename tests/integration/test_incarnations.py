@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from ferry.core.internal import offset_map_topic
 from ferry.core.tables import StatePaths
-from ferry.spark.copy_job import record_offset_map, spark_append
+from ferry.runtime.recording import record_offset_map
+from ferry.spark.copy_job import spark_append
 from ferry.state.reader import rows
 from ferry.steps.checkpoints import run as checkpoints
 from ferry.steps.lookup import find

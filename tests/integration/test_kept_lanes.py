@@ -19,8 +19,8 @@ from ferry.core.job import Copied, run_summary
 from ferry.core.lanes import by_writer, lanes_of
 from ferry.core.tables import RangeOutcome
 from ferry.kafka.lane import Lane
-from ferry.spark.copy_job import name_newest, write_slots
-from ferry.spark.kept import KeptLanes
+from ferry.runtime.kept_lanes import KeptLanes
+from ferry.runtime.slots import name_newest, write_slots
 from ferry.steps.plan import prepare
 from tests.support.kafka_data import (
     assert_exact,

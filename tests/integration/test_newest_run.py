@@ -17,7 +17,8 @@ from ferry.core.planner import Range
 from ferry.core.tables import RangeOutcome
 from ferry.kafka.lane import Lane
 from ferry.kafka.lane_state import Part
-from ferry.spark.copy_job import failures, handovers, name_newest, write_slots
+from ferry.runtime.job import failures, handovers
+from ferry.runtime.slots import name_newest, write_slots
 from ferry.steps.plan import prepare
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, pausing, produce
 from tests.support.polling import wait_until

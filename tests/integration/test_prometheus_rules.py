@@ -17,7 +17,7 @@ from ferry.config import load_config
 from ferry.core.planner import Range
 from ferry.core.takeover import Named
 from ferry.observe.metrics import SOURCE
-from ferry.spark.copy_job import write_slots
+from ferry.runtime.slots import write_slots
 from tests.support.monitoring import PROMETHEUS, alert_rules, exposition
 
 

@@ -21,7 +21,8 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
-from ferry.spark.copy_job import record_offset_map, run_copy_job, spark_append
+from ferry.runtime.recording import record_offset_map
+from ferry.spark.copy_job import run_copy_job, spark_append
 from ferry.state.reader import rows
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
 
@@ -189,7 +190,7 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
 
     import ferry.state.writer as writer
     from ferry.core.tables import RUNS_DDL
-    from ferry.spark.recorder import Recorder
+    from ferry.runtime.recorder import Recorder
     from ferry.steps.cycle import write_plan
     from ferry.steps.plan import prepare
 

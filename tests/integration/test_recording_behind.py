@@ -15,9 +15,9 @@ import pytest
 
 from ferry.core.internal import offset_map_topic
 from ferry.core.tables import OFFSET_MAP_DDL, StatePaths
+from ferry.runtime.kept_lanes import KeptLanes
+from ferry.runtime.recorder import Recorder
 from ferry.spark.copy_job import run_copy_job
-from ferry.spark.kept import KeptLanes
-from ferry.spark.recorder import Recorder
 from ferry.state.reader import rows
 from ferry.state.writer import append
 from ferry.steps.cycle import write_plan

@@ -16,7 +16,7 @@ from ferry.config import Flow
 from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.takeover import Named
 from ferry.kafka.positions import PositionWriter
-from ferry.spark.kept import KeptLanes
+from ferry.runtime.kept_lanes import KeptLanes
 from ferry.steps.clusters import Cluster
 from ferry.steps.cycle import CycleResult, run_continuously
 from ferry.steps.positions import Reset, reset

@@ -45,7 +45,7 @@ def test_status_and_metrics_say_how_far_delta_is_behind_the_offset_map_topic(
     # not yet recorded in Delta, as a continuous loop leaves them between its batches
     from ferry.core.internal import offset_map_topic
     from ferry.core.tables import StatePaths
-    from ferry.spark.copy_job import record_offset_map
+    from ferry.runtime.recording import record_offset_map
     from ferry.state.writer import append
     from tests.support.kafka_data import read_all
 

@@ -323,7 +323,7 @@ class LanesHere:
         from ferry.core import plan_file
         from ferry.core.job import Copied, run_summary
         from ferry.core.tables import RangeOutcome
-        from ferry.spark.copy_job import name_newest, write_slots
+        from ferry.runtime.slots import name_newest, write_slots
 
         plan = plan_file.read(plan_path)
         self.runs += 1

@@ -14,7 +14,7 @@ batch per interval, while the loop copies on.
   failure in a row, at most the interval), never by a cycle: Delta is an audit copy, and
   copying goes on whatever it does. A cycle never waits for a batch either, even one that
   hangs; the queue of rows behind it is bounded by the recorder instead
-  (`ferry.spark.recorder`), and how far Delta is behind is watched
+  (`ferry.runtime.recorder`), and how far Delta is behind is watched
   (`ferry_state_behind_seconds`).
 - A loop that knows when it ends, and leaves its last stretch to the next run (the
   `@continuous` DAG), starts no batch that would still be written when it ends (judged by

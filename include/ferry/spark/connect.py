@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ferry.config import Flow
-    from ferry.spark.kept import KeptLanes
-    from ferry.spark.recorder import Recorder
+    from ferry.runtime.kept_lanes import KeptLanes
+    from ferry.runtime.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class ConnectLoops:
 
     def records_behind(self, url: str, flow_name: str) -> bool:
         """Whether a recorder of these loops appends `flow_name`'s Delta behind its copies
-        (`ferry.spark.recorder`): it records what the target committed, so a cycle needs no
+        (`ferry.runtime.recorder`): it records what the target committed, so a cycle needs no
         job of its own for an offset map Delta does not hold yet."""
         return (url, flow_name) in self._recorders
 
@@ -242,8 +242,8 @@ class ConnectLoops:
                 loaded: Flow | None = None) -> Copied:
         """`run_connect_job` for a loop: the session stays open for the loop's next job,
         and the runs and the offset map are appended to Delta behind the copies, in batches
-        with delta-rs (`ferry.spark.recorder`; `close` writes the last); with the recorder,
-        the lanes run in this process, their writers kept (`ferry.spark.kept`), and the job
+        with delta-rs (`ferry.runtime.recorder`; `close` writes the last); with the recorder,
+        the lanes run in this process, their writers kept (`ferry.runtime.kept_lanes`), and the job
         opens no session at all."""
         from ferry.spark.copy_job import load_flow, run_and_report
 
@@ -336,7 +336,7 @@ class ConnectLoops:
     def _recorder(self, url: str, flow: Flow) -> Recorder | None:
         """The flow's recorder (made on first use), unless its
         `ferry.state.record.interval.seconds` is 0."""
-        from ferry.spark.recorder import Recorder
+        from ferry.runtime.recorder import Recorder
 
         if flow.ferry.state_record_interval_seconds <= 0:
             return None
@@ -350,7 +350,7 @@ class ConnectLoops:
         """The flow's kept lanes in a loop that records behind its copies (made on first
         use), unless `ferry.continuous.lanes` is spark or the delivery at_least_once (whose
         writers claim their slots anew each cycle)."""
-        from ferry.spark.kept import KeptLanes
+        from ferry.runtime.kept_lanes import KeptLanes
 
         if flow.ferry.continuous_lanes != "kept" or flow.ferry.delivery != "exactly_once":
             return None

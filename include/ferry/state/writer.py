@@ -2,7 +2,7 @@
 
 Spark writes the offset map and runs from a copy job; steps that run without Spark (the
 sync step) append their few rows here, and so does a continuous loop's recorder, which
-appends its runs and offset map behind the copies in batches (`ferry.spark.recorder`):
+appends its runs and offset map behind the copies in batches (`ferry.runtime.recorder`):
 a few milliseconds in the loop's own process, where a Spark append through a Connect
 server shared by many flows waits its turn on the server. Tables are partitioned by flow,
 so flows never conflict; delta-rs retries an append that races another writer's commit.

@@ -47,7 +47,7 @@ class Planned:
     prepared: Prepared
     offset_map_lag: int | None
     """Offset-map entries on the target not yet in Delta (None: not read, as a recorder
-    appends them behind the copies, `ferry.spark.recorder`)."""
+    appends them behind the copies, `ferry.runtime.recorder`)."""
     plan_path: str | None
     """None for an idle run: the copy step is skipped."""
 
@@ -214,7 +214,7 @@ class Cycle:
 
     def _records_behind(self) -> bool:
         """Whether this process appends the flow's Delta behind its copies (a warm
-        continuous loop, `ferry.spark.recorder`): an offset map Delta does not hold yet
+        continuous loop, `ferry.runtime.recorder`): an offset map Delta does not hold yet
         is then its recorder's to write, not a reason for a job."""
         if self.loops is None or self.runner is not None:
             return False

@@ -2,7 +2,7 @@
 
 The records, their offset-map entries and positions are committed to the target in each
 copy; the Delta `offset_map` and `runs` tables are written after (by the copy job, or by a
-continuous loop's recorder in batches, `ferry.spark.recorder`). What the target holds and
+continuous loop's recorder in batches, `ferry.runtime.recorder`). What the target holds and
 Delta does not yet is the recording lag: the committed entries past Delta's cursor in the
 offset-map topic, and how long ago the oldest of them was committed. It is read from the
 topic and Delta alone, so any process sees it (the exporter runs apart from the loop, whose

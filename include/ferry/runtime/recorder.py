@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any
 from ferry.core.recording import RETRY_S, Batching
 from ferry.core.tables import RangeOutcome, StatePaths
 from ferry.errors import FerryError, first_line
-from ferry.spark.copy_job import Unwritten
+from ferry.runtime.recording import Unwritten
 
 if TYPE_CHECKING:
     from ferry.config import Flow
-    from ferry.spark.copy_job import Append
+    from ferry.runtime.recording import Append
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class Recorder:
                 self._changed.notify_all()
 
     def _record(self, rows: list[dict[str, Any]]) -> None:
-        from ferry.spark.copy_job import record_runs
+        from ferry.runtime.recording import record_runs
         from ferry.state.writer import append
 
         started = self._clock()

@@ -2,12 +2,12 @@
 
 With `ferry.continuous.lanes=kept` (the default), a continuous loop on a Spark Connect
 server runs its copy job's lanes here instead of as Spark tasks: one thread per lane,
-each running its writer slots one after another (`copy_job.write_slots`, as a Spark task
+each running its writer slots one after another (`ferry.runtime.slots.write_slots`, as a Spark task
 does), every slot's writer starting from the clients the slot's writer of the cycle
 before kept (`ferry.kafka.kept`): its producer, and the source consumer and position
 reader of its lane, which the lane's slots share. A cycle then costs no Spark job, no
 Python worker and no new producer: only its reads, sends and commits. Spark still appends
-the runs and the offset map, behind the copies (`ferry.spark.recorder`).
+the runs and the offset map, behind the copies (`ferry.runtime.recorder`).
 
 The writers are the same as Spark's: the same transactional ids, the same positions read
 before each cycle's first record, the same takeover rule between runs of the flow.
@@ -60,7 +60,7 @@ class KeptLanes:
         """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
         as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
         changed since the last cycle starts with new clients. `owner`: the run as it names
-        itself the flow's newest (default: `run_id`; `copy_job.name_newest`); a continuous
+        itself the flow's newest (default: `run_id`; `slots.name_newest`); a continuous
         run is named with this copy's cycle (`run_id`, `Named.cycle`), so the writers of a
         cycle the loop abandoned as hung, fenced by this one's, yield to it instead of
         taking their slots back (and of fencing this cycle's writers in turn). `topics`: the
@@ -85,7 +85,7 @@ class KeptLanes:
     def _copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
               lanes: list[list[int]], role: str, owner: Named | None,
               topics: frozenset[str]) -> list[dict[str, Any]]:
-        from ferry.spark.copy_job import write_slots
+        from ferry.runtime.slots import write_slots
 
         me = cycle_named(owner, run_id)
         newest = self._newest_run(role)

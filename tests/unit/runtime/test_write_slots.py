@@ -15,7 +15,8 @@ from ferry.core.tables import RangeOutcome
 from ferry.core.takeover import Named
 from ferry.errors import WriterTaken
 from ferry.kafka.lane import Lane, LaneResult
-from ferry.spark.copy_job import failures, handovers, write_slots
+from ferry.runtime.job import failures, handovers
+from ferry.runtime.slots import write_slots
 from tests.unit.conftest import BASE, Loader
 
 ME, OTHER = "run-me", "run-other"

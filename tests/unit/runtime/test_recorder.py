@@ -15,7 +15,8 @@ import pytest
 
 from ferry.config import Flow
 from ferry.errors import FerryError
-from ferry.spark.recorder import Recorder, Unwritten
+from ferry.runtime.recorder import Recorder
+from ferry.runtime.recording import Unwritten
 from tests.unit.conftest import BASE, Loader
 
 
@@ -422,8 +423,8 @@ class Session:
 def test_a_loop_with_lanes_as_spark_tasks_opens_its_session_beside_its_first_cycle(
     monkeypatch: pytest.MonkeyPatch, load: Loader
 ) -> None:
+    from ferry.runtime.recorder import Recorder as Made
     from ferry.spark import connect
-    from ferry.spark.recorder import Recorder as Made
 
     flow = load(BASE + "ferry.state.record.interval.seconds = 3600\n"
                 "ferry.continuous.lanes = spark\n").flow("A->B")
@@ -478,8 +479,8 @@ def test_a_session_that_failed_to_open_ahead_is_opened_by_the_first_job(
 def test_a_loop_with_kept_lanes_opens_no_session_its_jobs_and_batches_need_none(
     monkeypatch: pytest.MonkeyPatch, flow: Flow
 ) -> None:
+    from ferry.runtime.recorder import Recorder as Made
     from ferry.spark import connect, copy_job
-    from ferry.spark.recorder import Recorder as Made
 
     jobs: list[object] = []
     written: list[list[str]] = []
