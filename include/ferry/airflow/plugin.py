@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -30,9 +31,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
     from fastapi.responses import Response
 
     from ferry.observe.collector import Collector
+    from ferry.observe.metrics import Family
     from ferry.observe.snapshot import FlowSnapshot
 
 log = logging.getLogger("ferry.airflow.plugin")
@@ -88,11 +92,17 @@ def _config() -> tuple[str, Any, Any]:
     of the clusters it is given); raises ConfigError when the file itself is broken. A flow
     whose connection is missing shows its error, and the other flows still show
     (`observe.collect`)."""
-    from ferry.airflow.connections import load
     from ferry.airflow.tasks import config_path
 
     path = config_path()
-    return path, load(path, connections=False), \
+    return (path, *_config_at(path))
+
+
+def _config_at(path: str) -> tuple[Any, Any]:
+    """`_config` of the config at `path`."""
+    from ferry.airflow.connections import load
+
+    return load(path, connections=False), \
         lambda aliases: load(path, connections=tuple(aliases))
 
 
@@ -103,32 +113,63 @@ def _snapshots() -> tuple[str, list[FlowSnapshot]]:
     return path, collect(config, resolve=resolve)
 
 
-_collectors: dict[str, Collector] = {}
-_collectors_lock = threading.Lock()
-
-
-def _collector() -> Collector:
-    """This process's background collector of the config's metrics (started on the first
-    scrape): a scrape serves its latest collection at once, whatever the clusters do."""
-    from ferry.airflow.tasks import config_path
+def _families(path: str) -> list[Family]:
+    """One collection of the metrics of the config at `path`."""
     from ferry.observe.collect import metric_families
-    from ferry.observe.collector import Collector
 
-    path = config_path()
-    with _collectors_lock:
-        found = _collectors.get(path)
-        if found is None:
-            found = _collectors[path] = Collector(
-                lambda: metric_families(*_config()[1:])).start()
-    return found
+    return metric_families(*_config_at(path))
 
 
-def create_app() -> FastAPI:
-    """The FastAPI app Airflow mounts under `URL_PREFIX`."""
+class Collectors:
+    """The background collectors of one app's metrics, one per config path (the config is
+    `$FERRY_CONFIG`, read again at each scrape), each started on its config's first scrape:
+    a scrape serves the latest collection at once, whatever the clusters do. The app built
+    by `create_app` holds one, hands it to its `/metrics` route and closes it at the end of
+    its lifespan; two apps share no collector. `collect`: one collection of a config's
+    metrics."""
+
+    def __init__(self, collect: Callable[[str], list[Family]] = _families) -> None:
+        self._collect = collect
+        self._by_path: dict[str, Collector] = {}
+        self._lock = threading.Lock()
+
+    def of(self, path: str) -> Collector:
+        """The collector of the config at `path`, started on the first call."""
+        from ferry.observe.collector import Collector
+
+        with self._lock:
+            found = self._by_path.get(path)
+            if found is None:
+                found = self._by_path[path] = Collector(lambda: self._collect(path)).start()
+        return found
+
+    def close(self) -> None:
+        """Stop every collector and forget it (the app's end; a scrape after that, of an
+        app served again, starts a new one)."""
+        with self._lock:
+            found, self._by_path = list(self._by_path.values()), {}
+        for collector in found:
+            collector.stop()
+
+
+def create_app(collectors: Collectors | None = None) -> FastAPI:
+    """The FastAPI app Airflow mounts under `URL_PREFIX`; its metrics come from
+    `collectors` (by default its own), closed at the app's end (Airflow runs the lifespan
+    of the apps it mounts)."""
     from ferry.errors import ConfigError
     from ferry.observe.metrics import CONTENT_TYPE, TOKEN_ENV, render, token_allows
 
-    app = FastAPI(title="Ferry", docs_url=None, redoc_url=None, openapi_url=None)
+    kept = collectors if collectors is not None else Collectors()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            kept.close()
+
+    app = FastAPI(title="Ferry", docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
@@ -176,10 +217,11 @@ def create_app() -> FastAPI:
         token = os.environ.get(TOKEN_ENV, "").strip() or None
         if not token_allows(request.headers.get("authorization"), token):
             await airflow_user(request)
+        from ferry.airflow.tasks import config_path
         from ferry.observe.serve import FIRST_WAIT_S
 
         try:
-            found = await run_in_threadpool(_collector().latest, FIRST_WAIT_S)
+            found = await run_in_threadpool(kept.of(config_path()).latest, FIRST_WAIT_S)
         except ConfigError as exc:
             return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
         if found is None:

@@ -76,6 +76,11 @@ class Collector:
     def stop(self) -> None:
         self._stopped.set()
 
+    @property
+    def stopped(self) -> bool:
+        """Whether it was stopped (for good: `start` does not collect again)."""
+        return self._stopped.is_set()
+
     def latest(self, wait_s: float = 0.0) -> list[Family] | None:
         """The latest collection's metrics with its age and duration, waiting up to
         `wait_s` for a first one (None when there is none yet). Raises the ConfigError of a
