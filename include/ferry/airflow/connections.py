@@ -8,7 +8,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from ferry.config import Config, load_config
-from ferry.config.connections import Connection, use
+from ferry.config.connections import Connection
 
 
 def lookup(conn_id: str) -> Connection | None:
@@ -40,5 +40,4 @@ def load(path: str | Path, connections: bool | Collection[str] = True,
     """The config at `path`, its clusters' `ferry.connection`s looked up in Airflow (not
     at all without `connections`; with `flow`, those of its two clusters only: see
     `load_config`)."""
-    use(lookup)
-    return load_config(path, connections=connections, flow=flow)
+    return load_config(path, connections=connections, flow=flow, connection_lookup=lookup)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ferry.config.ferry_keys import KEYS as FERRY_KEYS
 from ferry.config.ferry_keys import FerrySettings
@@ -20,6 +21,9 @@ from ferry.config.mm2 import build_config
 from ferry.config.model import Cluster, Config, Flow, Interval
 from ferry.config.properties import parse_properties
 from ferry.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from ferry.config.connections import Lookup
 
 CONFIG_ENV = "FERRY_CONFIG"
 """The environment variable naming the config, for the DAGs, the Ferry page and the CLI."""
@@ -40,7 +44,7 @@ __all__ = [
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
                 connections: bool | Collection[str] = True,
-                flow: str | None = None) -> Config:
+                flow: str | None = None, connection_lookup: Lookup | None = None) -> Config:
     """Load and validate a config file; `env` replaces os.environ for `${env:...}`. Without
     `connections`, clusters' `ferry.connection`s are not looked up (a DAG file's parse: no
     call to a secrets backend), so those clusters have no client settings; with a collection
@@ -48,12 +52,15 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *,
     flow and its reverse are built (`build_config`), and with `connections` only the
     connections of that flow's two clusters are looked up: what one flow's cycle, tasks and
     copy job need, so another cluster's missing connection fails only its own flows.
+    `connection_lookup`: where `ferry.connection`s are looked up before the environment's
+    `AIRFLOW_CONN_<CONN_ID>` (Airflow's, a copy job's snapshot); None: the environment only.
     KeyError when the config has no such flow."""
     raw, translation, origins = _raw_properties(path, env)
     base = Path(path).resolve().parent
     try:
         config = build_config(raw, str(path), base, env, translation,
-                              connections=connections, flow=flow)
+                              connections=connections, flow=flow,
+                              connection_lookup=connection_lookup)
         if flow is not None:
             config.flow(flow)  # KeyError naming the flows there are, as documented
         return config

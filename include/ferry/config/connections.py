@@ -16,10 +16,11 @@ wins over the connection's (a top-level client key too, as MM2 reads it). A valu
 secret by its key (`sasl.password`, `sasl.jaas.config`, `ssl.key.password`, tokens, ...),
 as if written in the config, so it is masked in `ferry validate` and in every log.
 
-Where connections come from is the caller's: the Airflow adapter installs a lookup through
-Airflow's own (environment, secrets backends, metadata DB) with `use`; without one, only
-`AIRFLOW_CONN_<CONN_ID>` in the environment is read (Airflow's JSON or URI form), which is
-what the CLI sees outside Airflow. This module stays free of Airflow.
+Where connections come from is the caller's, handed to `load_config` as a `Lookup`: the
+Airflow adapter hands Airflow's own (environment, secrets backends, metadata DB), a copy job
+its snapshot's (`snapshot_lookup`); `AIRFLOW_CONN_<CONN_ID>` in the environment is read
+after it (Airflow's JSON or URI form), and only that without one, which is what the CLI
+sees outside Airflow. This module stays free of Airflow.
 """
 
 from __future__ import annotations
@@ -65,15 +66,6 @@ class Connection:
 Lookup = Callable[[str], Connection | None]
 """conn_id -> the connection, None when there is none; raises ValueError for one that
 cannot be read (its message names where it came from, never a secret)."""
-
-_installed: Lookup | None = None
-
-
-def use(lookup: Lookup | None) -> None:
-    """Make `lookup` where connections come from (None: the environment only)."""
-    global _installed
-    _installed = lookup
-
 
 def env_var(conn_id: str) -> str:
     """Airflow's environment variable for a connection."""
@@ -190,10 +182,14 @@ def placed(settings: Mapping[str, str], mechanism: str = "") -> dict[str, str]:
     return result
 
 
-def expand(props: Props, aliases: list[str], findings: Findings,
-           env: Mapping[str, str]) -> dict[str, Connection]:
+def expand(props: Props, aliases: list[str], findings: Findings, env: Mapping[str, str],
+           lookup: Lookup | None = None) -> dict[str, Connection]:
     """Add the settings of each cluster's `<alias>.ferry.connection` to `props`, under the
-    cluster's prefix, where the config does not set them itself; the connections used."""
+    cluster's prefix, where the config does not set them itself; the connections used.
+    Each is looked up with `lookup` (Airflow's, a copy job's snapshot's), then in `env`'s
+    `AIRFLOW_CONN_<CONN_ID>`; without `lookup`, in `env` only."""
+    if lookup is None:
+        lookup = _job_lookup
     used: dict[str, Connection] = {}
     for alias in aliases:
         key = f"{alias}.{CONNECTION_KEY}"
@@ -202,11 +198,11 @@ def expand(props: Props, aliases: list[str], findings: Findings,
             continue
         conn_id = named.text.strip()
         try:
-            conn = (_installed or (lambda c: from_environment(c, env)))(conn_id)
-            if conn is None and _installed is not None:
+            conn = lookup(conn_id) if lookup is not None else None
+            if conn is None:
                 conn = from_environment(conn_id, env)
             if conn is None:
-                where = env_var(conn_id) + (", or Airflow's connections" if _installed else "")
+                where = env_var(conn_id) + (", or Airflow's connections" if lookup else "")
                 findings.problem(key, f"no Airflow connection {conn_id!r} (looked in {where})",
                                  "create the connection, or write the cluster's client "
                                  "settings in the config", conn_id)
@@ -287,13 +283,25 @@ def remove_snapshot(plan_path: str) -> None:
         snapshot_path(plan_path).unlink()
 
 
-def use_snapshot(plan_path: str) -> None:
-    """In the copy job: take connections from `plan_path`'s snapshot when there is one
-    (else the environment, as outside Airflow)."""
-    path = snapshot_path(plan_path)
+def snapshot_lookup(plan_path: str) -> Lookup | None:
+    """The connections of `plan_path`'s snapshot, for the copy job's `load_config`; None
+    when it has none (the job then reads the environment, as outside Airflow)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(snapshot_path(plan_path).read_text())
     except FileNotFoundError:
-        use(None)  # not an earlier job's lookup, in a reused worker
-        return
-    use(lambda conn_id: Connection(conn_id, **data[conn_id]) if conn_id in data else None)
+        return None
+    return lambda conn_id: Connection(conn_id, **data[conn_id]) if conn_id in data else None
+
+
+_job_lookup: Lookup | None = None
+"""Transitional, for the copy job's loads that are handed no lookup (`use_snapshot`). It
+goes, with `use_snapshot`, once the copy job hands `snapshot_lookup(plan_path)` to
+`load_config` itself; every other caller hands its lookup."""
+
+
+def use_snapshot(plan_path: str) -> None:
+    """In the copy job: its `load_config` calls without a lookup take connections from
+    `plan_path`'s snapshot when there is one (else the environment, as outside Airflow).
+    Transitional: hand `snapshot_lookup(plan_path)` to `load_config` instead."""
+    global _job_lookup
+    _job_lookup = snapshot_lookup(plan_path)  # None: not an earlier job's, in a reused worker

@@ -31,7 +31,7 @@ from ferry.config.checks import (
     cluster_aliases,
 )
 from ferry.config.clients import PASSTHROUGH_PREFIX, ClientConfig, translate_client
-from ferry.config.connections import CONNECTION_KEY
+from ferry.config.connections import CONNECTION_KEY, Lookup
 from ferry.config.connections import expand as expand_connections
 from ferry.config.ferry_keys import resolve_ferry_settings
 from ferry.config.findings import Findings
@@ -63,12 +63,14 @@ log = logging.getLogger(__name__)
 def build_config(
     raw: Mapping[str, str], path: str, base_dir: Path, env: Mapping[str, str] | None = None,
     translation: Translation | None = None, *, connections: bool | Collection[str] = True,
-    flow: str | None = None,
+    flow: str | None = None, connection_lookup: Lookup | None = None,
 ) -> Config:
     """Validate and resolve raw MM2 properties; raise ConfigError listing every problem.
     `translation`: what the settings of an MM1 setup became (its warnings join the config's).
     `connections`: whose `ferry.connection` is looked up now: every cluster's (True), none
     (False), or only these aliases'; the others' client settings are not resolved.
+    `connection_lookup`: where they are looked up before the environment's
+    `AIRFLOW_CONN_<CONN_ID>` (Airflow's, a copy job's snapshot); None: the environment only.
 
     `flow` (`A->B`, or its DAG id): when it names one pair of the config's clusters, only
     that flow and its reverse (`B->A`, whose offset map serves fail-back) are built and
@@ -100,7 +102,7 @@ def build_config(
         wanted = set(connections)
     deferred = {a for a in aliases if a not in wanted and f"{a}.{CONNECTION_KEY}" in props}
     used = expand_connections(props, [a for a in aliases if a not in deferred], findings,
-                              os.environ if env is None else env)
+                              os.environ if env is None else env, connection_lookup)
     profiles = eventhubs.apply(props, aliases, findings)
     client_profiles: list[str] = []
     check_flow_keys(props, aliases, findings)

@@ -18,8 +18,8 @@ from ferry.config.connections import (
     from_environment,
     placed,
     remove_snapshot,
+    snapshot_lookup,
     snapshot_path,
-    use,
     use_snapshot,
     write_snapshot,
 )
@@ -42,8 +42,8 @@ A->B.enabled = true
 
 
 @pytest.fixture(autouse=True)
-def environment_only() -> None:
-    use(None)  # no Airflow lookup left installed by another test
+def environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connections, "_job_lookup", None)  # no copy job's, from another test
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -152,18 +152,34 @@ def test_a_missing_connection_is_one_problem_naming_the_key_and_where_it_was_loo
                         "the cluster's client settings in the config")
 
 
-def test_an_installed_lookup_comes_first_then_the_environment(load: Loader) -> None:
+def test_a_handed_lookup_comes_first_then_the_environment(tmp_path: Path) -> None:
     asked: list[str] = []
 
     def airflow(conn_id: str) -> Connection | None:
         asked.append(conn_id)
         return None
 
-    use(airflow)
-    config = load(CONFIG, env={"AIRFLOW_CONN_KAFKA_B": KAFKA_JSON})
+    path = tmp_path / "mm2.properties"
+    path.write_text(CONFIG)
+    config = load_config(path, env={"AIRFLOW_CONN_KAFKA_B": KAFKA_JSON},
+                         connection_lookup=airflow)
     assert asked == ["kafka_b"] and config.clusters["B"].bootstrap_servers == "b1:9093,b2:9093"
     with pytest.raises(ConfigError, match="looked in AIRFLOW_CONN_KAFKA_B, or Airflow's"):
-        load(CONFIG)
+        load_config(path, env={}, connection_lookup=airflow)
+
+
+def test_a_lookup_serves_the_load_it_is_handed_to_not_the_next(tmp_path: Path) -> None:
+    # given: Airflow's lookup handed to one load (a task's, the Ferry page's)
+    path = tmp_path / "mm2.properties"
+    path.write_text(CONFIG)
+    airflow = {"kafka_b": Connection("kafka_b", "kafka", "b.example.com", 9093)}
+    assert load_config(path, env={}, connection_lookup=airflow.get) \
+        .clusters["B"].bootstrap_servers == "b.example.com:9093"
+
+    # then: a load in the same process without one reads the environment only (the CLI)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, env={})
+    assert "(looked in AIRFLOW_CONN_KAFKA_B)" in raised.value.problems[0].line()
 
 
 def test_the_copy_jobs_snapshot_is_private_read_back_and_removed(tmp_path: Path) -> None:
@@ -174,10 +190,10 @@ def test_the_copy_jobs_snapshot_is_private_read_back_and_removed(tmp_path: Path)
     written = write_snapshot(plan, {"kafka_b": conn})
     assert written == snapshot_path(plan)
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
-    use_snapshot(plan)
-    assert connections._installed is not None
-    assert connections._installed("kafka_b") == conn
-    assert connections._installed("other") is None
+    found = snapshot_lookup(plan)
+    assert found is not None
+    assert found("kafka_b") == conn
+    assert found("other") is None
     remove_snapshot(plan)
     remove_snapshot(plan)  # gone already: fine
     assert not written.exists()
@@ -225,13 +241,14 @@ def test_a_setting_ferry_refuses_is_a_problem_naming_the_connection(load: Loader
                for p in raised.value.problems)
 
 
-def test_a_secrets_backend_error_is_one_problem_without_its_text(load: Loader) -> None:
+def test_a_secrets_backend_error_is_one_problem_without_its_text(tmp_path: Path) -> None:
     def failing(conn_id: str) -> Connection | None:
         raise PermissionError("denied for token s3cret-token")
 
-    use(failing)
+    path = tmp_path / "mm2.properties"
+    path.write_text(CONFIG)
     with pytest.raises(ConfigError) as raised:
-        load(CONFIG)
+        load_config(path, env={}, connection_lookup=failing)
     lines = [p.line() for p in raised.value.problems]
     assert "looking up Airflow connection 'kafka_b' failed (PermissionError)" in lines[0]
     assert "s3cret" not in " ".join(lines)
@@ -242,10 +259,24 @@ def test_a_connection_never_shows_its_password_or_extra() -> None:
     assert "secret" not in repr(conn)
 
 
-def test_a_job_without_a_snapshot_forgets_an_earlier_jobs_lookup(tmp_path: Path) -> None:
-    use(lambda conn_id: Connection(conn_id))
+def test_a_copy_jobs_loads_read_its_snapshot_and_not_an_earlier_jobs(tmp_path: Path) -> None:
+    # the copy job's loads that are handed no lookup (`use_snapshot`, transitional)
+    path = tmp_path / "mm2.properties"
+    path.write_text(CONFIG)
+    plan = str(tmp_path / "run-1.json")
+    write_snapshot(plan, {"kafka_b": Connection("kafka_b", "kafka", "b.example.com", 9093)})
+    use_snapshot(plan)
+    assert load_config(path, env={}).clusters["B"].bootstrap_servers == "b.example.com:9093"
+    # a lookup handed to a load wins over it
+    assert load_config(path, env={}, connection_lookup=lambda conn_id: Connection(
+        conn_id, "kafka", "airflow.example.com", 9093)).clusters["B"].bootstrap_servers \
+        == "airflow.example.com:9093"
+
+    # a later job without a snapshot, in a reused worker: the environment only
+    assert snapshot_lookup(str(tmp_path / "no-such-plan.json")) is None
     use_snapshot(str(tmp_path / "no-such-plan.json"))
-    assert connections._installed is None
+    with pytest.raises(ConfigError, match=r"\(looked in AIRFLOW_CONN_KAFKA_B\)"):
+        load_config(path, env={})
 
 
 def test_a_dag_files_parse_looks_no_connection_up_and_tolerates_what_it_would_give(
@@ -257,18 +288,17 @@ def test_a_dag_files_parse_looks_no_connection_up_and_tolerates_what_it_would_gi
         asked.append(conn_id)
         return None
 
-    use(airflow)
     path = tmp_path / "parse.properties"
     path.write_text(CONFIG + "B.security.protocol = SASL_SSL\nB.sasl.mechanism = PLAIN\n")
-    parsed = load_config(path, env={}, connections=False)
+    parsed = load_config(path, env={}, connections=False, connection_lookup=airflow)
     assert asked == [] and parsed.connections == {}
     assert parsed.flow("A->B").enabled and parsed.clusters["B"].connection == "kafka_b"
     with pytest.raises(ConfigError):  # a task's load looks it up, and judges it
-        load_config(path, env={})
+        load_config(path, env={}, connection_lookup=airflow)
     assert asked == ["kafka_b"]
     path.write_text(CONFIG + "B.ferry.eventhubs.tier = gold\n")
     with pytest.raises(ConfigError, match=r"B\.ferry\.eventhubs\.tier"):  # still an error
-        load_config(path, env={}, connections=False)
+        load_config(path, env={}, connections=False, connection_lookup=airflow)
 
 
 def test_a_flows_load_looks_up_only_its_own_clusters_connections(
@@ -282,21 +312,20 @@ def test_a_flows_load_looks_up_only_its_own_clusters_connections(
             if conn_id == "kafka_b" else None
 
     # given: flows A->B and C->D, each with a target in a connection; D's does not exist
-    use(airflow)
     path = tmp_path / "two-flows.properties"
     path.write_text(CONFIG.replace("clusters = A, B", "clusters = A, B, C, D")
                     + "C.bootstrap.servers = c1:9092\nD.ferry.connection = kafka_d\n"
                       "C->D.enabled = true\n")
 
     # when: A->B's task loads the config for its two clusters
-    config = load_config(path, env={}, flow="A->B")
+    config = load_config(path, env={}, flow="A->B", connection_lookup=airflow)
 
     # then: only kafka_b was looked up, and only it is handed on (to the copy job's snapshot)
     assert asked == ["kafka_b"] and list(config.connections) == ["kafka_b"]
     assert config.clusters["B"].bootstrap_servers == "kafka_b.example.com:9093"
     # and C->D's load still finds its missing connection
     with pytest.raises(ConfigError, match="kafka_d"):
-        load_config(path, env={}, flow="ferry_C_to_D")
+        load_config(path, env={}, flow="ferry_C_to_D", connection_lookup=airflow)
 
 
 @pytest.mark.parametrize("name", ["A->B", "ferry_A_to_B", "A_to_B"])
