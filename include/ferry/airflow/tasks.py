@@ -261,7 +261,7 @@ def spark_job_files(master: str | None) -> dict[str, Any]:
             f"local[*] or spark://<master>:7077), e.g. AIRFLOW_CONN_SPARK_DEFAULT="
             '\'{"conn_type": "spark", "host": "local[*]"}\'') from None
     with task_edge():  # a worker without pyspark: one line naming the extra to install
-        installed.require(master, connect=False)
+        installed.SparkCheck().require(master, connect=False)  # the task's one copy job
     driver, partial = driver_conf()
     return {"spark_jars": driver["spark.jars"], "py_files": library_zip(),
             "driver_class_path": driver["spark.driver.extraClassPath"],

@@ -63,21 +63,37 @@ def judge(found: Mapping[str, str], connect: bool, master: str) -> tuple[str | N
     return None, None
 
 
-_warned: set[str] = set()
-"""Warnings already logged by this process: a continuous run starts a copy every few
-seconds, and the installed pair does not change meanwhile."""
+class SparkCheck:
+    """The check of this environment's Spark before each copy its holder starts (a
+    continuous run starts one every few seconds): a copy the environment cannot start is
+    refused every time; a pair of pyspark distributions that merely differ in patch level
+    is warned about once per holder, since the installed pair does not change meanwhile.
+    Hold one for as long as the copies it checks (a loop, a task)."""
+
+    def __init__(self) -> None:
+        self._warned: set[str] = set()
+
+    def require(self, master: str, connect: bool) -> None:
+        """Refuse, in one line naming what to install, a copy this environment cannot
+        start on `master` (`connect`: a Spark Connect server's URL); log a warning the
+        first time this holder meets it."""
+        refusal, warning = judge(versions(), connect, master)
+        if refusal is not None:
+            raise TerminalError(refusal)
+        if warning is not None and warning not in self._warned:
+            self._warned.add(warning)
+            log.warning(warning)
+
+
+_process_check = SparkCheck()
+"""Transitional, for `require`'s callers that hold no check yet (`spark/submit.py`'s jobs):
+it goes, with `require`, once they hold a `SparkCheck` of their own."""
 
 
 def require(master: str, connect: bool) -> None:
-    """Refuse, in one line naming what to install, a copy this environment cannot start;
-    log a warning (once per process) for a pair of pyspark distributions that merely
-    differ in patch level."""
-    refusal, warning = judge(versions(), connect, master)
-    if refusal is not None:
-        raise TerminalError(refusal)
-    if warning is not None and warning not in _warned:
-        _warned.add(warning)
-        log.warning(warning)
+    """`SparkCheck.require` with one check for the whole process (a warning once per
+    process). Transitional: hold a `SparkCheck` where the copies start instead."""
+    _process_check.require(master, connect)
 
 
 def _minor(version: str) -> tuple[str, ...]:

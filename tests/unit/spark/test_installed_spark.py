@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from ferry.errors import TerminalError
 from ferry.spark import installed
 from ferry.spark.installed import judge
 
@@ -50,14 +51,46 @@ def test_a_copy_needs_the_spark_its_master_runs_on(found: dict[str, str], master
     assert warning == warned
 
 
-def test_a_pair_of_patch_releases_is_warned_about_once_per_process_not_at_every_copy(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+@pytest.fixture
+def patch_releases(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(installed, "versions",
                         lambda: {"pyspark": "4.2.1", "pyspark-client": "4.2.0"})
-    monkeypatch.setattr(installed, "_warned", set())
+
+
+def warned(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage()[:40] for r in caplog.records if r.name == "ferry.spark.installed"]
+
+
+@pytest.mark.usefixtures("patch_releases")
+def test_a_pair_of_patch_releases_is_warned_about_once_per_holder_not_at_every_copy(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    loop, task = installed.SparkCheck(), installed.SparkCheck()
     with caplog.at_level(logging.WARNING, logger="ferry.spark.installed"):
         for _ in range(3):  # three copies of a continuous run
+            loop.require(SPARK_SUBMIT, connect=False)
+        assert warned(caplog) == ["pyspark 4.2.1 and pyspark-client 4.2.0 a"]
+        task.require(SPARK_SUBMIT, connect=False)  # another holder: its own warning
+    assert warned(caplog) == ["pyspark 4.2.1 and pyspark-client 4.2.0 a"] * 2
+
+
+def test_a_refusal_is_every_time_whoever_holds_the_check(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(installed, "versions", lambda: {})
+    check = installed.SparkCheck()
+    for _ in range(2):
+        with pytest.raises(TerminalError, match=r"pip install 'ferry-mirror\[connect\]'"):
+            check.require(CONNECT, connect=True)
+
+
+@pytest.mark.usefixtures("patch_releases")
+def test_copies_that_hold_no_check_are_warned_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `require` without a holder (transitional: spark/submit.py's jobs)
+    monkeypatch.setattr(installed, "_process_check", installed.SparkCheck())
+    with caplog.at_level(logging.WARNING, logger="ferry.spark.installed"):
+        for _ in range(3):
             installed.require(SPARK_SUBMIT, connect=False)
-    assert [r.getMessage()[:40] for r in caplog.records] == \
-        ["pyspark 4.2.1 and pyspark-client 4.2.0 a"]
+    assert warned(caplog) == ["pyspark 4.2.1 and pyspark-client 4.2.0 a"]
