@@ -124,14 +124,14 @@ def warm_flow(connect_home: Path, clusters: dict[str, str], topic_name: str, tmp
                             f"ferry.spark.master = {url}\n{extra}")
 
 
-@pytest.mark.parametrize("lanes", ["kept", "spark"])
+@pytest.mark.parametrize("runner", ["local", "spark"])
 def test_continuous_mode_killed_mid_cycle_loses_and_doubles_nothing(
-    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path, lanes: str
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path, runner: str
 ) -> None:
-    # given: cycles back to back on the warm Spark, records arriving between them, the
-    # lanes kept in the loop's process or run as Spark tasks
+    # given: cycles back to back, records arriving between them, the lanes kept in the
+    # loop's process (the local runner) or run as Spark tasks on the warm Spark
     _, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 500,
-                          f"ferry.continuous.lanes = {lanes}\n")
+                          f"ferry.copy.runner = {runner}\n")
     flow = config.enabled_flows[0]
     running = _continuous(config.path, flow.name, "--for", "10m")
     try:
@@ -266,30 +266,25 @@ from ferry.spark import connect
 config, flow, plan, url = sys.argv[1:5]
 stale = connect.remote_session(url)
 stale.stop()
-loops = connect.ConnectLoops()
-loops._kept[url] = stale  # what a restarted server leaves a continuous loop holding
-copied = loops.run_job(config, flow, plan, url)
-kept = loops._kept.get(url)
-loops.close()
+sessions = connect.ConnectSessions()
+sessions._kept[url] = stale  # what a restarted server leaves a continuous loop holding
+copied = sessions.run_job(config, flow, plan, url)
+kept = sessions._kept.get(url)
+sessions.close()
 print(json.dumps({"code": copied.exit_code, "run": (copied.summary or {}).get("run_id"),
                   "replaced": kept is not None and kept is not stale}))
 """
 
 
-@pytest.mark.parametrize(("lanes", "replaced"), [
-    ("spark", True),  # its lane tasks fail: a new session runs the job again
-    ("kept", False),  # its lanes copy in the loop's process and it records with delta-rs
-])
-def test_a_loop_whose_kept_session_no_longer_works_copies_exactly_and_replaces_it_only_to_use_it(
-    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path,
-    lanes: str, replaced: bool
+def test_a_loop_whose_kept_session_no_longer_works_copies_exactly_after_replacing_it(
+    connect_home: Path, clusters: dict[str, str], topic_name: str, tmp_path: Path
 ) -> None:
     # given: a continuous loop's kept session that can no longer run anything
     from ferry.steps.cycle import write_plan
     from ferry.steps.plan import prepare
 
     url, config = warm_flow(connect_home, clusters, topic_name, tmp_path, 200,
-                            f"ferry.continuous.lanes = {lanes}\n")
+                            "ferry.copy.runner = spark\n")
     flow = config.enabled_flows[0]
     plan = write_plan(flow, prepare(flow, run_id="after-restart", master=url))
 
@@ -298,14 +293,13 @@ def test_a_loop_whose_kept_session_no_longer_works_copies_exactly_and_replaces_i
                           config.path, flow.name, plan, url], capture_output=True, text=True,
                          timeout=300)
 
-    # then: it copied exactly; with lanes as Spark tasks it reconnected, said so, and kept
-    # the new session; with kept lanes it asked the server nothing, so never noticed
+    # then: its lane tasks failed, so it reconnected, said so, ran the job again and kept
+    # the new session (the local runner asks the server nothing, so never notices)
     assert job.returncode == 0, (f"exit {job.returncode}; stdout: {job.stdout[-1000:]}; "
                                  f"stderr: {job.stderr[-3000:]}")
     assert json.loads(job.stdout.splitlines()[-1]) == {"code": 0, "run": "after-restart",
-                                                        "replaced": replaced}
-    assert ("reconnecting and running the job again" in job.stderr) is replaced, (
-        job.stderr[-3000:])
+                                                        "replaced": True}
+    assert "reconnecting and running the job again" in job.stderr, job.stderr[-3000:]
     assert_exact(flow, clusters, topic_name, 2)
 
 

@@ -26,6 +26,7 @@ from ferry.config import Config, Flow, load_config
 from ferry.core.internal import offset_map_topic
 from ferry.core.lanes import by_writer, lanes_of
 from ferry.core.offsetmap import decode, lookup
+from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Range
 from ferry.errors import FerryError, WriterTaken
 from ferry.kafka.lane import Lane
@@ -319,13 +320,13 @@ class LanesHere:
         """Why each range that failed did (its `runs` row's error)."""
         self.runs = 0
 
-    def run(self, plan_path: str) -> Any:
-        from ferry.core import plan_file
+    reads_plan_file = False
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Any:
         from ferry.core.job import Copied, run_summary
         from ferry.core.tables import RangeOutcome
         from ferry.runtime.slots import name_newest, write_slots
 
-        plan = plan_file.read(plan_path)
         self.runs += 1
         slots = by_writer(plan.ranges, self.flow.ferry.writers)
         if self.hold_first and self.runs == 1:
@@ -394,7 +395,6 @@ def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
     (`LanesHere`: the flow's newest run named, the plan's lanes side by side, each writing
     its slots with `write_slots`). Nothing is appended to Delta (no Spark). Returns the
     records copied; a writer that failed raises its error, as the lane raised it."""
-    from ferry.steps.cycle import write_plan
 
     prepared = prepare(flow, run_id=run_id, restore=restore)
     if not prepared.plan.ranges:
@@ -415,7 +415,7 @@ def run_cycle(flow: Flow, run_id: str = "run", restore: bool = True) -> int:
                 raise
 
     runner = LanesHere(flow, writer=Kept)
-    copied = runner.run(write_plan(flow, prepared))
+    copied = runner.run(prepared.plan_file())
     if failures:
         raise failures[0]
     if copied.exit_code:  # ranges left failed without a writer's error: say why

@@ -44,7 +44,6 @@ from ferry.airflow.tasks import (
     task_edge,
     team_args,
     team_tags,
-    warm_master,
 )
 from ferry.config import Flow
 from ferry.core.spans import longest_span, run_end, run_span
@@ -119,17 +118,17 @@ def cycle(path: str, name: str) -> str | None:
 
     with task_edge():
         run = _cycle(path, name)  # its master is the warm one, when there is one
-        warm = warm_master(run.flow, run.master)
         result = run.start()
         planned = result.planned
         assert planned is not None
-        if planned.plan_path is not None and warm is None:
+        if planned.plan_path is not None and not run.copies_in_process:
             _push("plan", planned.summary() | {"plan_path": planned.plan_path,
                                                **spark_job_files(spark_master())})
             _push("summary", result.steps())
             return "copy"
         if not run.copy(result, path):
-            raise TransientError(f"the copy job through {warm} failed (exit "
+            where = "this task" if run.copies_with == "local" else run.master
+            raise TransientError(f"the copy job through {where} failed (exit "
                                  f"{result.copy_exit_code}): its lines are above; nothing past "
                                  "the last commit was kept, so a retry resumes there")
         _push("plan", planned.summary())

@@ -188,8 +188,6 @@ def expand(props: Props, aliases: list[str], findings: Findings, env: Mapping[st
     cluster's prefix, where the config does not set them itself; the connections used.
     Each is looked up with `lookup` (Airflow's, a copy job's snapshot's), then in `env`'s
     `AIRFLOW_CONN_<CONN_ID>`; without `lookup`, in `env` only."""
-    if lookup is None:
-        lookup = _job_lookup
     used: dict[str, Connection] = {}
     for alias in aliases:
         key = f"{alias}.{CONNECTION_KEY}"
@@ -291,17 +289,3 @@ def snapshot_lookup(plan_path: str) -> Lookup | None:
     except FileNotFoundError:
         return None
     return lambda conn_id: Connection(conn_id, **data[conn_id]) if conn_id in data else None
-
-
-_job_lookup: Lookup | None = None
-"""Transitional, for the copy job's loads that are handed no lookup (`use_snapshot`). It
-goes, with `use_snapshot`, once the copy job hands `snapshot_lookup(plan_path)` to
-`load_config` itself; every other caller hands its lookup."""
-
-
-def use_snapshot(plan_path: str) -> None:
-    """In the copy job: its `load_config` calls without a lookup take connections from
-    `plan_path`'s snapshot when there is one (else the environment, as outside Airflow).
-    Transitional: hand `snapshot_lookup(plan_path)` to `load_config` instead."""
-    global _job_lookup
-    _job_lookup = snapshot_lookup(plan_path)  # None: not an earlier job's, in a reused worker

@@ -336,22 +336,20 @@ KEYS: tuple[FerryKey, ...] = (
              "its writers have no transactions for Kafka to fence.",
              _seconds_or_zero, "60"),
     FerryKey("ferry.state.record.interval.seconds", "60",
-             "In a continuous loop on a Spark Connect server (ferry mirror --continuous, the "
-             "@continuous DAG): how often the runs and the offset map are appended to Delta, "
-             "in one batch, behind the copy instead of in every cycle. The records, their "
-             "offset-map entries and positions are committed to Kafka in every cycle as "
-             "always; Delta is rebuilt from the target's offset-map topic, so nothing is lost "
-             "when the process dies before a batch. Delta is at most about this far behind "
-             "(ferry status: state behind); a cycle waits when the batch before is still "
-             "being written after twice as long. An @continuous DAG run that ends on time "
-             "starts no batch that would outlast it and leaves its last stretch to the next "
-             "run, whose first batch records it from the offset-map topic with the times its "
-             "lanes reported: the next run starts without waiting for a Delta batch, and "
-             "Delta holds the last stretch once it has (a stopped loop, ferry mirror "
-             "--continuous, writes its last batch itself). "
-             "The batches are delta-rs appends from the loop's own process (milliseconds for "
-             "a batch's rows), not Spark appends through the server. 0 records in every "
-             "cycle, with Spark.",
+             "In a continuous loop on the local copy runner (ferry.copy.runner; ferry mirror "
+             "--continuous, the @continuous DAG): how often the runs and the offset map are "
+             "appended to Delta, in one batch, behind the copy instead of in every cycle. The "
+             "records, their offset-map entries and positions are committed to Kafka in every "
+             "cycle as always; Delta is rebuilt from the target's offset-map topic, so nothing is "
+             "lost when the process dies before a batch. Delta is at most about this far behind "
+             "(ferry status: state behind); a cycle waits when the batch before is still being "
+             "written after twice as long. An @continuous DAG run that ends on time starts no "
+             "batch that would outlast it and leaves its last stretch to the next run, whose first"
+             " batch records it from the offset-map topic with the times its lanes reported: the "
+             "next run starts without waiting for a Delta batch, and Delta holds the last stretch "
+             "once it has (a stopped loop, ferry mirror --continuous, writes its last batch "
+             "itself). The batches are delta-rs appends from the loop's own process (milliseconds "
+             "for a batch's rows). 0 records in every cycle.",
              _seconds_or_zero, "10"),
     FerryKey("ferry.continuous.interval.seconds", "1",
              "In a continuous loop (ferry mirror --continuous, the @continuous DAG): the least "
@@ -362,21 +360,20 @@ KEYS: tuple[FerryKey, ...] = (
              "at most about this long before a cycle looks for them. 0 runs cycles back to "
              "back.",
              _seconds_or_zero, "0.5"),
-    FerryKey("ferry.continuous.lanes", "kept",
-             "Where a continuous loop on a Spark Connect server runs its writers. kept: in "
-             "the loop's own process (the @continuous DAG's task, or ferry mirror "
-             "--continuous), one thread per lane, each writer's producer (its transactions "
-             "initialised) and each lane's consumer and position reader (shared by its "
-             "writers) kept from cycle to cycle, so a "
-             "cycle is read, send, commit: no Spark job per cycle, and no Spark session at "
-             "all (Delta is appended behind the copies with delta-rs). The same writer ids, "
-             "fencing and positions as Spark's "
-             "lanes; a writer whose cycle failed (fenced by another run, a broker fault) "
-             "starts afresh in the next. The lanes share the loop's Python interpreter: a "
-             "lane copies at what one core does. Needs ferry.delivery=exactly_once and "
-             "ferry.state.record.interval.seconds above 0; otherwise, or with spark, every "
-             "cycle runs its lanes as Spark tasks, as a one-off cycle does.",
-             _choice("kept", "spark"), "spark"),
+    FerryKey("ferry.copy.runner", "auto",
+             "What runs a cycle's copy. spark: the copy job on ferry.spark.master, its lanes "
+             "Spark tasks (spark-submit, or a Spark Connect server for sc://), its runs and "
+             "offset map appended with Spark: the engine for flows bigger than one machine. "
+             "local: the lanes as threads of the cycle's own process, handed the plan as it "
+             "was made (no plan file, no connections snapshot), Delta appended with delta-rs; "
+             "in a continuous loop each writer's producer (its transactions initialised) and "
+             "each lane's consumer and position reader are kept from cycle to cycle "
+             "(exactly_once), so a cycle is read, send, commit, and Delta is appended behind "
+             "the copies (ferry.state.record.interval.seconds). The threads share one Python "
+             "interpreter: a lane copies at what one core does. The same writer ids, fencing "
+             "and positions either way. auto: local in a continuous loop (ferry mirror "
+             "--continuous, the @continuous DAG), spark for a run of its own.",
+             _choice("auto", "local", "spark"), "local"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -424,7 +421,7 @@ class FerrySettings:
     dag_default_args: str
     state_record_interval_seconds: float
     continuous_interval_seconds: float
-    continuous_lanes: str
+    copy_runner: str
 
 
 def resolve_ferry_settings(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ferry.config import Flow, load_config
-from ferry.config.connections import use_snapshot
+from ferry.config.connections import snapshot_lookup
 from ferry.core import plan_file
 from ferry.core.job import Copied
 from ferry.core.planner import Range
@@ -56,8 +56,8 @@ def lane_task(config_path: str, plan_path: str, flow_name: str, run_id: str,
 
     logs.setup()
     logging.getLogger("ferry.lane").info("ferry library loaded from %s", ferry.__file__)
-    use_snapshot(plan_path)
-    flow = load_config(config_path, flow=flow_name).flow(flow_name)
+    flow = load_config(config_path, flow=flow_name,
+                       connection_lookup=snapshot_lookup(plan_path)).flow(flow_name)
     for batch in batches:
         for index in batch.column(0).to_pylist():
             rows = write_slots(flow, run_id, [(slot, writers[slot]) for slot in lanes[index]],
@@ -222,10 +222,10 @@ def load_flow(config_path: str, flow_name: str, plan_path: str | None = None) ->
     the job's `plan_path`, Airflow connections come from its snapshot when it has one."""
     from ferry.errors import ConfigError
 
-    if plan_path is not None:
-        use_snapshot(plan_path)
+    lookup = snapshot_lookup(plan_path) if plan_path is not None else None
     try:
-        return load_config(config_path, flow=flow_name).flow(flow_name)
+        return load_config(config_path, flow=flow_name,
+                           connection_lookup=lookup).flow(flow_name)
     except (ConfigError, KeyError) as exc:
         print(f"ferry copy job: {exc}", file=sys.stderr)
         return None

@@ -85,16 +85,5 @@ class SparkCheck:
             log.warning(warning)
 
 
-_process_check = SparkCheck()
-"""Transitional, for `require`'s callers that hold no check yet (`spark/submit.py`'s jobs):
-it goes, with `require`, once they hold a `SparkCheck` of their own."""
-
-
-def require(master: str, connect: bool) -> None:
-    """`SparkCheck.require` with one check for the whole process (a warning once per
-    process). Transitional: hold a `SparkCheck` where the copies start instead."""
-    _process_check.require(master, connect)
-
-
 def _minor(version: str) -> tuple[str, ...]:
     return tuple(version.split(".")[:2])

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from ferry.config import Flow
     from ferry.config.connections import Connection
+    from ferry.core.plan_file import PlanFile
+    from ferry.spark.installed import SparkCheck
 
 JOB = "ferry_copy.py"  # not copy.py: the script dir comes first on sys.path and
 # would shadow the standard library's `copy` module
@@ -105,9 +107,13 @@ def run_job(config_path: str, flow: str, plan_path: str, master: str,
                     connections).exit_code
 
 
-class KeepsJobs(Protocol):
-    """Where a continuous loop's jobs run on a Connect server, its session and recorder
-    kept from one job to the next (`ferry.spark.connect.ConnectLoops`)."""
+class KeepsSessions(Protocol):
+    """Where a continuous loop's Spark jobs run on a Connect server, its session kept from
+    one job to the next (`ferry.spark.connect.ConnectSessions`), and the check of this
+    environment's Spark its jobs share (a warning once per loop)."""
+
+    @property
+    def check(self) -> SparkCheck: ...
 
     def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
                 loaded: Flow | None = None) -> Copied: ...
@@ -116,31 +122,35 @@ class KeepsJobs(Protocol):
 @dataclass(frozen=True)
 class SparkRunner:
     """The copy-runner port (`ferry.steps.ports.CopyRunner`) on Spark: each plan's job on
-    `master`, through `run_copy`."""
+    `master`, through `run_copy`; the plan read from its file (`reads_plan_file`)."""
 
     config_path: str
     flow: Flow
     master: str
-    loops: KeepsJobs | None = None
-    """A continuous loop's runtime on a Connect server (its sessions, recorders and kept
-    lanes live there from one cycle to the next); None: each job on its own."""
+    sessions: KeepsSessions | None = None
+    """A continuous loop's kept Connect sessions (None: each job on a session of its own)."""
     connections: Mapping[str, Connection] | None = None
 
-    def run(self, plan_path: str) -> Copied:
+    reads_plan_file = True
+    """The job reads its plan from the file the cycle writes."""
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
+        assert plan_path is not None, "a Spark job reads its plan from a file"
         return run_copy(self.config_path, self.flow.name, plan_path, self.master,
-                        self.loops, self.flow, self.connections)
+                        self.sessions, self.flow, self.connections)
+
 
 
 def run_copy(config_path: str, flow: str, plan_path: str, master: str,
-             loops: KeepsJobs | None = None, loaded: Flow | None = None,
+             sessions: KeepsSessions | None = None, loaded: Flow | None = None,
              connections: Mapping[str, Connection] | None = None) -> Copied:
     """Run the copy job for one plan file and wait for it (outside Airflow): through the
     Spark Connect server a `sc://` master names, in this process, else through
     spark-submit (the command Airflow's SparkSubmitOperator runs). Its output goes to
     stderr. Returns the job's exit code and the run as the job recorded it (from the job's
-    result file after spark-submit; none when the job left none). `loops`: a continuous
-    loop's runtime, on a Connect server the job runs in (`ConnectLoops.run_job`: its
-    session kept for the next job, its Delta recorded behind the copies); `loaded` spares
+    result file after spark-submit; none when the job left none). `sessions`: a continuous
+    loop's kept Connect sessions (`ConnectSessions.run_job`: its session kept for the next
+    job); `loaded` spares
     it reading the config again. `connections`: the Airflow connections of the config
     (`Config.connections`), handed to the job in a snapshot beside its plan for as
     long as it runs."""
@@ -148,13 +158,13 @@ def run_copy(config_path: str, flow: str, plan_path: str, master: str,
 
     write_snapshot(plan_path, connections or {})
     try:
-        return _run_job(config_path, flow, plan_path, master, loops, loaded)
+        return _run_job(config_path, flow, plan_path, master, sessions, loaded)
     finally:
         remove_snapshot(plan_path)
 
 
 def _run_job(config_path: str, flow: str, plan_path: str, master: str,
-             loops: KeepsJobs | None, loaded: Flow | None) -> Copied:
+             sessions: KeepsSessions | None, loaded: Flow | None) -> Copied:
     import subprocess
 
     from ferry.core.job import read_result
@@ -162,10 +172,11 @@ def _run_job(config_path: str, flow: str, plan_path: str, master: str,
     from ferry.spark import installed
     from ferry.spark.connect import is_connect, run_connect_job
 
-    installed.require(master, is_connect(master))
+    (sessions.check if sessions is not None else installed.SparkCheck()).require(
+        master, is_connect(master))
     if is_connect(master):
-        if loops is not None:
-            return loops.run_job(config_path, flow, plan_path, master, loaded)
+        if sessions is not None:
+            return sessions.run_job(config_path, flow, plan_path, master, loaded)
         return run_connect_job(config_path, flow, plan_path, master, loaded)
 
     from ferry.spark import classdata

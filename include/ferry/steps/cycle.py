@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.config import Config, Flow
 from ferry.core import plan_file
+from ferry.core.runners import Runner, runner_for
 from ferry.core.sync.schedule import PACED, STEPS, Pace, interval_of
 from ferry.core.takeover import Named, hands_over, names_itself
 from ferry.errors import FerryError, TransientError
@@ -49,11 +50,14 @@ class Planned:
     """Offset-map entries on the target not yet in Delta (None: not read, as a recorder
     appends them behind the copies, `ferry.runtime.recorder`)."""
     plan_path: str | None
-    """None for an idle run: the copy step is skipped."""
+    """The plan file the copy job reads (None: an idle run, or a runner handed the plan
+    itself, `CopyRunner.reads_plan_file`)."""
+    work: bool = True
+    """Whether there is a copy to run; False for an idle run: the copy step is skipped."""
 
     @property
     def idle(self) -> bool:
-        return self.plan_path is None
+        return not self.work
 
     def summary(self) -> dict[str, Any]:
         """Names and counts (an XCom, `--json`): never client settings."""
@@ -139,6 +143,8 @@ class Cycle:
         self.store = state or DeltaStore.of(flow)
         self.loops = loops
         self.owner = owner
+        self.copies_with: Runner = runner_for(flow.ferry.copy_runner, looping=loops is not None)
+        """Which runner copies when no `runner` is given (`ferry.core.runners`)."""
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
@@ -210,18 +216,26 @@ class Cycle:
         work = needs_job(prepared, lag or 0)
         if not work:
             log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
-        return Planned(prepared, lag, write_plan(self.flow, prepared) if work else None)
+        writes = work and (self.runner.reads_plan_file if self.runner is not None
+                           else self.copies_with == "spark")
+        return Planned(prepared, lag, write_plan(self.flow, prepared) if writes else None,
+                       work=work)
+
+    @property
+    def copies_in_process(self) -> bool:
+        """Whether this cycle's copy runs in its own process (the local runner, or a Spark
+        Connect server's job driven from here), not as a spark-submit of its own."""
+        from ferry.spark.connect import is_connect
+
+        return self.copies_with == "local" or is_connect(self.master)
 
     def _records_behind(self) -> bool:
         """Whether this process appends the flow's Delta behind its copies (a warm
         continuous loop, `ferry.runtime.recorder`): an offset map Delta does not hold yet
         is then its recorder's to write, not a reason for a job."""
-        if self.loops is None or self.runner is not None:
+        if self.loops is None or self.runner is not None or self.copies_with != "local":
             return False
-        from ferry.spark.connect import is_connect
-
-        return is_connect(self.master) and self.loops.records_behind(self.master,
-                                                                     self.flow.name)
+        return self.loops.records_behind(self.flow.name)
 
     def record(self, idle: bool, copied: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run as recorded (the last attempt at each range), and a point of the lag
@@ -295,26 +309,34 @@ class Cycle:
 
     def copy(self, result: CycleResult, config_path: str) -> bool:
         """The copy job of the started `result`'s plan, when it has one, through this
-        cycle's runner (by default on its master: in this process through a Spark Connect
-        server, else through spark-submit); its exit code and the run as it recorded it go
-        into `result`. Whether the run goes on (no copy, or a copy that succeeded)."""
+        cycle's runner (by default `copies_with`: the local runner, or Spark on its master,
+        in this process through a Spark Connect server, else through spark-submit); its exit
+        code and the run as it recorded it go into `result`. Whether the run goes on (no
+        copy, or a copy that succeeded)."""
         planned = result.planned
         assert planned is not None, "start() first"
-        if planned.plan_path is None:
+        if planned.idle:
             return True
         plan = planned.prepared.plan
         log.info("starting the copy job: %d ranges, %d offsets, %d gaps", len(plan.copies),
                  plan.span, len(plan.gaps), extra={"flow": self.flow.name})
-        runner = self.runner or self._spark_runner(config_path)
-        copied = runner.run(planned.plan_path)
+        runner = self.runner or self._runner(config_path)
+        copied = runner.run(planned.prepared.plan_file(), planned.plan_path)
         result.copy_exit_code, result.copied = copied.exit_code, copied.summary
         return result.ok
 
-    def _spark_runner(self, config_path: str) -> CopyRunner:
+    def _runner(self, config_path: str) -> CopyRunner:
+        """The runner `copies_with` names: in a loop, with what the loop keeps."""
+        if self.copies_with == "local":
+            from ferry.runtime.local import LocalRunner
+
+            return self.loops.runner(self.flow) if self.loops is not None \
+                else LocalRunner(self.flow)
         from ferry.spark.submit import SparkRunner
 
         return SparkRunner(str(Path(config_path).resolve()), self.flow, self.master,
-                           self.loops, self.config.connections)
+                           self.loops.sessions if self.loops is not None else None,
+                           self.config.connections)
 
     def finish(self, result: CycleResult) -> CycleResult:
         """The steps after a copy (or an idle plan): record, checkpoints."""
@@ -446,12 +468,12 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     loop also follows a run: its first cycle copies what piled up at the turn and leaves
     the paced steps that move no record to the cycles after (`Pace.following`).
 
-    What lives from one cycle to the next on a Spark Connect server (its session, the
-    flow's Delta recorder and kept lanes) is the loop's runtime, `loops` (default: a new
-    `ferry.spark.connect.ConnectLoops`, closed as the loop ends). With no `runner`, the
-    loop's session is opened and its recorder made before its first cycle, beside that
-    cycle's sync and plan (`LoopRuntime.prepare`); the recorder's first batch starts once
-    that cycle is done (`LoopRuntime.started`).
+    What lives from one cycle to the next (the flow's Delta recorder and kept lanes, the
+    Spark runner's session) is the loop's runtime, `loops` (default: a new
+    `ferry.runtime.loop.Loop`, closed as the loop ends). With no `runner`, the local
+    runner's recorder is made before the first cycle (`LoopRuntime.prepare`), or the Spark
+    runner's session opened beside that cycle's sync and plan; the recorder's first batch
+    starts once that cycle is done (`LoopRuntime.started`).
 
     `owner` (a run of the `@continuous` DAG): the continuous run the loop is, as its
     cycles' lanes name it the flow's newest (`ferry.core.takeover`), as it names itself
@@ -503,9 +525,10 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
 
 
 def _new_runtime() -> LoopRuntime:
-    from ferry.spark.connect import ConnectLoops
+    from ferry.runtime.loop import Loop
+    from ferry.spark.connect import ConnectSessions
 
-    return ConnectLoops()
+    return Loop(sessions=ConnectSessions())
 
 
 class _Relay:
@@ -651,20 +674,16 @@ class _Looped:
         self.started = False
         """Its first looping cycle is done (`LoopRuntime.started`)."""
 
-    def _url(self, master: str | None) -> str | None:
-        """The Connect server the loop's runtime serves it on, or None: a `runner` of its
-        own, or a master that is no Connect server (spark-submit keeps nothing)."""
-        from ferry.spark.connect import is_connect
-
-        url = master or self.flow.ferry.spark_master
-        return url if self.loops is not None and self.runner is None and is_connect(url) \
-            else None
-
     def prepare(self, master: str | None) -> None:
-        """Before the first cycle: its session opened beside that cycle's sync and plan,
-        its recorder made (`LoopRuntime.prepare`)."""
-        if self.loops is not None and (url := self._url(master)) is not None:
-            self.loops.prepare(url, self.flow)
+        """Before the first cycle: the local runner's recorder made
+        (`LoopRuntime.prepare`), or the Spark runner's session opened beside that cycle's
+        sync and plan. Nothing for a `runner` of its own."""
+        if self.loops is None or self.runner is not None:
+            return
+        if runner_for(self.flow.ferry.copy_runner, looping=True) == "local":
+            self.loops.prepare(self.flow)
+        elif self.loops.sessions is not None:
+            self.loops.sessions.prepare(master or self.flow.ferry.spark_master)
 
     def cycle(self, config_path: str, config: Config, master: str | None,
               on_cycle: Callable[[CycleResult, float], None], looping: bool = True
@@ -687,8 +706,8 @@ class _Looped:
         finally:
             if not self.started:
                 self.started = True
-                if self.loops is not None and (url := self._url(master)) is not None:
-                    self.loops.started(url, flow)
+                if self.loops is not None and self.runner is None:
+                    self.loops.started(flow)
 
     def _looping(self, config_path: str, config: Config, master: str | None,
                  on_cycle: Callable[[CycleResult, float], None], started: float,
@@ -707,7 +726,7 @@ class _Looped:
                       "abandoned as hung; the next cycle starts now, and its writers "
                       "fence the hung one's", run_id, limit, extra={"flow": flow.name})
             if self.loops is not None:
-                self.loops.abandoned(master or flow.ferry.spark_master, flow.name, run_id)
+                self.loops.abandoned(flow.name, run_id)
             done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
                 Clusters.of(flow)
         on_cycle(done, time.monotonic() - started)

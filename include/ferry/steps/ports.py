@@ -22,6 +22,7 @@ from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.job import Copied
 from ferry.core.offsetmap import MapCursor, MapEntry
+from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
@@ -259,50 +260,79 @@ class BackfillTarget(SyncTarget, ReadsWatermarks, ReadsGroupOffsets, OffsetMapTa
 
 
 class CopyRunner(Protocol):
-    """Runs the copy job of one plan file and waits for it (`ferry.spark.submit.SparkRunner`:
-    through spark-submit, or on a Spark Connect server in this process)."""
+    """Runs the copy job of one plan and waits for it: `ferry.spark.submit.SparkRunner`
+    (spark-submit, or a Spark Connect server from this process) or
+    `ferry.runtime.local.LocalRunner` (threads of this process); which one:
+    `ferry.core.runners`."""
 
-    def run(self, plan_path: str) -> Copied:
-        """The job's exit code and the run as it recorded it (None when it left none)."""
+    @property
+    def reads_plan_file(self) -> bool:
+        """Whether the job reads its plan from a file the cycle writes first."""
+        ...
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
+        """The job's exit code and the run as it recorded it (None when it left none).
+        `plan_path`: where the plan was written, for a runner that reads it there."""
         ...
 
 
+class KeepsSessions(Protocol):
+    """What the Spark runner keeps between a continuous loop's jobs (its Spark Connect
+    sessions, `ferry.spark.connect.ConnectSessions`)."""
+
+    @property
+    def check(self) -> Any:
+        """The check of this environment's Spark its jobs share
+        (`ferry.spark.installed.SparkCheck`)."""
+        ...
+
+    def prepare(self, master: str) -> None:
+        """Open what `master`'s jobs will need, off the first cycle's path."""
+        ...
+
+    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
+                loaded: Flow | None = None) -> Copied:
+        """A job on the Connect server at `url`, its session kept for the next."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class LoopRuntime(Protocol):
-    """A continuous loop's runtime on a warm Spark (`ferry.spark.connect.ConnectLoops`): what
-    lives from one cycle to the next (sessions, each flow's Delta recorder and kept lanes).
+    """A continuous loop's runtime (`ferry.runtime.loop.Loop`): what lives from one cycle
+    to the next (each flow's Delta recorder and kept lanes, the Spark runner's sessions).
     The loop makes one, passes it to its cycles, and closes it at its end."""
+
+    sessions: KeepsSessions | None
 
     def end_at(self, when: float | None) -> None:
         """The loop ends at `when` (`time.monotonic`): no Delta batch that would outlast it
         starts."""
         ...
 
-    def prepare(self, url: str, flow: Flow) -> None:
-        """Ready the flow's loop on `url` before its first cycle, off that cycle's path."""
+    def runner(self, flow: Flow) -> CopyRunner:
+        """The local runner of the flow's cycles, its lanes and recorder the loop's."""
         ...
 
-    def started(self, url: str, flow: Flow) -> None:
+    def prepare(self, flow: Flow) -> None:
+        """Ready the flow's local loop before its first cycle, off that cycle's path."""
+        ...
+
+    def started(self, flow: Flow) -> None:
         """The loop's first cycle is done: what `prepare` left for after it starts."""
         ...
 
-    def records_behind(self, url: str, flow_name: str) -> bool:
+    def records_behind(self, flow_name: str) -> bool:
         """Whether the flow's Delta is appended behind its copies (a recorder of this
         runtime's): a cycle then needs no job for an offset map Delta lacks."""
         ...
 
-    def abandoned(self, url: str, flow_name: str, run_id: str) -> None:
+    def abandoned(self, flow_name: str, run_id: str) -> None:
         """The loop abandoned the cycle `run_id` as hung."""
         ...
 
-    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
-                loaded: Flow | None = None) -> Copied:
-        """A cycle's copy job on the Connect server at `url`, its session, recorder and
-        kept lanes this runtime's."""
-        ...
-
     def close(self, hand_over: bool = False) -> None:
-        """End it: the last Delta batches (left to the next run with `hand_over`), the
-        kept lanes and sessions closed."""
+        """Close what the loop kept; `hand_over`: its next run follows at once."""
         ...
 
 

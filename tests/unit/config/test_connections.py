@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ferry.config import connections, load_config
+from ferry.config import load_config
 from ferry.config.connections import (
     Connection,
     client_settings,
@@ -20,7 +20,6 @@ from ferry.config.connections import (
     remove_snapshot,
     snapshot_lookup,
     snapshot_path,
-    use_snapshot,
     write_snapshot,
 )
 from ferry.errors import ConfigError
@@ -39,11 +38,6 @@ A.bootstrap.servers = a1:9092
 B.ferry.connection = kafka_b
 A->B.enabled = true
 """
-
-
-@pytest.fixture(autouse=True)
-def environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connections, "_job_lookup", None)  # no copy job's, from another test
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -260,23 +254,19 @@ def test_a_connection_never_shows_its_password_or_extra() -> None:
 
 
 def test_a_copy_jobs_loads_read_its_snapshot_and_not_an_earlier_jobs(tmp_path: Path) -> None:
-    # the copy job's loads that are handed no lookup (`use_snapshot`, transitional)
+    # the copy job hands its snapshot's lookup to its loads
     path = tmp_path / "mm2.properties"
     path.write_text(CONFIG)
     plan = str(tmp_path / "run-1.json")
     write_snapshot(plan, {"kafka_b": Connection("kafka_b", "kafka", "b.example.com", 9093)})
-    use_snapshot(plan)
-    assert load_config(path, env={}).clusters["B"].bootstrap_servers == "b.example.com:9093"
-    # a lookup handed to a load wins over it
-    assert load_config(path, env={}, connection_lookup=lambda conn_id: Connection(
-        conn_id, "kafka", "airflow.example.com", 9093)).clusters["B"].bootstrap_servers \
-        == "airflow.example.com:9093"
+    assert load_config(path, env={}, connection_lookup=snapshot_lookup(plan)).clusters[
+        "B"].bootstrap_servers == "b.example.com:9093"
 
     # a later job without a snapshot, in a reused worker: the environment only
     assert snapshot_lookup(str(tmp_path / "no-such-plan.json")) is None
-    use_snapshot(str(tmp_path / "no-such-plan.json"))
     with pytest.raises(ConfigError, match=r"\(looked in AIRFLOW_CONN_KAFKA_B\)"):
-        load_config(path, env={})
+        load_config(path, env={},
+                    connection_lookup=snapshot_lookup(str(tmp_path / "no-such-plan.json")))
 
 
 def test_a_dag_files_parse_looks_no_connection_up_and_tolerates_what_it_would_give(

@@ -82,15 +82,3 @@ def test_a_refusal_is_every_time_whoever_holds_the_check(
     for _ in range(2):
         with pytest.raises(TerminalError, match=r"pip install 'ferry-mirror\[connect\]'"):
             check.require(CONNECT, connect=True)
-
-
-@pytest.mark.usefixtures("patch_releases")
-def test_copies_that_hold_no_check_are_warned_once_per_process(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    # `require` without a holder (transitional: spark/submit.py's jobs)
-    monkeypatch.setattr(installed, "_process_check", installed.SparkCheck())
-    with caplog.at_level(logging.WARNING, logger="ferry.spark.installed"):
-        for _ in range(3):
-            installed.require(SPARK_SUBMIT, connect=False)
-    assert warned(caplog) == ["pyspark 4.2.1 and pyspark-client 4.2.0 a"]

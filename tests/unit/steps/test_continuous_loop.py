@@ -50,20 +50,21 @@ class FakeLoops:
     def end_at(self, when: float | None) -> None:
         self.ends.append(when)
 
-    def prepare(self, url: str, flow: Any) -> None:
+    sessions = None
+
+    def prepare(self, flow: Any) -> None:
         self.events.append("prepare")
 
-    def started(self, url: str, flow: Any) -> None:
+    def started(self, flow: Any) -> None:
         self.events.append("started")
 
-    def records_behind(self, url: str, flow_name: str) -> bool:
+    def records_behind(self, flow_name: str) -> bool:
         return False
 
-    def abandoned(self, url: str, flow_name: str, run_id: str) -> None:
+    def abandoned(self, flow_name: str, run_id: str) -> None:
         self.events.append(f"abandoned {run_id}")
 
-    def run_job(self, config_path: str, flow_name: str, plan_path: str, url: str,
-                loaded: Any = None) -> Any:
+    def runner(self, flow: Any) -> Any:
         raise AssertionError("the stand-in cycles run no job")
 
     def close(self, hand_over: bool = False) -> None:

@@ -17,6 +17,7 @@ import ferry.spark.submit
 from ferry.config import Config
 from ferry.config.connections import SNAPSHOT_SUFFIX
 from ferry.core.job import Copied, result_path, run_summary
+from ferry.core.plan_file import PlanFile
 from ferry.core.positions import encode_position
 from ferry.core.tables import RangeOutcome
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
@@ -192,31 +193,54 @@ def test_a_job_that_left_no_result_is_recorded_from_the_state_last_attempt_first
 
 
 class Runner:
-    """A copy-runner port of its own: the cycle hands it the plan file and nothing else."""
+    """A copy-runner port of its own: the cycle hands it the plan, and the plan file when it
+    reads one (`reads_plan_file`), and nothing else."""
 
-    def __init__(self) -> None:
-        self.plans: list[str] = []
+    def __init__(self, reads_plan_file: bool = True) -> None:
+        self.reads_plan_file = reads_plan_file
+        self.plans: list[tuple[str, str | None]] = []
 
-    def run(self, plan_path: str) -> Copied:
-        self.plans.append(plan_path)
-        return Copied(0, run_summary(json.loads(Path(plan_path).read_text())["run_id"], [], 0))
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
+        self.plans.append((plan.run_id, plan_path))
+        if plan_path is not None:  # the file holds the plan handed over
+            assert json.loads(Path(plan_path).read_text())["run_id"] == plan.run_id
+        return Copied(0, run_summary(plan.run_id, [], 0))
 
 
+@pytest.mark.parametrize("reads_plan_file", [True, False], ids=["spark-reads-a-file",
+                                                                 "local-is-handed-the-plan"])
 def test_a_cycle_runs_its_copy_through_the_runner_it_is_given(
-    config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    config: Config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, reads_plan_file: bool
 ) -> None:
     monkeypatch.setattr(ferry.spark.submit, "run_copy",
                         lambda *_: pytest.fail("Spark ran though a runner was given"))
-    runner = Runner()
+    runner = Runner(reads_plan_file)
     cycle = Cycle(config, config.flow("A->B"), "r1", clusters=clusters(5), runner=runner)
 
     result = cycle.start()
     assert cycle.copy(result, str(tmp_path / "mm2.properties"))
     recorded = cycle.finish(result).recorded
 
-    assert result.planned is not None
-    assert runner.plans == [result.planned.plan_path]
+    assert result.planned is not None and not result.planned.idle
+    assert (result.planned.plan_path is not None) is reads_plan_file
+    assert runner.plans == [("r1", result.planned.plan_path)]
     assert result.copied == recorded == run_summary("r1", [], 0)
+
+
+@pytest.mark.parametrize(("setting", "looping", "runner"), [
+    ("auto", False, "spark"),
+    ("auto", True, "local"),
+    ("local", False, "local"),
+    ("local", True, "local"),
+    ("spark", False, "spark"),
+    ("spark", True, "spark"),
+])
+def test_the_copy_runner_is_chosen_by_ferry_copy_runner_and_whether_the_run_loops(
+    setting: str, looping: bool, runner: str
+) -> None:
+    from ferry.core.runners import runner_for
+
+    assert runner_for(setting, looping) == runner
 
 
 @pytest.mark.parametrize("call", ["write_positions", "read_checkpoints", "write_checkpoints",
