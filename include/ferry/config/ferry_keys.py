@@ -443,7 +443,17 @@ def resolve_ferry_settings(
     return FerrySettings(**parsed)
 
 
+REPLACED = {
+    "ferry.continuous.lanes": "it was replaced by ferry.copy.runner: kept is local (the "
+                              "default in a continuous loop), spark is spark",
+}
+"""Keys an earlier Ferry read, and what replaced each: the fix an upgrade's config needs."""
+
+
 def suggest_ferry_key(name: str) -> str:
-    """The fix for an unknown `ferry.` key: the closest known key, or all of them."""
+    """The fix for an unknown `ferry.` key: what replaced a key an earlier Ferry read, the
+    closest known key, or all of them."""
+    if name in REPLACED:
+        return REPLACED[name]
     close = difflib.get_close_matches(name, list(BY_NAME), n=1)
     return f"did you mean {close[0]}?" if close else f"known keys: {', '.join(BY_NAME)}"

@@ -35,6 +35,8 @@ from tests.unit.conftest import BASE, Loader
         (BASE + "A->B.ferry.schedule = 0 0 * 13 *\n", "A->B.ferry.schedule",
          "month field '13' is out of range"),
         (BASE + "ferry.shedule = @daily\n", "ferry.shedule", "did you mean ferry.schedule"),
+        (BASE + "A->B.ferry.continuous.lanes = kept\n", "A->B.ferry.continuous.lanes",
+         "replaced by ferry.copy.runner: kept is local"),
         (BASE + "A.ferry.delivery = at_least_once\n", "A.ferry.delivery",
          "unknown cluster-level Ferry setting"),
         (BASE + "replication.factor = 0\n", "replication.factor", "at least 1"),
