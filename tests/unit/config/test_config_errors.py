@@ -55,7 +55,7 @@ from tests.unit.conftest import BASE, Loader
          "bad-group-regex", "no-bootstrap", "bad-bootstrap", "unknown-policy",
          "negative-ferry-duration", "negative-range-cap", "non-numeric-interval",
          "non-boolean", "bad-delivery", "bad-schedule", "schedule-minute-out-of-range",
-         "flow-schedule-month-out-of-range", "ferry-typo", "cluster-ferry-key",
+         "flow-schedule-month-out-of-range", "ferry-typo", "replaced-key", "cluster-ferry-key",
          "zero-replication-factor", "bad-incremental-mode", "custom-filter", "bad-alias",
          "negative-retries", "words-for-retries", "pool-with-a-space"],
 )
