@@ -1,4 +1,4 @@
-"""Kept lanes (`ferry.continuous.lanes=kept`): a continuous loop's writers run in its own
+"""Kept lanes (the local copy runner in a continuous loop): a loop's writers run in its own
 process, each slot's clients kept from cycle to cycle (its producer initialised once), with
 the exactness of Spark's lanes: a writer another run fenced between two cycles stops and
 is replaced, and a hung cycle's writers are left to it and fenced by the next cycle's."""
@@ -14,9 +14,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from ferry.config import Flow
-from ferry.core import plan_file
 from ferry.core.job import Copied, run_summary
 from ferry.core.lanes import by_writer, lanes_of
+from ferry.core.plan_file import PlanFile
 from ferry.core.tables import RangeOutcome
 from ferry.kafka.lane import Lane
 from ferry.runtime.kept_lanes import KeptLanes
@@ -231,15 +231,16 @@ def test_a_lanes_slots_share_its_consumer_and_reader_and_new_clients_learn_every
 
 class KeptHere:
     """A copy runner (`ferry.steps.ports.CopyRunner`) running each plan through `lanes` in
-    this process, as a continuous loop on Spark Connect does; each copy's rows are kept."""
+    this process, as a continuous loop's local runner does; each copy's rows are kept."""
 
     def __init__(self, flow: Flow, lanes: KeptLanes) -> None:
         self.flow, self.lanes = flow, lanes
         self.rows: list[list[dict[str, Any]]] = []
         self.done = threading.Condition()
 
-    def run(self, plan_path: str) -> Copied:
-        plan = plan_file.read(plan_path)
+    reads_plan_file = False
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
         writers = by_writer(plan.ranges, self.flow.ferry.writers)
         rows = self.lanes.copy(self.flow, plan.run_id, writers,
                                lanes_of(writers, plan.lanes), plan.role, plan.owner,

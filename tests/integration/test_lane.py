@@ -140,12 +140,12 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
     total = 200_000
     produce(clusters["source"], topic_name,
             [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
-    # continuous: the loop's lanes are kept in its process (the default), or run as tasks of
-    # the warm server, where they outlive the killed client
-    lanes = "spark" if how == "continuous-spark-lanes" else "kept"
+    # continuous: the loop's lanes are kept in its process (the local runner, a loop's
+    # default), or run as tasks of the warm server, where they outlive the killed client
+    runner = "spark" if how == "continuous-spark-lanes" else "auto"
     how = how.removesuffix("-spark-lanes")
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n"
-                         f"ferry.continuous.lanes = {lanes}\n")
+                         f"ferry.copy.runner = {runner}\n")
     flow = config.enabled_flows[0]
     remote = flow.remote_topic(topic_name)
     ferry = [str(Path(sys.executable).parent / "ferry"), "mirror", config.path, "--flow",

@@ -1,7 +1,8 @@
 """A writer slot's clients kept from one cycle to the next (adapter).
 
-A continuous loop that keeps its lanes (`ferry.continuous.lanes=kept`) hands each writer
-(`kafka/lane.py`'s `Lane`) the `KeptClients` of its slot: the transactional producer, once
+A continuous loop on the local copy runner (`ferry.copy.runner`) keeps its lanes: it hands
+each writer (`kafka/lane.py`'s `Lane`) the `KeptClients` of its slot as its client source
+(`kafka/lane_clients.py`'s `LaneClients`): the transactional producer, once
 `init_transactions` has run, and the source consumer and the target's position reader of
 the lane that runs the slot (`LaneReaders`, shared by the lane's slots). The writer of the
 next cycle starts from them instead of from new clients, so its cycle is read, send,
@@ -14,18 +15,21 @@ from its initialisation on. Every other writer of the slot (a CLI run, a backfil
 older loop) takes the id with its own `init_transactions`, which fences this producer, so
 its next transaction fails and the writer stops (`WriterTaken`): a kept producer never
 commits over a newer writer's positions. Each cycle still reads the committed positions
-before it reads a record. A writer whose run raised drops its clients (`discard`); the
-next cycle's writer makes new ones, whose initialisation fences whatever the old ones
-still held.
+before it reads a record. A writer whose run raised, or ended on a one-record-per-request
+producer, drops its clients (`discard`), and so does one whose consumer cannot be left
+with nothing assigned; the next cycle's writer makes new ones, whose initialisation
+fences whatever the old ones still held.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException
+
+from ferry.kafka.lane_clients import HeldProducer
 
 log = logging.getLogger(__name__)
 
@@ -55,47 +59,66 @@ class LaneReaders:
 
 @dataclass
 class KeptClients:
-    """One writer slot's clients between cycles; all None until a writer made them."""
+    """One writer slot's clients between cycles (a `LaneClients`); none until a writer
+    made them."""
 
     txn_id: str
-    producer: Producer | None = None
-    """Transactions initialised, no transaction open."""
-    fatal: Any = None
-    """The producer's error callback (`lane.FatalError`), which keeps its fatal error."""
+    flow: str = ""
+    slot: int = 0
+    """The flow and the writer slot, as log lines name them."""
+    held: HeldProducer | None = None
+    """The producer, transactions initialised, no transaction open."""
     readers: LaneReaders = field(default_factory=LaneReaders)
     """The consumer and reader of the lane that runs the slot this cycle."""
-    topics: set[str] = field(default_factory=set)
-    """Topics whose metadata the producer asked for already (`Lane.learn_targets`)."""
     flow_topics: frozenset[str] = frozenset()
     """The flow's source topics, idle ones included (the plan's `topics`): a new client
     learns them all when made, so a loop's memory is what it will stay from its first
     copy on, not climbing as cycles happen to touch one topic after another."""
 
-    @property
-    def consumer(self) -> Consumer | None:
-        return self.readers.consumer
+    def check(self, txn_id: str, delivery: str) -> None:
+        """Only the writer of this slot's id, exactly once, may use these clients."""
+        if txn_id != self.txn_id or delivery != "exactly_once":
+            raise ValueError(f"clients kept for {self.txn_id} given to the writer of "
+                             f"{txn_id} ({delivery})")
 
-    @consumer.setter
-    def consumer(self, consumer: Consumer | None) -> None:
-        self.readers.consumer = consumer
+    def reader(self, make: Callable[[], Consumer]) -> Consumer:
+        return self.readers.reader or make()
 
-    @property
-    def reader(self) -> Consumer | None:
-        return self.readers.reader
+    def consumer(self, make: Callable[[], Consumer]) -> Consumer:
+        return self.readers.consumer or make()
 
-    @reader.setter
-    def reader(self, reader: Consumer | None) -> None:
-        self.readers.reader = reader
+    def producer(self) -> HeldProducer | None:
+        return self.held
 
-    def take_producer(self, producer: Producer, fatal: Any, topics: set[str]) -> None:
-        """`producer` (initialised, knowing `topics`) replaces the kept one, which a new
-        producer of the same transactional id has fenced already."""
-        self.producer, self.fatal, self.topics = producer, fatal, topics
+    def topics_to_learn(self) -> frozenset[str]:
+        return self.flow_topics
+
+    def release(self, consumer: Consumer, reader: Consumer, producer: HeldProducer | None,
+                healthy: bool) -> None:
+        """Keep the clients for the slot's next writer, or, when the run was not healthy or
+        its consumer cannot be left with nothing assigned, drop them all."""
+        self.readers.consumer, self.readers.reader = consumer, reader
+        self.held = producer
+        if not healthy or producer is None or not self._unassigned(consumer):
+            self.discard()
+
+    def _unassigned(self, consumer: Consumer) -> bool:
+        """Leave `consumer` with nothing assigned or paused, for the next writer to assign
+        its own; False when it cannot be (it is then not kept)."""
+        try:
+            assigned = consumer.assignment()
+            if assigned:  # a paused partition stays paused through an unassign
+                consumer.resume(assigned)
+            consumer.unassign()
+            return True
+        except KafkaException as exc:
+            log.info("writer %s: its consumer is not kept (%s)", self.slot, exc,
+                     extra={"flow": self.flow, "lane": self.slot})
+            return False
 
     def discard(self) -> None:
         """Drop every client, the lane's consumer and reader with them: the next writer of
         the slot (and of the lane) starts afresh. Closing is best effort; a producer
         another writer fenced has nothing left to flush."""
-        self.producer = self.fatal = None
-        self.topics = set()
+        self.held = None
         self.readers.discard()

@@ -32,12 +32,15 @@ and one assigned consumer. The contract:
   again by a fresh producer of the id, with backoff, until the target takes it or
   `ferry.kafka.retry.seconds` have passed since the first such batch; then the lane fails
   as transient, naming the record and what to check.
+
+The loop is here; the rest of a writer is beside it, one concept a module: its clients'
+source (`lane_clients`), positions (`lane_positions`), offset-map entries (`lane_entries`),
+the ways back after a failed batch (`lane_recovery`), what its clients learn (`lane_topics`).
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -47,30 +50,33 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
-from ferry.config.clients import RdValue
-from ferry.core.internal import offset_map_topic, positions_group, reader_group, transactional_id
+from ferry.core.internal import offset_map_topic, transactional_id
 from ferry.core.lanes import writer_of
-from ferry.core.offsetmap import MapEntry, SegmentError, encode, split_entry
 from ferry.core.planner import Range
-from ferry.core.positions import decode_position, encode_position
+from ferry.core.positions import encode_position
 from ferry.core.tables import RangeOutcome, RangeResult
-from ferry.core.takeover import Named, newer_run, yielded
+from ferry.core.takeover import Named
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
+from ferry.kafka import lane_entries, lane_positions, lane_recovery, lane_topics
 from ferry.kafka.claim import WriterClaim
 from ferry.kafka.delivery import CALL_TIMEOUT_S, Refused, RefusedKept, delivery_for
-from ferry.kafka.errors import raise_partition_error
-from ferry.kafka.kept import KeptClients
-from ferry.kafka.lane_errors import LaneErrors, is_fenced, refused, unanswered
-from ferry.kafka.lane_state import Part, Refusal
-from ferry.kafka.limits import PER_CALL, chunks
-from ferry.kafka.metadata import learn_partition, unknown_partition
-from ferry.kafka.records import SCAN_FETCH_WAIT_MS
-from ferry.kafka.retry import backoff, retrying, transient
+from ferry.kafka.lane_clients import (
+    FatalError,
+    FreshClients,
+    HeldProducer,
+    LaneClients,
+    new_consumer,
+    new_producer,
+    new_reader,
+)
+from ferry.kafka.lane_errors import LaneErrors, is_fenced, unanswered
+from ferry.kafka.lane_state import Part, Refusal, parts_of
+from ferry.kafka.metadata import unknown_partition
+from ferry.kafka.retry import retrying, transient
 from ferry.kafka.runs import ReadsNewest
 from ferry.kafka.stuck import ProducerStuck
-from ferry.kafka.watermarks import watermarks
 
-__all__ = ["Lane", "LaneResult"]
+__all__ = ["FatalError", "Lane", "LaneResult"]
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +85,6 @@ POLL_S = 0.05
 """consume() waits out its whole timeout unless the batch fills: short, so the last batch of
 a range (and a small range) does not wait for records that will not come."""
 STALL_S = 120.0
-ABORT_UNANSWERED_S = 10.0
-"""How long a batch the target left unacknowledged waits for its abort (`_wait_out`)
-before the next producer of the id takes the abort over."""
-MAX_REPLACED = 3
-PRODUCER_DEFAULTS: dict[str, str | int] = {"linger.ms": 20, "batch.size": 1_000_000,
-                                           "compression.type": "none"}
-
-
-class FatalError:
-    """A producer's error callback: keeps its first fatal error (librdkafka's produce and
-    delivery reports say only "Fatal error"; the callback says why)."""
-
-    def __init__(self) -> None:
-        self.error: KafkaError | None = None
-
-    def __call__(self, err: KafkaError) -> None:
-        if self.error is None and (err.fatal() or is_fenced(err)):
-            self.error = err
 
 
 @dataclass
@@ -125,18 +113,18 @@ class Lane:
 
     def __init__(self, flow: Flow, ranges: Sequence[Range], run_id: str,
                  progress: Callable[[int, int], None] | None = None, role: str = "",
-                 kept: KeptClients | None = None, newest: ReadsNewest | None = None,
+                 clients: LaneClients | None = None, newest: ReadsNewest | None = None,
                  owner: Named | None = None) -> None:
         """The writer of `ranges`, which must all be of one writer slot (`by_writer`): its
-        transactional id is that slot's, whoever runs it (G11). `kept`: the slot's clients
-        kept from an earlier cycle of a continuous loop (`ferry.kafka.kept`), used and kept
-        again when this run succeeds, dropped when it raises. `newest`, `owner`: where the
-        flow's newest run is read, and the run this writer's is, as it named itself
-        (`ferry.core.takeover`): before initialising its id again mid-copy (a stuck or
-        unanswered producer replaced, a refusal re-run), the writer reads the newest run
-        and, when another is to go on, stops instead (`WriterTaken`), so a writer that is
-        to yield never fences the one it yields to. Without them it initialises again
-        whoever is named (Kafka's fencing still keeps the copy exact)."""
+        transactional id is that slot's, whoever runs it (G11). `clients`: where its
+        clients come from and go to (`ferry.kafka.lane_clients`; default new ones, closed
+        at the end; a continuous loop's are kept from cycle to cycle: `ferry.kafka.kept`).
+        `newest`, `owner`: where the flow's newest run is read, and the run this writer's
+        is, as it named itself (`ferry.core.takeover`): before initialising its id again
+        mid-copy (a stuck or unanswered producer replaced, a refusal re-run), the writer
+        reads the newest run and, when another is to go on, stops instead (`WriterTaken`),
+        so a writer that is to yield never fences the one it yields to. Without them it
+        initialises again whoever is named (Kafka's fencing still keeps the copy exact)."""
         slots = {writer_of(r.topic, r.partition, flow.ferry.writers) for r in ranges}
         if len(slots) > 1:
             raise ValueError(f"ranges of writer slots {sorted(slots)} given to one writer; "
@@ -147,11 +135,13 @@ class Lane:
         """When the lane started, as a clock time: its entries carry it (`MapEntry`)."""
         self.txn_id = transactional_id(flow, self.lane, role)
         self.delivery = delivery_for(flow)
+        self.clients: LaneClients = clients if clients is not None else FreshClients()
+        self.clients.check(self.txn_id, self.delivery.name)
         self.producer: Producer | None = None
         self.in_transaction = False
         self.progress = progress
         self.map_topic = offset_map_topic(flow)
-        self.parts = self._parts(ranges)
+        self.parts = parts_of(ranges, flow.remote_topic)
         self.explain = LaneErrors(flow, self.lane, self.txn_id, self.parts.values())
         self.results = [r for p in self.parts.values() for r in p.ranges]
         self.transactions = 0
@@ -162,7 +152,7 @@ class Lane:
         """The first refusal (or record left unacknowledged) the target reported."""
         self.unanswered_since: float | None = None
         """When the first of the batches the target left unacknowledged since the last
-        commit failed (`_wait_out`); None when the last batch committed."""
+        commit failed (`lane_recovery.wait_out`); None when the last batch committed."""
         self.unanswered_attempts = 0
         self.fenced: str | None = None
         """A delivery report saying a newer writer took this writer's transactional id (or
@@ -170,103 +160,63 @@ class Lane:
         self.fatal = FatalError()
         self.reader: Consumer | None = None
         self.replaced = 0
-        """Producers replaced because a call never returned (`_replace_stuck`)."""
+        """Producers replaced because a call never returned (`lane_recovery`)."""
         self.claim: WriterClaim | None = None
         """at_least_once: the slot's claim in Kafka (`ferry.kafka.claim`), once taken."""
-        if kept is not None and (kept.txn_id != self.txn_id
-                                 or self.delivery.name != "exactly_once"):
-            raise ValueError(f"clients kept for {kept.txn_id} given to the writer of "
-                             f"{self.txn_id} ({self.delivery.name})")
-        self.kept = kept
         self.newest, self.owner = newest, owner or Named(run_id)
         self.moved_back: set[tuple[str, int]] = set()
-        """Partitions whose position moved back under this writer (`_moved_back`)."""
+        """Partitions whose position moved back under this writer (`lane_positions`)."""
         self.learned: set[str] = set()
         """Topics whose metadata this writer's producer asked for (`learn_targets`)."""
-
-    def _parts(self, ranges: Sequence[Range]) -> dict[tuple[str, int], Part]:
-        parts: dict[tuple[str, int], Part] = {}
-        for r in sorted(ranges):
-            key = (r.topic, r.partition)
-            result = RangeResult(r.topic, r.partition, r.start, r.end)
-            if key in parts:
-                part = parts[key]
-                if r.start != part.end:
-                    raise ValueError(f"ranges of {r.topic}-{r.partition} are not adjacent")
-                part.end = r.end
-                part.ranges.append(result)
-            else:
-                remote = r.target_topic or self.flow.remote_topic(r.topic)
-                parts[key] = Part(r.topic, r.partition, remote,
-                                  r.start, r.end, [result], expect=r.expect,
-                                  source_id=r.source_id, target_id=r.target_id,
-                                  covered=r.start, skip_from=r.skip_from)
-        return parts
 
     # -- clients ------------------------------------------------------------------------
 
     def _producer(self, diagnose: bool = False) -> Producer:
-        overrides: dict[str, RdValue] = {k: v for k, v in PRODUCER_DEFAULTS.items()
-                                         if k not in self.flow.producer.settings}
-        if diagnose:  # one record per request, so a refusal names its record
-            overrides.update({"linger.ms": 0, "batch.num.messages": 1})
-        # Never create a topic by writing to it: a deleted offset-map (or remote) topic
-        # would come back with the brokers' defaults (a 7-day retention: a map that
-        # forgets). Only Ferry's sync and plan create them, with their configs.
-        overrides.update({"enable.idempotence": True, "acks": "all", "log_level": 3,
-                          "allow.auto.create.topics": False})
-        overrides.update(self.delivery.producer_settings(self.flow, self.txn_id))
-        conf: dict[str, Any] = self.flow.producer.confluent(overrides)
-        self.fatal = FatalError()
-        conf["error_cb"] = self.fatal  # not a bound method: no cycle keeps the client
-        return Producer(conf)
-
-    def lost_id(self, producer: Producer, err: KafkaError) -> bool:
-        """Whether a producer error means a newer writer took this writer's id: a fencing
-        error, or librdkafka's generic fatal error whose cause (kept by the error
-        callback, served here) is one."""
-        if is_fenced(err):
-            return True
-        if err.code() != KafkaError._FATAL:
-            return False
-        self.serve_errors(producer)
-        return self.fatal.error is not None and is_fenced(self.fatal.error)
-
-    def serve_errors(self, producer: Producer) -> None:
-        """Serve the producer's callbacks, so `fatal` knows a fatal error's cause. A fatal
-        producer may raise that error from the poll itself: it is kept the same way."""
-        try:
-            producer.poll(0)
-        except KafkaException as exc:
-            self.fatal(exc.args[0])
-        except SystemError:  # a callback failed inside librdkafka's poll: nothing to add
-            pass
+        """A new producer of the writer's id (`lane_clients.new_producer`)."""
+        made = new_producer(self.flow, self.delivery, self.txn_id, diagnose)
+        self.fatal = made.fatal
+        return made.producer
 
     def _consumer(self) -> Consumer:
-        # A lane reads ranges that are there: a range ending at a transaction marker ends
-        # with the partition EOF, whose fetch would otherwise wait the default 500 ms.
-        wait = {} if "fetch.wait.max.ms" in self.flow.consumer.settings else {
-            "fetch.wait.max.ms": SCAN_FETCH_WAIT_MS}
-        conf = self.flow.consumer.confluent({
-            "group.id": reader_group(self.flow, "reader"), "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "enable.partition.eof": True,
-            "auto.offset.reset": "error", "log_level": 3, **wait})
-        return Consumer(conf)
-
-    def _new_consumer(self) -> Consumer:
-        """A source consumer; one that will be kept first learns every topic of the flow
-        (`KeptClients.flow_topics`)."""
-        consumer = self._consumer()
-        if self.kept is not None and self.kept.flow_topics:
-            self._learn_topics(consumer, set(self.kept.flow_topics))
-        return consumer
+        return new_consumer(self.flow)
 
     def _target_reader(self) -> Consumer:
-        """A target consumer in the positions group: its metadata goes with each commit."""
-        conf = self.flow.target_admin.confluent({
-            "group.id": positions_group(self.flow), "enable.auto.commit": False,
-            "isolation.level": "read_committed", "log_level": 3})
-        return Consumer(conf)
+        return new_reader(self.flow)
+
+    def _new_consumer(self) -> Consumer:
+        """A new source consumer, which first learns the topics its client source names
+        (`LaneClients.topics_to_learn`)."""
+        consumer = self._consumer()
+        if topics := self.clients.topics_to_learn():
+            self._learn_topics(consumer, set(topics))
+        return consumer
+
+    def _start_producer(self, diagnose: bool = False) -> Producer:
+        """A new producer, started by the delivery mode (its transactions initialised)."""
+        producer = self._producer(diagnose)
+        self.producer = producer
+        self.in_transaction = False
+        self.delivery.start(self, producer)
+        return producer
+
+    def _first_producer(self) -> Producer:
+        """The producer its client source held for the writer's id (transactions
+        initialised; target topics it has not asked for yet are asked for first:
+        `learn_targets`), or, when it holds none, a new one."""
+        held = self.clients.producer()
+        if held is None:
+            return self._start_producer()
+        self.producer, self.fatal, self.in_transaction = held.producer, held.fatal, False
+        self.learned = set(held.topics)
+        if {p.remote for p in self.parts.values()} - held.topics:
+            self.learn_targets(held.producer, skip=held.topics)
+        return held.producer
+
+    def _held(self) -> HeldProducer | None:
+        """The producer the writer ended with, for its client source."""
+        if self.producer is None:
+            return None
+        return HeldProducer(self.producer, self.fatal, self.learned)
 
     # -- the run ------------------------------------------------------------------------
 
@@ -275,13 +225,12 @@ class Lane:
         self.started_ms = int(time.time() * 1000)
         if not self.parts:
             return LaneResult(self.lane, [], 0, 0.0)
-        kept = self.kept
-        reader = self.reader = (kept and kept.reader) or self._target_reader()
-        consumer = (kept and kept.consumer) or self._new_consumer()
+        reader = self.reader = self.clients.reader(self._target_reader)
+        consumer = self.clients.consumer(self._new_consumer)
         producer: Producer | None = None
         failed = True
         try:
-            producer = self._kept_producer() or self._start_producer()
+            producer = self._first_producer()
             self.resume_from_committed(reader)
             self.delivery.before_copy(self, reader)
             metadata = reader.consumer_group_metadata()
@@ -297,11 +246,9 @@ class Lane:
         else:
             failed = False
         finally:
-            if kept is None:
-                consumer.close()
-                reader.close()
-            else:
-                self._keep(kept, consumer, reader, failed)
+            # a run that ended on a one-record-per-request producer keeps nothing
+            self.clients.release(consumer, reader, self._held(),
+                                 healthy=not failed and not self.diagnose)
             if self.claim is not None:
                 self.claim.close()
             self._time_results()
@@ -316,52 +263,7 @@ class Lane:
             if not result.seconds:
                 result.seconds = elapsed
 
-    def _start_producer(self, diagnose: bool = False) -> Producer:
-        producer = self._producer(diagnose)
-        self.producer = producer
-        self.in_transaction = False
-        self.delivery.start(self, producer)
-        if self.kept is not None and not diagnose:
-            self.kept.take_producer(producer, self.fatal, set(self.learned))
-        return producer
-
-    def _kept_producer(self) -> Producer | None:
-        """The producer an earlier cycle kept, its transactions initialised (None: none).
-        Topics it has not written yet are asked for first (`learn_targets`)."""
-        kept = self.kept
-        if kept is None or kept.producer is None:
-            return None
-        producer = self.producer = kept.producer
-        self.fatal, self.in_transaction = kept.fatal, False
-        if {p.remote for p in self.parts.values()} - kept.topics:
-            self.learn_targets(producer, skip=kept.topics)
-            kept.topics |= self.learned
-        return producer
-
-    def _keep(self, kept: KeptClients, consumer: Consumer, reader: Consumer,
-              failed: bool) -> None:
-        """After the run: keep the clients for the slot's next writer, or, when the run
-        raised or ended on a one-record-per-request producer, drop them all."""
-        kept.consumer, kept.reader = consumer, reader
-        if failed or self.diagnose or self.producer is not kept.producer \
-                or not self._unassigned(consumer):
-            kept.discard()
-
-    def _unassigned(self, consumer: Consumer) -> bool:
-        """Leave `consumer` with nothing assigned or paused, for the next run to assign its
-        own; False when it cannot be (it is then not kept)."""
-        try:
-            paused = [KTP(p.topic, p.partition) for p in self.parts.values() if p.paused]
-            if paused:
-                consumer.resume(paused)
-            consumer.unassign()
-            return True
-        except KafkaException as exc:
-            self.log.info("writer %s: its consumer is not kept (%s)", self.lane, exc,
-                          extra={"flow": self.flow.name, "lane": self.lane})
-            return False
-
-    # -- calls --------------------------------------------------------------------------
+    # -- calls, and what other modules ask of the lane ----------------------------------
 
     def call(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
         """`call()`, transient broker states (a coordinator loading, a leader moving) waited
@@ -376,7 +278,7 @@ class Lane:
         """`exc` as a Ferry error: on the target, a producer that lost its id to a newer
         writer is `fenced` (never a refusal to re-run); else `LaneErrors.kafka`."""
         if cluster == self.flow.target and self.producer is not None \
-                and self.lost_id(self.producer, exc.args[0]):
+                and self.fatal.lost_id(self.producer, exc.args[0]):
             return WriterTaken(self.explain.fenced(exc.args[0].str()))
         return self.explain.kafka(exc, cluster, action)
 
@@ -385,39 +287,20 @@ class Lane:
         return retrying(call, cluster=cluster, action=action,
                         budget_s=self.flow.ferry.kafka_retry_seconds)
 
+    def resume_from_committed(self, reader: Consumer) -> None:
+        """`lane_positions.resume_from_committed`."""
+        lane_positions.resume_from_committed(self, reader)
+
     def remote_end(self, reader: Consumer, part: Part) -> int:
-        """The remote partition's last stable offset (an answer that is no offset is asked
-        again: `ferry.kafka.watermarks`). A partition the reader's metadata does not list
-        yet (grown since it learnt the topic) is asked for first."""
+        """`lane_positions.remote_end`."""
+        return lane_positions.remote_end(self, reader, part)
 
-        def read() -> tuple[int, int]:
-            try:
-                return watermarks(reader, part.remote, part.partition, CALL_TIMEOUT_S)
-            except KafkaException as exc:
-                if not unknown_partition(exc) or not self.learn_partition(reader, part):
-                    raise
-            return watermarks(reader, part.remote, part.partition, CALL_TIMEOUT_S)
+    def learn_targets(self, producer: Producer, skip: Collection[str] = ()) -> None:
+        """`lane_topics.learn_targets`."""
+        lane_topics.learn_targets(self, producer, skip)
 
-        _, end = self.call(read, self.flow.target,
-                           f"reading the end of {part.remote}-{part.partition}")
-        return int(end)
-
-    def learn_partition(self, client: Consumer | Producer, part: Part) -> bool:
-        """Have `client` learn the remote partition its metadata does not list yet
-        (`ferry.kafka.metadata`): False when it is not listed within the retry budget."""
-        extra = {"flow": self.flow.name, "lane": self.lane, "topic": part.remote,
-                 "partition": part.partition}
-        log.info("writer %s: %s-%s is new to its %s (the topic grew since it learnt it); "
-                 "asking for the topic's metadata again", self.lane, part.remote,
-                 part.partition, type(client).__name__.lower(), extra=extra)
-        if learn_partition(client, part.remote, part.partition,
-                           self.flow.ferry.kafka_retry_seconds):
-            return True
-        log.warning("writer %s: cluster %s lists no partition %s of %s after %gs "
-                    "(ferry.kafka.retry.seconds)", self.lane, self.flow.target,
-                    part.partition, part.remote, self.flow.ferry.kafka_retry_seconds,
-                    extra=extra)
-        return False
+    def _learn_topics(self, consumer: Consumer, topics: set[str]) -> None:
+        lane_topics.learn_topics(self, consumer, topics)
 
     def flush(self, producer: Producer, until_refused: bool = True,
               seconds: float = CALL_TIMEOUT_S) -> int:
@@ -439,128 +322,13 @@ class Lane:
         try:
             return int(producer.flush(0.5))
         except (SystemError, KafkaException) as exc:
-            self.serve_errors(producer)  # the error callback keeps the cause
+            self.fatal.serve(producer)  # the error callback keeps the cause
             cause = self.fatal.error
             text = cause.str() if cause is not None else (
                 exc.args[0].str() if isinstance(exc, KafkaException) else "producer fenced")
             raise WriterTaken(self.explain.fenced(text)) from None
 
-    # -- positions ----------------------------------------------------------------------
-
-    def resume_from_committed(self, reader: Consumer) -> None:
-        """Read the committed positions: each partition resumes where the last committed
-        batch ended; ranges wholly before it are skipped. A position committed for an
-        earlier incarnation of the remote topic (`PositionMeta.stale_for`) is none: the
-        records it counts went with the deleted topic."""
-        keys = list(self.parts)
-        for key, tp in zip(keys, self._committed(reader, keys), strict=True):
-            part = self.parts[key]
-            recorded = decode_position(tp.metadata) if tp.offset >= 0 else None
-            if recorded is not None and recorded.stale_for(part.target_id):
-                self.log.warning("%s-%s: the position %d was committed for remote topic ID "
-                                 "%s, not %s (the remote topic was created again); not "
-                                 "resumed from", part.remote, part.partition, tp.offset,
-                                 recorded.target_id, part.target_id,
-                                 extra={"flow": self.flow.name, "topic": part.topic,
-                                        "partition": part.partition})
-                recorded = None
-            if recorded is None:
-                if part.expect is not None:
-                    raise TransientError(
-                        f"flow {self.flow.name}: {part.topic}-{part.partition}: the plan "
-                        f"expects the position {part.expect} committed on {part.remote}, "
-                        "but there is none: an earlier range (a backfill chunk) is not "
-                        "committed yet, or Kafka expired the position. Nothing was copied, "
-                        "so nothing is doubled or skipped; run the earlier chunk first, or "
-                        "plan again (a run restores an expired position from the offset map)")
-                continue
-            part.owner, part.target_end = recorded.owner, recorded.target_end
-            self.delivery.found_position(self, reader, part)
-            if part.skip_from is not None and tp.offset == part.skip_from:
-                # An accepted gap: the first entry covers it, with no records.
-                part.covered = part.skip_from
-                part.txn.touched = True
-                continue
-            if tp.offset < part.start:
-                if part.expect is not None:
-                    raise TerminalError(
-                        f"flow {self.flow.name}: {part.topic}-{part.partition} is committed "
-                        f"at {tp.offset} but the plan starts at {part.start}; re-plan the run")
-                self._moved_back(part, tp.offset, part.start)
-                continue
-            part.covered = min(tp.offset, part.end)
-            for result in part.ranges:
-                if tp.offset >= result.end:
-                    result.outcome = RangeOutcome.SKIPPED
-            if tp.offset >= part.end and part.start < part.end:
-                part.done = True
-
     # -- the copy loop ------------------------------------------------------------------
-
-    def _learn_topics(self, consumer: Consumer, topics: set[str]) -> None:
-        """Ask for the topics' metadata before assigning them. A new client that is assigned
-        a topic it has no metadata for fetches nothing until its periodic refresh of unknown
-        topics (once a second in librdkafka): about half a second lost in every lane. On an
-        error the refresh still comes; nothing is lost but that time."""
-        for topic in sorted(topics):
-            try:
-                consumer.list_topics(topic, timeout=CALL_TIMEOUT_S)
-            except KafkaException as exc:
-                log.debug("metadata of %s not read ahead: %s", topic, exc,
-                          extra={"flow": self.flow.name, "lane": self.lane})
-
-    def learn_targets(self, producer: Producer, skip: Collection[str] = ()) -> None:
-        """Ask for the metadata of the topics `producer` writes (`_targets`: the remote
-        topics, the offset-map topic) before its first transactional call. A new producer
-        has no broker connection yet: librdkafka's first search for the transaction
-        coordinator then finds no broker up and tries again half a second later, and its
-        first records to a topic it has no metadata for wait for that. Asked first,
-        `init_transactions` takes tens of milliseconds, not about half a second in every
-        other lane. On an error nothing is lost but that time. An offset-map topic that is
-        not there fails the writer at once (`_require_map_topic`). Topics in `skip` (a kept
-        producer knows them) are not asked for; those found go to `learned`."""
-        for topic in sorted(self._targets()):
-            if topic in skip:
-                continue
-            try:
-                found = producer.list_topics(topic, timeout=CALL_TIMEOUT_S).topics.get(topic)
-            except KafkaException as exc:
-                log.debug("metadata of %s not read ahead: %s", topic, exc,
-                          extra={"flow": self.flow.name, "lane": self.lane})
-                continue
-            if topic == self.map_topic and _unknown(found):
-                self._require_map_topic(producer)
-            elif not _unknown(found):
-                self.learned.add(topic)
-
-    def _targets(self) -> set[str]:
-        """The topics this writer's producer writes: its remote topics and the offset-map
-        topic, and, for a producer that will be kept, the remote topics of every topic of
-        the flow (`KeptClients.flow_topics`)."""
-        topics = {p.remote for p in self.parts.values()} | {self.map_topic}
-        if self.kept is not None:
-            topics |= {self.flow.remote_topic(t) for t in self.kept.flow_topics}
-        return topics
-
-    def _require_map_topic(self, producer: Producer) -> None:
-        """Fail at once, copying nothing, when the offset-map topic is not on the target:
-        its entries would have nowhere to go, and each batch would wait for the topic until
-        its delivery timed out (30 s, then again on retry). A topic the plan created moments
-        ago may be unknown to this broker for a moment: asked again for a few seconds."""
-        deadline = time.monotonic() + MAP_TOPIC_WAIT_S
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            try:
-                found = producer.list_topics(self.map_topic, timeout=CALL_TIMEOUT_S)
-            except KafkaException:
-                return  # no answer: the writes report what is wrong
-            if not _unknown(found.topics.get(self.map_topic)):
-                return
-        raise TerminalError(
-            f"flow {self.flow.name} writer {self.lane}: the offset-map topic {self.map_topic} "
-            f"is not on cluster {self.flow.target} (deleted since the cycle planned?); nothing "
-            "was copied, as the offset map would have nowhere to go. The next cycle of the "
-            "flow creates it again, kept forever (retention.ms=-1)")
 
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
         if self.progress is not None:
@@ -579,12 +347,12 @@ class Lane:
                 self._batch(producer, consumer, metadata, [])
                 markers = []
             except ProducerStuck as exc:
-                producer = self._replace_stuck(consumer, markers, exc)
+                producer = lane_recovery.replace_stuck(self, consumer, markers, exc)
             except Refused as exc:
                 if exc.unanswered:
-                    producer = self._wait_out(producer, consumer, [], exc)
+                    producer = lane_recovery.wait_out(self, producer, consumer, [], exc)
                     continue
-                self._abort(producer, consumer, [])
+                lane_recovery.abort(self, producer, consumer, [])
                 names = ", ".join(f"{p.topic}-{p.partition}" for p in markers[:5]) + (
                     f" and {len(markers) - 5} more" if len(markers) > 5 else "")
                 raise TransientError(f"flow {self.flow.name} lane {self.lane}: recording the "
@@ -597,7 +365,7 @@ class Lane:
                 except Refused as exc:
                     self.delivery.after_refused_batch(self, producer, metadata, exc)
             except ProducerStuck as exc:
-                producer = self._replace_stuck(consumer, active, exc)
+                producer = lane_recovery.replace_stuck(self, consumer, active, exc)
                 continue
             except RefusedKept as exc:
                 if self.diagnose:
@@ -605,13 +373,13 @@ class Lane:
                 # Brokers refuse whole batches: from the first refused record on, copy one
                 # record per request, each reported, to name the one refused.
                 self.diagnose, self.refused = True, None
-                producer = self._restart(consumer, active, diagnose=True)
+                producer = lane_recovery.restart(self, consumer, active, diagnose=True)
                 continue
             except Refused as exc:
                 if exc.unanswered:
-                    producer = self._wait_out(producer, consumer, active, exc)
+                    producer = lane_recovery.wait_out(self, producer, consumer, active, exc)
                     continue
-                self._abort(producer, consumer, active)
+                lane_recovery.abort(self, producer, consumer, active)
                 if self.diagnose:
                     if self.refused is not None:
                         raise TerminalError(self.refused.text) from None
@@ -619,177 +387,11 @@ class Lane:
                                          f"transaction failed twice: {exc}") from None
                 # Re-run the same records one per request, each reported, to name a refusal.
                 self.diagnose, self.refused = True, None
-                producer = self._restart(consumer, active, diagnose=True)
+                producer = lane_recovery.restart(self, consumer, active, diagnose=True)
                 continue
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
-                producer = self._restart(consumer, active)
-
-    def _wait_out(self, producer: Producer, consumer: Consumer, active: list[Part],
-                  exc: Exception) -> Producer:
-        """The batch failed because the target did not acknowledge it in time: a state
-        that passes, such as a partition between leaders or short of in-sync replicas in a
-        broker's restart. Its transaction is aborted; after a backoff, a new producer of
-        the same id (fresh connections and metadata) copies it again from the committed
-        positions. Once `ferry.kafka.retry.seconds` have passed since the first such
-        failure since the last commit, the lane fails as transient. exactly_once only
-        (`Refused.unanswered`): an at_least_once batch has no transaction to abort, and
-        what it wrote before timing out could not be counted as duplicates.
-
-        The abort may not finish: its markers go to the same partitions, which take no
-        write until enough replicas are in sync. Then the new producer's
-        `init_transactions` completes it (Kafka answers it CONCURRENT_TRANSACTIONS until
-        the abort is written, a transient state it waits out) before anything is sent."""
-        try:
-            self.delivery.abort(self, producer, seconds=ABORT_UNANSWERED_S)
-        except TransientError as failed:
-            self.log.warning("writer %s: %s; the next producer of its id aborts it",
-                             self.lane, failed,
-                             extra={"flow": self.flow.name, "lane": self.lane})
-        for part in active:
-            part.aborted()
-        now = time.monotonic()
-        if self.unanswered_since is None:
-            self.unanswered_since, self.unanswered_attempts = now, 0
-        self.unanswered_attempts += 1
-        waited, budget = now - self.unanswered_since, self.flow.ferry.kafka_retry_seconds
-        if waited >= budget:
-            raise TransientError(self.explain.unanswered_too_long(
-                str(exc), waited, self.unanswered_attempts)) from None
-        self.log.warning("writer %s: %s; a transient state, copying the batch again from "
-                         "the committed positions with a new producer (attempt %d, %.0fs of "
-                         "ferry.kafka.retry.seconds=%g left)", self.lane, exc,
-                         self.unanswered_attempts, budget - waited, budget,
-                         extra={"flow": self.flow.name, "lane": self.lane})
-        time.sleep(backoff(self.unanswered_attempts, random.random()))
-        self.refused = None
-        return self._restart(consumer, [p for p in active if p.start < p.end],
-                             diagnose=self.diagnose)
-
-    def _replace_stuck(self, consumer: Consumer, parts: list[Part],
-                       exc: ProducerStuck) -> Producer:
-        """The producer is stuck inside a call (`kafka/stuck.py`): a new one of the same id
-        (whose `init_transactions` fences it and aborts its transaction), and the batch
-        read again from the committed positions. At most `MAX_REPLACED` times per writer."""
-        self.replaced += 1
-        if self.replaced > MAX_REPLACED:
-            raise TransientError(
-                f"flow {self.flow.name} writer {self.lane}: {exc}, {self.replaced} times; "
-                f"is the positions group's coordinator reachable on {self.flow.target}? "
-                "Nothing past the last commit was kept; the next run resumes there") from None
-        self.log.warning("flow %s writer %s: %s (a client that lost the group coordinator in "
-                         "a broker restart); replacing its producer and copying the batch "
-                         "again from the committed positions", self.flow.name, self.lane, exc,
-                         extra={"flow": self.flow.name, "lane": self.lane})
-        for part in parts:
-            part.aborted()
-        return self._restart(consumer, [p for p in parts if p.start < p.end])
-
-    def _restart(self, consumer: Consumer, active: list[Part], diagnose: bool = False
-                 ) -> Producer:
-        """A new producer of the same transactional id. Its `init_transactions` fences
-        whoever holds the id now (a newer run may have taken it since this one's start and
-        committed), so the positions are read again before anything more is read or sent:
-        every initialisation is followed by a read of the positions (G11). Another run
-        named the flow's newest since (`newest`) is yielded to first: `WriterTaken`."""
-        self._yield_to_newer()
-        producer = self._start_producer(diagnose)
-        if self.reader is not None:
-            self._catch_up(self.reader)
-        self._rewind(consumer, active)
-        left = [p for p in active if (p.topic, p.partition) in self.moved_back]
-        for part in left:  # `_rewind` reopened it: read it no further
-            part.done = True
-            if not part.paused:
-                consumer.pause([KTP(part.topic, part.partition)])
-                part.paused = True
-        return producer
-
-    def _yield_to_newer(self) -> None:
-        """Raise `WriterTaken` when another run (or a later cycle of this one) is named the
-        flow's newest: its writers write the slot now, and this one is not to fence them."""
-        if self.newest is None:
-            return
-        newer = newer_run(self.newest.read(), self.owner)
-        if newer is not None:
-            raise WriterTaken(f"flow {self.flow.name} writer {self.lane}: not initialising "
-                              f"{self.txn_id} again: {yielded(self.flow.name, newer)}")
-
-    def _catch_up(self, reader: Consumer) -> None:
-        """Positions read again after a re-initialisation: a partition another writer moved
-        resumes where it left it; ranges wholly before that are that writer's (skipped). A
-        partition moved back (`_moved_back`) is left as written."""
-        keys = list(self.parts)
-        for key, tp in zip(keys, self._committed(reader, keys), strict=True):
-            part = self.parts[key]
-            if tp.offset < 0 or part.covered >= part.end \
-                    or decode_position(tp.metadata).stale_for(part.target_id):
-                continue
-            if tp.offset < part.covered:
-                self._moved_back(part, tp.offset, part.covered)
-                continue
-            if tp.offset == part.covered:
-                continue
-            self.log.warning("%s-%s: another writer committed up to %d meanwhile; resuming "
-                             "there", part.topic, part.partition, tp.offset,
-                             extra={"flow": self.flow.name, "topic": part.topic,
-                                    "partition": part.partition})
-            part.covered = min(tp.offset, part.end)
-            part.target_end = decode_position(tp.metadata).target_end
-            for result in part.ranges:
-                if result.outcome == RangeOutcome.PENDING and tp.offset >= result.end:
-                    result.outcome = RangeOutcome.SKIPPED
-
-    def _moved_back(self, part: Part, position: int, expected: int) -> None:
-        """`part`'s committed position is `position`, below `expected`, where this writer
-        was to go on from: only positions written outside a copy move back (a reset, an
-        adoption), after this run planned, and the writer took the id after they were
-        written. The partition is left as written: its unfinished ranges are handed over
-        (no failure) in one line, and the next run plans from the position."""
-        why = (f"flow {self.flow.name}: {part.topic}-{part.partition}: its position was moved "
-               f"back to {position} (positions written outside a copy: a reset or an "
-               f"adoption) after this run planned from {expected}; left as written, for the "
-               "next run to plan from")
-        self.log.warning("%s", why, extra={"flow": self.flow.name, "topic": part.topic,
-                                           "partition": part.partition})
-        part.done = True
-        self.moved_back.add((part.topic, part.partition))
-        for result in part.ranges:
-            if result.outcome == RangeOutcome.PENDING:
-                result.outcome, result.error = RangeOutcome.HANDED_OVER, why
-
-    def _committed(self, reader: Consumer, keys: list[tuple[str, int]]) -> list[KTP]:
-        """The committed positions of the parts `keys` (a partition's error is never taken
-        for "no position")."""
-        request = [KTP(self.parts[k].remote, k[1]) for k in keys]
-
-        def read() -> list[KTP]:
-            answer = [tp for part in chunks(request, PER_CALL)
-                      for tp in reader.committed(part, timeout=CALL_TIMEOUT_S)]
-            raise_partition_error(answer)
-            return answer
-
-        return list(self.call(read, self.flow.target, "reading committed positions"))
-
-    def _rewind(self, consumer: Consumer, active: list[Part]) -> None:
-        """Read each unfinished partition again from what is committed."""
-        for part in active:
-            part.done = part.covered >= part.end
-            self._seek_committed(consumer, part)
-
-    def _abort(self, producer: Producer, consumer: Consumer, active: list[Part]) -> None:
-        self.delivery.abort(self, producer)
-        for part in active:
-            part.aborted()
-            self._seek_committed(consumer, part)
-
-    def _seek_committed(self, consumer: Consumer, part: Part) -> None:
-        if part.done:
-            return
-        if part.paused:
-            consumer.resume([KTP(part.topic, part.partition)])
-            part.paused = False
-        consumer.seek(KTP(part.topic, part.partition, part.read_from))
+                producer = lane_recovery.restart(self, consumer, active)
 
     def _batch(self, producer: Producer, consumer: Consumer, metadata: Any,
                active: list[Part]) -> None:
@@ -809,7 +411,7 @@ class Lane:
             messages = consumer.consume(max(1, min(BATCH, limit_records - records, left)),
                                         POLL_S)
             if not messages:
-                self._check_positions(consumer, active)
+                lane_positions.check_positions(consumer, active)
                 now = time.monotonic()
                 stalled = [p for p in active if not p.done and now - p.progress_at > STALL_S]
                 if stalled:
@@ -910,9 +512,9 @@ class Lane:
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
-                if self.lost_id(producer, exc.args[0]):
+                if self.fatal.lost_id(producer, exc.args[0]):
                     raise WriterTaken(self.explain.fenced(exc.args[0].str())) from None
-                if unknown_partition(exc) and self.learn_partition(producer, part):
+                if unknown_partition(exc) and lane_topics.learn_partition(self, producer, part):
                     continue  # nothing was queued: the same record goes now
                 offset = _offset(message)
                 self.delivery.refused_on_send(
@@ -943,19 +545,6 @@ class Lane:
 
         return report
 
-    def _check_positions(self, consumer: Consumer, active: list[Part]) -> None:
-        waiting = [p for p in active if not p.done]
-        if not waiting:
-            return
-        positions = consumer.position([KTP(p.topic, p.partition) for p in waiting])
-        for part, tp in zip(waiting, positions, strict=True):
-            if tp.offset > part.position_seen:  # markers and compaction move it too
-                if part.position_seen >= 0:
-                    part.moved()
-                part.position_seen = tp.offset
-            if tp.offset >= part.end:
-                part.done, part.txn.touched = True, True
-
     # -- the commit ---------------------------------------------------------------------
 
     def commit(self, producer: Producer, metadata: Any, parts: list[Part]) -> None:
@@ -967,7 +556,7 @@ class Lane:
         remaining = self.flush(producer)
         self.delivery.reported(self)
         if self.fenced is not None:
-            self.serve_errors(producer)  # the error callback names a fatal error's cause
+            self.fatal.serve(producer)  # the error callback names a fatal error's cause
             cause = self.fatal.error
             if cause is None or is_fenced(cause):
                 raise WriterTaken(self.explain.fenced(cause.str() if cause else self.fenced))
@@ -980,7 +569,7 @@ class Lane:
         offsets = []
         for part in touched:
             covered_end = ends[(part.topic, part.partition)]
-            self._record(producer, part, covered_end, now_ms)
+            lane_entries.record(self, producer, part, covered_end, now_ms)
             offsets.append(KTP(part.remote, part.partition, covered_end,
                                metadata=encode_position(
                                    part.target_end, self.delivery.owner(self),
@@ -988,7 +577,7 @@ class Lane:
         self.delivery.commit(self, producer, metadata, offsets, refusal)
         self.transactions += 1
         self.unanswered_since = None
-        self._settle(parts, touched, ends)
+        lane_entries.settle(self, parts, touched, ends)
         if refusal is not None:
             raise RefusedKept(f"{refusal}; the records before it are committed: the next "
                               "run starts at it")
@@ -1001,75 +590,3 @@ class Lane:
                 if txn.refused_at is None:  # nothing at or after a refusal is sent
                     self._send(producer, part, txn.pending, report=True)
                 txn.pending = None
-
-    def _record(self, producer: Producer, part: Part, covered_end: int, now_ms: int) -> None:
-        """Send the offset-map entry of what the batch covered on `part` (its segments from
-        the delivery reports; none for markers, ends and gaps)."""
-        txn = part.txn
-        count = txn.builder.count
-        try:
-            segments = (txn.builder.finish(txn.first_target, txn.last_target)
-                        if count and txn.first_target is not None
-                        and txn.last_target is not None else ())
-        except SegmentError as exc:
-            raise TerminalError(f"flow {self.flow.name}: remote partition "
-                                f"{part.remote}-{part.partition}: {exc}") from None
-        if count and not segments:
-            raise Refused(f"no delivery report for {part.topic}-{part.partition}")
-        if segments:
-            part.target_end = segments[-1].target_end
-        elif part.target_end is None and self.reader is not None:
-            # nothing mirrored yet: where the remote partition ends (this batch wrote nothing)
-            part.target_end = self.remote_end(self.reader, part)
-        entry = MapEntry(self.flow.name, self.run_id, self.lane, part.topic, part.partition,
-                         part.remote, part.partition, part.covered, covered_end,
-                         segments, now_ms, bytes=txn.bytes, target_end=part.target_end,
-                         source_id=part.source_id, target_id=part.target_id,
-                         duplicates=part.duplicates, lane_started_ms=self.started_ms,
-                         age_ms=max((r.max_age_ms for r in part.ranges), default=0))
-        part.duplicates = 0  # counted once, in the partition's first entry of this run
-        for piece in split_entry(entry):  # an entry stays far below the record limit
-            self._send_entry(producer, piece)
-
-    def _send_entry(self, producer: Producer, entry: MapEntry) -> None:
-        """Produce one offset-map entry, its delivery checked: positions are never committed
-        over an entry the target did not take (at_least_once has no transaction to fail)."""
-        def report(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None and self.refused is None:
-                self.refused = Refusal(
-                    f"flow {self.flow.name}: cluster {self.flow.target} {refused(err)} the "
-                    f"offset-map entry of {entry.source_topic}-{entry.source_partition} offsets "
-                    f"{entry.covered_start}..{entry.covered_end - 1} on {self.map_topic}: "
-                    f"{err.str()}", unanswered(err))
-
-        key, value = encode(entry)
-        while True:
-            try:
-                producer.produce(self.map_topic, value, key, partition=0, on_delivery=report)
-                return
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:
-                raise self.kafka_error(exc, self.flow.target, "writing the offset-map "
-                                       f"entry to {self.map_topic}") from None
-
-    def _settle(self, parts: list[Part], touched: list[Part],
-                ends: dict[tuple[str, int], int]) -> None:
-        """The batch is committed: count its records, and finish the ranges it completed."""
-        for part in touched:
-            part.committed(ends[(part.topic, part.partition)])
-        for part in parts:
-            for result in part.ranges:
-                if result.outcome == RangeOutcome.PENDING and part.covered >= result.end:
-                    result.outcome = RangeOutcome.COPIED
-                    result.seconds = round(time.monotonic() - self.started, 3)
-
-
-MAP_TOPIC_WAIT_S = 3.0
-"""How long a writer asks again about an offset-map topic a broker does not know."""
-
-
-def _unknown(topic: Any) -> bool:
-    """Whether topic metadata says the topic does not exist."""
-    return topic is None or (topic.error is not None
-                             and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)

@@ -12,12 +12,14 @@ after what was recorded, the transactional id that committed it and the source t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from confluent_kafka import Message
 
 from ferry.core.offsetmap import SegmentBuilder
+from ferry.core.planner import Range
 from ferry.core.tables import RangeResult
 
 
@@ -157,3 +159,25 @@ class Part:
                            if count and txn.first_target is not None else None)
         if not count:
             txn.first_target = None
+
+
+def parts_of(ranges: Sequence[Range], remote_topic: Callable[[str], str]
+             ) -> dict[tuple[str, int], Part]:
+    """One `Part` per source partition of `ranges`, whose ranges of a partition must be
+    adjacent; `remote_topic` names a partition's remote topic when its range does not."""
+    parts: dict[tuple[str, int], Part] = {}
+    for r in sorted(ranges):
+        key = (r.topic, r.partition)
+        result = RangeResult(r.topic, r.partition, r.start, r.end)
+        if key in parts:
+            part = parts[key]
+            if r.start != part.end:
+                raise ValueError(f"ranges of {r.topic}-{r.partition} are not adjacent")
+            part.end = r.end
+            part.ranges.append(result)
+        else:
+            parts[key] = Part(r.topic, r.partition, r.target_topic or remote_topic(r.topic),
+                              r.start, r.end, [result], expect=r.expect,
+                              source_id=r.source_id, target_id=r.target_id,
+                              covered=r.start, skip_from=r.skip_from)
+    return parts

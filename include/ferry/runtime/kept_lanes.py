@@ -1,13 +1,13 @@
 """A continuous loop's lanes, kept in its own process from cycle to cycle (adapter).
 
-With `ferry.continuous.lanes=kept` (the default), a continuous loop on a Spark Connect
-server runs its copy job's lanes here instead of as Spark tasks: one thread per lane,
-each running its writer slots one after another (`ferry.runtime.slots.write_slots`, as a Spark task
-does), every slot's writer starting from the clients the slot's writer of the cycle
-before kept (`ferry.kafka.kept`): its producer, and the source consumer and position
-reader of its lane, which the lane's slots share. A cycle then costs no Spark job, no
-Python worker and no new producer: only its reads, sends and commits. Spark still appends
-the runs and the offset map, behind the copies (`ferry.runtime.recorder`).
+A continuous loop on the local copy runner (`ferry.copy.runner`, `ferry.runtime.local`)
+runs its cycles' lanes here: one thread per lane, each running its writer slots one after
+another (`ferry.runtime.slots.write_slots`, as a Spark task does), every slot's writer
+starting from the clients the slot's writer of the cycle before kept (its client source,
+`ferry.kafka.kept.KeptClients`): its producer, and the source consumer and position reader
+of its lane, which the lane's slots share. A cycle then costs no Spark job, no Python
+worker and no new producer: only its reads, sends and commits. The runs and the offset map
+are appended to Delta behind the copies (`ferry.runtime.recorder`).
 
 The writers are the same as Spark's: the same transactional ids, the same positions read
 before each cycle's first record, the same takeover rule between runs of the flow.
@@ -111,9 +111,10 @@ class KeptLanes:
 
     def _writer(self, role: str, lane: int, topics: frozenset[str], newest: NewestRun,
                 me: Named) -> Callable[..., Lane]:
-        """Makes a slot's writer, run by lane `lane`, with the clients the slot kept and
-        the lane's consumer and reader; one that would initialise its id again mid-copy
-        reads the flow's newest run first, and yields to a newer one (`Lane` `newest`)."""
+        """Makes a slot's writer, run by lane `lane`, its client source (`Lane` `clients`)
+        the clients the slot kept with the lane's consumer and reader (`KeptClients`); one
+        that would initialise its id again mid-copy reads the flow's newest run first, and
+        yields to a newer one (`Lane` `newest`)."""
         from ferry.core.internal import transactional_id
         from ferry.core.lanes import writer_of
         from ferry.kafka.lane import Lane
@@ -129,9 +130,9 @@ class KeptLanes:
             kept = slots.get((role, slot))
             if kept is None:
                 kept = slots[(role, slot)] = KeptClients(
-                    transactional_id(flow, slot, role))
+                    transactional_id(flow, slot, role), flow=flow.name, slot=slot)
             kept.readers, kept.flow_topics = readers, topics
-            return make(flow, ranges, run_id, kept=kept, **kwargs)
+            return make(flow, ranges, run_id, clients=kept, **kwargs)
 
         return writer
 

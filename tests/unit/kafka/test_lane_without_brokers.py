@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition as KTP
 
 from ferry.config import Flow
 from ferry.core.internal import (
@@ -23,32 +24,56 @@ from ferry.core.positions import decode_position
 from ferry.errors import TerminalError, TransientError
 from ferry.kafka import delivery
 from ferry.kafka.claim import ClaimLost
+from ferry.kafka.kept import KeptClients
 from ferry.kafka.lane import Lane
+from ferry.kafka.lane_clients import LaneClients
 from tests.unit.conftest import BASE, Loader
 from tests.unit.kafka.fake_kafka import FakeClaim, FakeConsumer, FakeKafka, FakeProducer
 
 TOPIC = "orders"
 
 
+class Consumer(FakeConsumer):
+    """A fake consumer that can be kept: unassigned, and closed."""
+
+    closed = False
+
+    def assignment(self) -> list[KTP]:
+        return [KTP(topic, partition) for topic, partition in self.positions]
+
+    def unassign(self) -> None:
+        self.positions = {}
+        self.at_eof.clear()
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class LaneOnFakes(Lane):
     """A lane whose clients are the fake clusters' (its logic is the real one's)."""
 
     def __init__(self, source: FakeKafka, target: FakeKafka, flow: Flow,
-                 ranges: list[Range], run_id: str = "run-1") -> None:
-        super().__init__(flow, ranges, run_id)
+                 ranges: list[Range], run_id: str = "run-1",
+                 clients: LaneClients | None = None) -> None:
+        super().__init__(flow, ranges, run_id, clients=clients)
         self.source_cluster, self.target_cluster = source, target
         self.producers: list[FakeProducer] = []
+        self.consumers: list[Consumer] = []
+        """The consumers and readers it made."""
 
     def _producer(self, diagnose: bool = False) -> FakeProducer:  # type: ignore[override]
         producer = self.target_cluster.producer(self.txn_id)
         self.producers.append(producer)
         return producer
 
-    def _consumer(self) -> FakeConsumer:  # type: ignore[override]
-        return self.source_cluster.consumer(reader_group(self.flow, "reader"))
+    def _consumer(self) -> Consumer:  # type: ignore[override]
+        self.consumers.append(Consumer(self.source_cluster, reader_group(self.flow, "reader"),
+                                       True))
+        return self.consumers[-1]
 
-    def _target_reader(self) -> FakeConsumer:  # type: ignore[override]
-        return self.target_cluster.consumer(positions_group(self.flow))
+    def _target_reader(self) -> Consumer:  # type: ignore[override]
+        self.consumers.append(Consumer(self.target_cluster, positions_group(self.flow), True))
+        return self.consumers[-1]
 
 
 @pytest.fixture
@@ -337,9 +362,9 @@ def test_a_lane_whose_offset_map_topic_is_gone_fails_at_once_and_writes_nothing(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given: the flow's offset-map topic deleted since the cycle planned
-    from ferry.kafka import lane as lane_module
+    from ferry.kafka import lane_topics
 
-    monkeypatch.setattr(lane_module, "MAP_TOPIC_WAIT_S", 0.6)
+    monkeypatch.setattr(lane_topics, "MAP_TOPIC_WAIT_S", 0.6)
     source, target = clusters(flow, 50)
     del target.logs[(offset_map_topic(flow), 0)]
 
@@ -440,3 +465,64 @@ def test_a_refused_start_marker_fails_naming_the_refusal_whichever_call_learns_o
             in message)
     assert "message size too large" in message.lower()
     assert positions_group(flow) not in target.groups
+
+
+def test_a_writer_with_new_clients_closes_its_consumer_and_reader_at_the_end(flow: Flow) -> None:
+    source, target = clusters(flow, 50)
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 50)])
+    lane.run()
+    assert len(lane.consumers) == 2 and all(c.closed for c in lane.consumers)
+
+
+def kept_of(flow: Flow) -> KeptClients:
+    """The kept clients of the writer slot of the topic's partition 0."""
+    slot = writer_of(TOPIC, 0, flow.ferry.writers)
+    return KeptClients(transactional_id(flow, slot), flow=flow.name, slot=slot)
+
+
+def test_a_kept_writer_starts_from_the_clients_the_slots_last_writer_left(flow: Flow) -> None:
+    # given: a slot's writer of one cycle that copied its range with kept clients
+    source, target = clusters(flow, 150)
+    kept = kept_of(flow)
+    first = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 100)], "cycle-1",
+                        clients=kept)
+    first.run()
+
+    # when: the slot's writer of the next cycle copies the next range
+    second = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 100, 150, expect=100)],
+                         "cycle-2", clients=kept)
+    result = second.run()
+
+    # then: it made no client and initialised no producer, and the copy is exact
+    assert (len(first.producers), len(first.consumers)) == (1, 2)
+    assert (second.producers, second.consumers) == ([], [])
+    assert not any(c.closed for c in first.consumers)
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(150)]
+    assert [(r.outcome, r.records) for r in result.ranges] == [("copied", 50)]
+
+
+def test_a_kept_writer_whose_run_failed_drops_its_clients_for_the_next_to_make_new_ones(
+    flow: Flow
+) -> None:
+    # given: a slot's kept writer that fails on a record the target refuses
+    source, target = clusters(flow, 60)
+    kept = kept_of(flow)
+    target.refuse(flow.remote_topic(TOPIC), b"v0-42")
+    failed = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 60)], "cycle-1",
+                         clients=kept)
+    with pytest.raises(TerminalError, match="offset 42"):
+        failed.run()
+
+    # when: the next cycle's writer of the slot runs (the record taken by now)
+    target.refusals.clear()
+    again = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 60)], "cycle-2",
+                        clients=kept)
+    again.run()
+
+    # then: the failed writer's clients were closed, and the next one made its own
+    assert all(c.closed for c in failed.consumers)
+    assert (len(again.producers), len(again.consumers)) == (1, 2)
+    assert [r.value for r in target.committed_records(flow.remote_topic(TOPIC), 0)] == \
+        [f"v0-{i}".encode() for i in range(60)]
+
