@@ -200,10 +200,7 @@ class Recorder:
         failure is not this flush's (what it held is pending again, and written now)."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
-            while self._batching.writing_since is not None:
-                if deadline is not None and self._clock() >= deadline:
-                    raise self._still_writing(timeout_s)
-                self._changed.wait(0.1)
+            self._await_batch(deadline, timeout_s)
             self._failure = None  # an earlier batch's failure is retried now
             self._flushing = True
             self._changed.notify_all()
@@ -238,6 +235,14 @@ class Recorder:
             self._thread.join(0 if timeout_s is not None and self._thread.is_alive()
                               and self._batching.writing_since is not None else 60)
 
+    def _await_batch(self, deadline: float | None, timeout_s: float | None) -> None:
+        """With the lock held: wait until no batch is being written, raising that one still
+        is at `deadline` (`timeout_s` after the caller began)."""
+        while self._batching.writing_since is not None:
+            if deadline is not None and self._clock() >= deadline:
+                raise self._still_writing(timeout_s)
+            self._changed.wait(0.1)
+
     def _leave_copied(self, timeout_s: float | None) -> list[dict[str, Any]] | None:
         """Wait for the batch being written (at most `timeout_s`; its failure raised), then
         take the pending rows off the next batch when all are of copied ranges (the next
@@ -246,10 +251,7 @@ class Recorder:
         the lock from the wait's end to the taking: no batch starts in between."""
         deadline = None if timeout_s is None else self._clock() + timeout_s
         with self._changed:
-            while self._batching.writing_since is not None:
-                if deadline is not None and self._clock() >= deadline:
-                    raise self._still_writing(timeout_s)
-                self._changed.wait(0.1)
+            self._await_batch(deadline, timeout_s)
             if not self._batches or self._batching.failures or not all(
                     row["outcome"] == RangeOutcome.COPIED for row in self._rows):
                 return None  # a last batch (tried now, even after failures)
