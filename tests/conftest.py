@@ -7,12 +7,15 @@ Started lazily (only when a test asks for them) and once per session, shared by 
 xdist worker (`tests/support/services.py`); each test creates its own topics so tests
 can share the brokers. Set FERRY_TEST_KEEP=1 to leave the services running after the
 session (for debugging), FERRY_TEST_DIR to choose where (each in its own subdirectory).
+What the session writes goes to a folder of its own on a tmpfs when the machine has one
+with room (`services.scratch`; FERRY_TEST_SCRATCH=0: the system's temporary folder).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -147,12 +150,27 @@ move little data, so C2's compiles cost more CPU than they win back (a broker's 
 3.7 -> 2.2 s of CPU here); the suite is CPU-bound on 2 cores."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own reads the base of tmp_path
 def pytest_configure(config: pytest.Config) -> None:
-    """The session's own process names the folder its shared services live in and the
-    JVMs' options, before its workers start (they inherit both)."""
+    """The session's own process chooses where it writes (`services.scratch`: pytest's
+    tmp_path, TMPDIR and the shared services' folder, on a tmpfs when there is one with
+    room), names the folder its shared services live in and the JVMs' options, before its
+    workers start (they inherit all of it)."""
     if not hasattr(config, "workerinput"):
-        services.name_folder()
+        scratch = services.scratch()
+        if scratch is not None:
+            config.stash[SCRATCH] = scratch
+            if config.option.basetemp is None:
+                config.option.basetemp = str(scratch / "pytest")
+            (scratch / "tmp").mkdir()
+            os.environ["TMPDIR"] = str(scratch / "tmp")
+            tempfile.tempdir = None  # read TMPDIR again
+        services.name_folder(scratch)
         os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
+
+
+SCRATCH = pytest.StashKey[Path]()
+"""The session's scratch folder on a tmpfs, when it has one (`services.scratch`)."""
 
 
 _timeline: dict[str, list[Any]] = {}
@@ -175,7 +193,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     seconds, test) beside the JUnit file when there is one."""
     if hasattr(session.config, "workerinput"):
         return
-    services.stop_all()
+    try:
+        services.stop_all()
+    finally:
+        if SCRATCH in session.config.stash:
+            services.remove_scratch(session.config.stash[SCRATCH])
     xml = session.config.option.xmlpath
     if xml and _timeline:
         first = min(start for _, start, _ in _timeline.values())
