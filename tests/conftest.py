@@ -71,11 +71,47 @@ MINUTES_LONG = ("tests/scheduler/", "tests/integration/test_adopt.py",
                 "tests/integration/test_spark_standalone.py",
                 "tests/integration/test_spark_connect.py", "tests/dags/test_secure_flow_dag.py",
                 "tests/integration/test_sync_topics_at_scale.py")
-"""Scopes that each run for more than a minute, longest first (measured with three
-workers), handed out before all others: xdist orders scopes by their count of tests, which
-left the rolling restarts (two tests, three minutes) or the secure DAG (two tests, over a
-minute) to start last while the other workers had nothing left to do. An entry that grew
-short only starts early."""
+"""Scopes whose tests run several spark-submit jobs, Airflow runs or broker restarts one
+after another (their timeout: `LONG_TIMEOUT_S`)."""
+
+LONGEST_FIRST = (
+    "tests/scheduler/",  # with tests/webui/: 560 s
+    "tests/integration/test_lane.py",  # 380 s
+    "tests/dags/test_flow_dags.py",  # 360 s
+    "tests/integration/test_mirror_cli.py",  # 360 s
+    "tests/integration/test_dependency_ranges.py",  # 270 s
+    "tests/integration/test_adopt.py",  # 260 s
+    "tests/integration/test_rolling_bounce.py",  # 230 s
+    "tests/integration/test_exactness.py",  # 225 s
+    "tests/integration/test_spark_connect.py",  # 215 s
+    "tests/integration/test_maintenance.py",  # 215 s
+    "tests/dags/test_backfill_dag.py",  # 150 s
+    "tests/integration/test_spark_standalone.py",  # 140 s
+    "tests/integration/test_failover.py",  # 130 s
+    "tests/integration/test_recording.py",  # 125 s
+    "tests/dags/test_secure_flow_dag.py",  # 125 s
+    "tests/integration/test_backfill_cli.py",  # 125 s
+    "tests/integration/test_sync_topics_at_scale.py",  # 120 s (245 s with its brokers on disk)
+    "tests/integration/test_lifetime.py",  # 100 s
+    "tests/integration/test_wheel_install.py",  # 95 s
+    "tests/integration/test_mm1_setup.py",  # 90 s
+    "tests/integration/test_kept_lanes.py",  # 85 s
+    "tests/integration/test_incarnations.py",  # 85 s
+    "tests/integration/test_transient_states.py",  # 75 s
+    "tests/dags/test_assets.py",  # 75 s
+    "tests/integration/test_first_cycles.py",  # 70 s
+    "tests/integration/test_handover.py",  # 60 s, one test
+    "tests/integration/test_failover_operation.py",  # 55 s
+    "tests/dags/test_concurrent_flows.py",  # 55 s, one test
+)
+"""Scopes of a minute or more, longest first (a full run's times with four workers on two
+cores), handed out in this order before all others: the longest scopes start first and the
+last ones handed out are short, so the workers end within a minute of each other. xdist
+orders scopes by their count of tests, which left the rolling restarts (two tests, three
+minutes) or the secure DAG (two tests, over a minute) to start last while the other workers
+had nothing left to do; with only the slowest fifteen first, one-test modules of a minute
+(the hand-over, two flows at once) still started last, and one worker ended 75 s after
+another. A scope that grew short only starts early; a new one of minutes belongs here."""
 
 LONG_TIMEOUT_S = 1500
 """pytest-timeout's limit for a test of a `MINUTES_LONG` scope (the others keep
@@ -88,9 +124,9 @@ hang still ends, within CI's budget."""
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With `--dist loadscope`: whole modules per worker as xdist does, except that the
-    modules of a `SHARED_SCOPES` folder go to one worker together, `MINUTES_LONG` scopes
-    go out first, and a worker gets its next scope only when it starts the last test of
-    those it has (xdist's default, with two tests left, lets a worker hold a two-test
+    modules of a `SHARED_SCOPES` folder go to one worker together, `LONGEST_FIRST` scopes
+    go out first, in its order, and a worker gets its next scope only when it starts the
+    last test of those it has (xdist's default, with two tests left, lets a worker hold a two-test
     scope of minutes that another worker, soon idle, could have run)."""
     if config.getoption("dist") != "loadscope":
         return None
@@ -107,7 +143,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _assign_work_unit(self, node: Any) -> None:
             if not self.long_first:  # the queue is whole at the first assignment
                 self.long_first = True
-                for prefix in reversed(MINUTES_LONG):
+                for prefix in reversed(LONGEST_FIRST):
                     for scope in [s for s in self.workqueue if s.startswith(prefix)]:
                         self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
