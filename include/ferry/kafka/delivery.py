@@ -37,6 +37,7 @@ from ferry.kafka.claim import WriterClaim
 from ferry.kafka.lane_errors import LaneErrors
 from ferry.kafka.lane_state import Part, Refusal
 from ferry.kafka.limits import POSITIONS_PER_COMMIT, chunks
+from ferry.kafka.stuck import LeftBehind
 
 CALL_TIMEOUT_S = 60.0
 REPORTS_S = 5.0
@@ -59,6 +60,7 @@ class Lane(Protocol):
     refused: Refusal | None
     in_transaction: bool
     claim: WriterClaim | None
+    left_behind: LeftBehind | None
 
     def call(self, call: Callable[[], Any], cluster: str, action: str) -> Any: ...
 
@@ -236,8 +238,8 @@ class ExactlyOnce(Delivery):
         if offsets:  # bounded: librdkafka may never return from it (kafka/stuck.py)
             what = "committing positions"
             try:
-                lane.retrying(lambda: self._send_positions(producer, offsets, metadata),
-                              target, what)
+                lane.retrying(lambda: self._send_positions(producer, offsets, metadata,
+                                                           lane.left_behind), target, what)
             except KafkaException as exc:
                 # A record the broker refused may be learnt here already, not only at the
                 # commit: which call learns it first is a matter of timing.
@@ -267,13 +269,14 @@ class ExactlyOnce(Delivery):
         return Refused(err.str())
 
     @staticmethod
-    def _send_positions(producer: Producer, offsets: list[KTP], metadata: Any) -> None:
+    def _send_positions(producer: Producer, offsets: list[KTP], metadata: Any,
+                        left: LeftBehind | None) -> None:
         """The transaction's positions, in commits that `__consumer_offsets` takes
         (`POSITIONS_PER_COMMIT`); all of them commit with the transaction. Sent again
         whole after a retriable failure: a position sent twice in one transaction is the
         same position."""
         for part in chunks(offsets, POSITIONS_PER_COMMIT):
-            stuck.send_offsets(producer, part, metadata, "committing positions")
+            stuck.send_offsets(producer, part, metadata, "committing positions", left)
 
     def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
         try:

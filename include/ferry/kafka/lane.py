@@ -74,7 +74,7 @@ from ferry.kafka.lane_state import Part, Refusal, parts_of
 from ferry.kafka.metadata import unknown_partition
 from ferry.kafka.retry import retrying, transient
 from ferry.kafka.runs import ReadsNewest
-from ferry.kafka.stuck import ProducerStuck
+from ferry.kafka.stuck import LeftBehind, ProducerStuck
 
 __all__ = ["FatalError", "Lane", "LaneResult"]
 
@@ -114,7 +114,7 @@ class Lane:
     def __init__(self, flow: Flow, ranges: Sequence[Range], run_id: str,
                  progress: Callable[[int, int], None] | None = None, role: str = "",
                  clients: LaneClients | None = None, newest: ReadsNewest | None = None,
-                 owner: Named | None = None) -> None:
+                 owner: Named | None = None, left_behind: LeftBehind | None = None) -> None:
         """The writer of `ranges`, which must all be of one writer slot (`by_writer`): its
         transactional id is that slot's, whoever runs it (G11). `clients`: where its
         clients come from and go to (`ferry.kafka.lane_clients`; default new ones, closed
@@ -124,7 +124,9 @@ class Lane:
         mid-copy (a stuck or unanswered producer replaced, a refusal re-run), the writer
         reads the newest run and, when another is to go on, stops instead (`WriterTaken`),
         so a writer that is to yield never fences the one it yields to. Without them it
-        initialises again whoever is named (Kafka's fencing still keeps the copy exact)."""
+        initialises again whoever is named (Kafka's fencing still keeps the copy exact).
+        `left_behind`: where the threads of its producer calls given up on as stuck are
+        counted (`ferry.kafka.stuck`; a continuous loop's runtime), None: not counted."""
         slots = {writer_of(r.topic, r.partition, flow.ferry.writers) for r in ranges}
         if len(slots) > 1:
             raise ValueError(f"ranges of writer slots {sorted(slots)} given to one writer; "
@@ -135,6 +137,7 @@ class Lane:
         """When the lane started, as a clock time: its entries carry it (`MapEntry`)."""
         self.txn_id = transactional_id(flow, self.lane, role)
         self.delivery = delivery_for(flow)
+        self.left_behind = left_behind
         self.clients: LaneClients = clients if clients is not None else FreshClients()
         self.clients.check(self.txn_id, self.delivery.name)
         self.producer: Producer | None = None

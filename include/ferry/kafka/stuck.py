@@ -81,15 +81,12 @@ class LeftBehind:
                 "ends, for its supervisor to start it afresh")
 
 
-LEFT_BEHIND = LeftBehind()
-"""This process's: what it carries is counted once, whoever gave up on it."""
-
-
 def within(call: Callable[[], T], seconds: float, what: str,
-           left: LeftBehind = LEFT_BEHIND) -> tuple[bool, T | None]:
+           left: LeftBehind | None = None) -> tuple[bool, T | None]:
     """(True, `call()`'s result), made in a daemon thread named after `what` and waited for
     at most `seconds`; its exception is raised here. (False, None) when it has not returned
-    by then: the thread is left to it, counted in `left` while it lives."""
+    by then: the thread is left to it, counted in `left` while it lives (None: a run that
+    ends anyway, so counts nothing; a continuous loop counts them in its runtime's)."""
     outcome: list[tuple[bool, object]] = []
 
     def run() -> None:
@@ -102,7 +99,8 @@ def within(call: Callable[[], T], seconds: float, what: str,
     thread.start()
     thread.join(seconds)
     if not outcome:
-        left.add(thread)
+        if left is not None:
+            left.add(thread)
         return False, None
     ok, value = outcome[0]
     if not ok:
@@ -111,18 +109,19 @@ def within(call: Callable[[], T], seconds: float, what: str,
     return True, value  # type: ignore[return-value]
 
 
-def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
-    """`call()`'s result or exception (`within`); `ProducerStuck` naming `what` when it has
-    not returned within `seconds`."""
-    done, value = within(call, seconds, what)
+def bounded(call: Callable[[], T], seconds: float, what: str,
+            left: LeftBehind | None = None) -> T:
+    """`call()`'s result or exception (`within`, its thread counted in `left` when it is
+    left behind); `ProducerStuck` naming `what` when it has not returned within `seconds`."""
+    done, value = within(call, seconds, what, left)
     if not done:
         raise ProducerStuck(f"{what} did not return within {seconds:.0f}s")
     return value  # type: ignore[return-value]
 
 
 def send_offsets(producer: Producer, offsets: list[TopicPartition], metadata: Any,
-                 what: str) -> None:
+                 what: str, left: LeftBehind | None = None) -> None:
     """`producer.send_offsets_to_transaction(offsets, metadata)`, bounded: its own timeout
-    `SEND_OFFSETS_S`, waited for at most that plus `GRACE_S`."""
+    `SEND_OFFSETS_S`, waited for at most that plus `GRACE_S` (see `bounded`)."""
     bounded(lambda: producer.send_offsets_to_transaction(offsets, metadata, SEND_OFFSETS_S),
-            SEND_OFFSETS_S + GRACE_S, what)
+            SEND_OFFSETS_S + GRACE_S, what, left)

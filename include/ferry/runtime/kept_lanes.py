@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ferry.core.planner import Range
     from ferry.kafka.lane import Lane
     from ferry.kafka.runs import NewestRun
+    from ferry.kafka.stuck import LeftBehind
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,12 @@ class KeptLanes:
     Not for two cycles at once: a hung cycle the loop abandoned is fenced by the next one's
     writers, which start from new clients (`abandon`)."""
 
-    def __init__(self, flow: Flow, writer: Callable[..., Lane] | None = None) -> None:
-        """`writer`: makes a slot's writer, as `Lane` takes its arguments (default `Lane`)."""
-        self.flow, self._make = flow, writer
+    def __init__(self, flow: Flow, writer: Callable[..., Lane] | None = None,
+                 left_behind: LeftBehind | None = None) -> None:
+        """`writer`: makes a slot's writer, as `Lane` takes its arguments (default `Lane`).
+        `left_behind`: where the writers count the threads of producer calls they gave up
+        on as stuck (the loop's; `ferry.kafka.stuck`)."""
+        self.flow, self._make, self.left_behind = flow, writer, left_behind
         self._slots: dict[tuple[str, int], KeptClients] = {}
         self._readers: dict[tuple[str, int], LaneReaders] = {}
         """Each lane's consumer and reader, by role and lane: a lane runs its slots one
@@ -132,7 +136,8 @@ class KeptLanes:
                 kept = slots[(role, slot)] = KeptClients(
                     transactional_id(flow, slot, role), flow=flow.name, slot=slot)
             kept.readers, kept.flow_topics = readers, topics
-            return make(flow, ranges, run_id, clients=kept, **kwargs)
+            return make(flow, ranges, run_id, clients=kept, left_behind=self.left_behind,
+                        **kwargs)
 
         return writer
 

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ferry.errors import FerryError
+from ferry.kafka.stuck import LeftBehind
 
 if TYPE_CHECKING:
     from ferry.config import Flow
@@ -46,6 +47,9 @@ class Loop(Generic[S]):
         """`sessions`: the Spark runner's kept sessions, closed with the loop (None: none
         are kept)."""
         self.sessions = sessions
+        self.left_behind = LeftBehind()
+        """The threads of abandoned cycles and stuck producer calls this loop's process
+        still carries, and their bound (`ferry.kafka.stuck`): past it the loop exits."""
         self._recorders: dict[str, Recorder] = {}
         """Each flow's Delta recorder, by flow name."""
         self._lanes: dict[str, KeptLanes] = {}
@@ -74,7 +78,8 @@ class Loop(Generic[S]):
         if flow.ferry.delivery == "exactly_once":
             lanes = self._lanes.get(flow.name)
             if lanes is None:
-                lanes = self._lanes[flow.name] = KeptLanes(flow)
+                lanes = self._lanes[flow.name] = KeptLanes(flow,
+                                                           left_behind=self.left_behind)
         return LocalRunner(flow, lanes, self._recorder(flow))
 
     def prepare(self, flow: Flow) -> None:

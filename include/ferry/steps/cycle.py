@@ -454,9 +454,10 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     A cycle still running after `ferry.cycle.timeout.seconds` is abandoned as hung (its
     result `abandoned`): the next starts at once with clients of its own, and its writers,
     holding the same writer ids, fence whatever the hung one still writes (G11). `runner`
-    runs every cycle's copy (None: Spark on `master`). What hung cycles and stuck producer
-    calls leave behind (threads, and the clients they hold) is bounded (`left_behind`,
-    default the process's: `ferry.kafka.stuck.LeftBehind`): past the bound the loop raises
+    runs every cycle's copy (None: `ferry.copy.runner`'s). What hung cycles and stuck
+    producer calls leave behind (threads, and the clients they hold) is bounded
+    (`left_behind`, default the loop runtime's, `LoopRuntime.left_behind`, which its kept
+    lanes count their stuck producer calls in): past the bound the loop raises
     a `TransientError` naming it, in one line, for its supervisor (the `@continuous` DAG's
     next run, systemd) to start it afresh.
 
@@ -664,11 +665,12 @@ class _Looped:
         `following`: the loop follows a run of the flow that ended moments ago, whose
         paced steps ran then (`Pace.following`). `owner`: the continuous run the loop is
         (`Cycle`). `left_behind`: where the threads of cycles abandoned as hung are counted
-        against their bound (default: the process's, with its stuck producer calls)."""
-        from ferry.kafka.stuck import LEFT_BEHIND
+        against their bound (default: the loop runtime's, with its lanes' stuck producer
+        calls)."""
+        from ferry.kafka.stuck import LeftBehind
 
         self.flow, self.clusters, self.owner = flow, Clusters.of(flow), owner
-        self.left = left_behind or LEFT_BEHIND
+        self.left = left_behind or (loops.left_behind if loops is not None else LeftBehind())
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner, self.loops = runner, loops
         self.started = False

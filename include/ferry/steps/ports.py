@@ -34,6 +34,7 @@ from ferry.core.takeover import Named
 if TYPE_CHECKING:
     from ferry.kafka.admin import TopicInfo
     from ferry.kafka.mm2topics import Record
+    from ferry.kafka.stuck import LeftBehind
 
 Offsets = dict[tuple[str, int], int]
 """(topic, partition) -> a group's committed offset."""
@@ -304,6 +305,9 @@ class LoopRuntime(Protocol):
     The loop makes one, passes it to its cycles, and closes it at its end."""
 
     sessions: KeepsSessions | None
+    left_behind: LeftBehind
+    """The threads of abandoned cycles and stuck producer calls still alive, and their
+    bound (`ferry.kafka.stuck`)."""
 
     def end_at(self, when: float | None) -> None:
         """The loop ends at `when` (`time.monotonic`): no Delta batch that would outlast it

@@ -129,3 +129,19 @@ def test_the_local_runner_in_a_loop_hands_its_rows_to_the_recorder_and_asks_spar
 
     assert jobs == ["r1", "r2"]
     assert sorted(run for batch in written for run in batch) == ["r1", "r2"]
+
+
+def test_a_loops_lanes_count_what_stuck_calls_leave_behind_in_that_loop_and_no_other(
+    flow: Flow
+) -> None:
+    # the bound past which a loop exits is its own: two loops (or a test beside a loop)
+    # never add up each other's threads
+    one: Loop[Any] = Loop()
+    other: Loop[Any] = Loop()
+
+    lanes = one.runner(flow).lanes
+
+    assert lanes is not None and lanes.left_behind is one.left_behind
+    assert one.left_behind is not other.left_behind
+    one.close()
+    other.close()

@@ -15,6 +15,7 @@ from ferry.config import Config
 from ferry.core.sync.schedule import Pace
 from ferry.core.takeover import Named
 from ferry.errors import TransientError
+from ferry.kafka.stuck import LeftBehind
 from ferry.steps.cycle import Clusters, Cycle
 from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster
@@ -46,6 +47,7 @@ class FakeLoops:
         self.events: list[str] = []
         self.ends: list[float | None] = []
         self.closed: list[bool] = []
+        self.left_behind = LeftBehind()
 
     def end_at(self, when: float | None) -> None:
         self.ends.append(when)
