@@ -441,7 +441,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                      runner: CopyRunner | None = None, hand_over: bool = False,
                      owner: Named | None = None, newest: NewestRuns | None = None,
                      left_behind: LeftBehind | None = None,
-                     loops: LoopRuntime | None = None) -> CycleResult | None:
+                     loops: LoopRuntime | None = None,
+                     clusters: Callable[[Flow], Clusters] | None = None) -> CycleResult | None:
     """Cycles back to back (each `run`, so each exactly once, with heartbeats, sync and
     checkpoints when their intervals say), `pause_s` apart and their starts at least
     `ferry.continuous.interval.seconds` apart, for `for_s` seconds (None: until
@@ -459,7 +460,8 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     (`left_behind`, default the loop runtime's, `LoopRuntime.left_behind`, which its kept
     lanes count their stuck producer calls in): past the bound the loop raises
     a `TransientError` naming it, in one line, for its supervisor (the `@continuous` DAG's
-    next run, systemd) to start it afresh.
+    next run, systemd) to start it afresh. `clusters` makes the flow's clusters, at the
+    start and after a hung cycle (default `Clusters.of`: Kafka's).
 
     `hand_over` (the `@continuous` DAG, whose next run takes over as this one ends): a loop
     that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
@@ -489,7 +491,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     last: CycleResult | None = None
     loops = loops or _new_runtime()
     loop = _Looped(flow, loops, runner, following=hand_over, owner=owner,
-                   left_behind=left_behind)
+                   left_behind=left_behind, clusters=clusters)
     timed_out = False
     if hand_over and deadline is not None:
         loops.end_at(deadline)
@@ -585,7 +587,8 @@ def run_all(config_path: str, config: Config,
             on_error: Callable[[Flow, FerryError], None],
             master: str | None = None, continuous: bool = False, for_s: float | None = None,
             pause_s: float = 0.0, stop: Callable[[], bool] = lambda: False,
-            loops: LoopRuntime | None = None) -> bool:
+            loops: LoopRuntime | None = None, runner: CopyRunner | None = None,
+            clusters: Callable[[Flow], Clusters] | None = None) -> bool:
     """Every enabled flow of `config` and every heartbeat-only pair (a pair whose data flow
     is off but whose heartbeats are on), as MirrorMaker 2's dedicated mode runs all of a
     config's connectors: each round writes the heartbeat-only pairs' heartbeats (so a flow
@@ -597,13 +600,15 @@ def run_all(config_path: str, config: Config,
     running. Continuous: rounds back to back as `run_continuously` runs cycles (paced steps,
     hung cycles abandoned, `pause_s` between rounds, for `for_s` or until `stop()`), ending
     after the round in which a cycle failed. Returns whether every cycle succeeded. A
-    continuous run's flows share one runtime (`loops`, as `run_continuously`'s), and keep
+    continuous run's flows share one runtime (`loops`, as `run_continuously`'s; `runner`
+    and `clusters` as there), and keep
     their memory level as one loop does (`ferry.heap`)."""
     from ferry.steps.heartbeats import heartbeat_only_pairs
 
     deadline = None if for_s is None else time.monotonic() + for_s
     runtime = (loops or _new_runtime()) if continuous else None
-    flows = [_Looped(flow, runtime) for flow in config.enabled_flows]
+    flows = [_Looped(flow, runtime, runner, clusters=clusters)
+             for flow in config.enabled_flows]
     pairs, beats = heartbeat_only_pairs(config), Pace()
     ok = True
     interval = min((f.ferry.continuous_interval_seconds for f in config.enabled_flows),
@@ -660,16 +665,19 @@ class _Looped:
 
     def __init__(self, flow: Flow, loops: LoopRuntime | None, runner: CopyRunner | None = None,
                  following: bool = False, owner: Named | None = None,
-                 left_behind: LeftBehind | None = None) -> None:
+                 left_behind: LeftBehind | None = None,
+                 clusters: Callable[[Flow], Clusters] | None = None) -> None:
         """`loops`: the loop's runtime (None: cycles of their own, not looping).
         `following`: the loop follows a run of the flow that ended moments ago, whose
         paced steps ran then (`Pace.following`). `owner`: the continuous run the loop is
         (`Cycle`). `left_behind`: where the threads of cycles abandoned as hung are counted
         against their bound (default: the loop runtime's, with its lanes' stuck producer
-        calls)."""
+        calls). `clusters`: makes the flow's clusters, at the start and for the cycle after
+        one abandoned as hung (default `Clusters.of`: Kafka's)."""
         from ferry.kafka.stuck import LeftBehind
 
-        self.flow, self.clusters, self.owner = flow, Clusters.of(flow), owner
+        self._clusters_of = clusters or Clusters.of
+        self.flow, self.clusters, self.owner = flow, self._clusters_of(flow), owner
         self.left = left_behind or (loops.left_behind if loops is not None else LeftBehind())
         self.pace = Pace.following(flow, time.monotonic()) if following else Pace()
         self.runner, self.loops = runner, loops
@@ -700,7 +708,7 @@ class _Looped:
         started, run_id = time.monotonic(), new_run_id()
         if not looping:
             result = run(config_path, config, flow, master=master, run_id=run_id,
-                         runner=self.runner, owner=self.owner)
+                         runner=self.runner, owner=self.owner, clusters=self.clusters)
             on_cycle(result, time.monotonic() - started)
             return result
         try:
@@ -730,7 +738,7 @@ class _Looped:
             if self.loops is not None:
                 self.loops.abandoned(flow.name, run_id)
             done, self.clusters = CycleResult(flow.name, run_id, abandoned=True), \
-                Clusters.of(flow)
+                self._clusters_of(flow)
         on_cycle(done, time.monotonic() - started)
         if (over := self.left.over()) is not None:
             raise TransientError(f"flow {flow.name}: {over}")

@@ -1,9 +1,12 @@
 """A long-running loop: its paced steps (lag, heartbeats, sync, checkpoints) count as run
 only once they succeeded (a step that failed is tried again in the next cycle, not an
-interval later), and a cycle that hangs is abandoned at its limit."""
+interval later), and a cycle that hangs is abandoned at its limit. Its cycles are whole
+cycles against in-memory clusters, their copies through a stand-in runner (`StandIn`) and,
+where the test asks, a fake runtime (`FakeLoops`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -11,7 +14,10 @@ from typing import Any
 import pytest
 
 import ferry.steps.lag
-from ferry.config import Config
+from ferry.config import Config, Flow
+from ferry.core.internal import offset_map_topic
+from ferry.core.job import Copied, run_summary
+from ferry.core.plan_file import PlanFile
 from ferry.core.sync.schedule import Pace
 from ferry.core.takeover import Named
 from ferry.errors import TransientError
@@ -21,29 +27,57 @@ from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster
 
 
-def looping(config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch, interval: float,
-            seen: Callable[[str], object], failed: bool = False) -> tuple[Config, Any]:
-    """(config, its flow A->B) with cycles `interval` s apart, whose cycles stand in: each
-    calls `seen(run_id)` and returns its result (with a failed copy when `failed`)."""
-    import ferry.steps.cycle as cycle_module
-    from ferry.steps.cycle import CycleResult
+def fake_clusters(flow: Flow) -> Clusters:
+    """`flow`'s two clusters in memory: `orders` on the source with records waiting (no
+    position ever moves, so every cycle has a copy for its runner), its remote topic and the
+    offset-map topic on the target."""
+    remote = flow.remote_topic("orders")
+    source = FakeCluster(flow.source, ids={"orders": "s1"}).topic("orders", 5, 5)
+    target = FakeCluster(flow.target, ids={remote: "t1"}).topic(remote, 0, 0) \
+        .topic(offset_map_topic(flow), 0)
+    return Clusters(source, target)  # type: ignore[arg-type]
 
+
+class StandIn:
+    """A copy runner (`ferry.steps.ports.CopyRunner`) that copies nothing: each plan it is
+    handed goes to `seen(run_id)`, and the job exits 1 for a flow in `failed`, else 0. The
+    first `hang` jobs wait until `release` is set (a copy that never ends); `raises(flow,
+    n)` may raise for the flow's n-th job (a cluster that is down)."""
+
+    reads_plan_file = False
+
+    def __init__(self, seen: Callable[[str], object] = lambda _id: None,
+                 failed: bool = False, hang: int = 0,
+                 raises: Callable[[str, int], None] = lambda _flow, _n: None) -> None:
+        self.seen, self.failed, self.hang, self.raises = seen, failed, hang, raises
+        self.jobs: list[str] = []
+        self.by_flow: dict[str, int] = {}
+        self.release = threading.Event()
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
+        self.jobs.append(plan.run_id)
+        self.by_flow[plan.flow] = self.by_flow.get(plan.flow, 0) + 1
+        self.raises(plan.flow, self.by_flow[plan.flow])
+        self.seen(plan.run_id)
+        if len(self.jobs) <= self.hang:
+            self.release.wait(30)
+        return Copied(1 if self.failed else 0, run_summary(plan.run_id, [], 0))
+
+
+def looping(config_with: ConfigWith, interval: float, seen: Callable[[str], object],
+            failed: bool = False) -> tuple[Config, Flow, StandIn]:
+    """(config, its flow A->B, the runner of its copies) with cycles `interval` s apart; each
+    cycle's copy calls `seen(run_id)` and fails when `failed`."""
     config = config_with(f"ferry.continuous.interval.seconds = {interval}\n")
-    flow = config.flow("A->B")
-
-    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
-        seen(run_id)
-        return CycleResult(flow.name, run_id, copy_exit_code=1 if failed else None)
-
-    monkeypatch.setattr(cycle_module, "run", run)
-    return config, flow
+    return config, config.flow("A->B"), StandIn(seen, failed)
 
 
 class FakeLoops:
     """A loop's runtime (`ferry.steps.ports.LoopRuntime`) that keeps what the loop asks of
     it: `events` in order, each end it is told of, and each close's `hand_over`."""
 
-    def __init__(self) -> None:
+    def __init__(self, runner: StandIn | None = None) -> None:
+        self.copies = runner
         self.events: list[str] = []
         self.ends: list[float | None] = []
         self.closed: list[bool] = []
@@ -52,7 +86,7 @@ class FakeLoops:
     def end_at(self, when: float | None) -> None:
         self.ends.append(when)
 
-    sessions = None
+    sessions: Any = None
 
     def prepare(self, flow: Any) -> None:
         self.events.append("prepare")
@@ -66,8 +100,9 @@ class FakeLoops:
     def abandoned(self, flow_name: str, run_id: str) -> None:
         self.events.append(f"abandoned {run_id}")
 
-    def runner(self, flow: Any) -> Any:
-        raise AssertionError("the stand-in cycles run no job")
+    def runner(self, flow: Any) -> StandIn:
+        assert self.copies is not None, "a runtime given no runner runs no job"
+        return self.copies
 
     def close(self, hand_over: bool = False) -> None:
         self.closed.append(hand_over)
@@ -98,59 +133,48 @@ def test_a_lag_point_that_failed_is_taken_again_in_the_next_cycle(
 
 
 def test_a_hung_cycle_is_abandoned_and_the_next_one_runs_with_clients_of_its_own(
-    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+    config_with: ConfigWith
 ) -> None:
-    # given: a loop whose cycles may take 0.3 s, and a first cycle that never returns
-    import threading
+    # given: a loop whose cycles may take 2 s, and a first cycle whose copy never ends
+    from ferry.steps.cycle import CycleResult, run, run_continuously
 
-    import ferry.steps.cycle as cycle_module
-    from ferry.steps.cycle import CycleResult, run_continuously
-
-    config = config_with("ferry.cycle.timeout.seconds = 0.3\n")
+    config = config_with("ferry.cycle.timeout.seconds = 2\n")
     flow = config.flow("A->B")
-    hung, calls = threading.Event(), []
+    runner, made = StandIn(hang=1), []
 
-    def run(*_: Any, clusters: Clusters, run_id: str, **__: Any) -> CycleResult:
-        calls.append((run_id, clusters))
-        if len(calls) == 1:
-            hung.wait(30)  # a copy job that never ends
-        return CycleResult(flow.name, run_id)
+    def clusters(of: Flow) -> Clusters:
+        made.append(fake_clusters(of))
+        return made[-1]
 
-    monkeypatch.setattr(cycle_module, "run", run)
     reported: list[CycleResult] = []
+    # a cycle of its own first: what a process's first cycle costs once (imports, the state
+    # tables' first reads) would otherwise make the loop's second cycle late too
+    run("mm2.properties", config, flow, runner=StandIn(), clusters=fake_clusters(flow))
 
     # when: the loop runs three cycles
-    run_continuously("mm2.properties", config, flow, lambda r, _s: reported.append(r),
-                     stop=lambda: len(reported) >= 3)
-    hung.set()
+    try:
+        run_continuously("mm2.properties", config, flow, lambda r, _s: reported.append(r),
+                         stop=lambda: len(reported) >= 3, runner=runner, clusters=clusters)
+    finally:
+        runner.release.set()
 
     # then: the first was abandoned as hung, the next ones ran, on new clients
     assert [r.abandoned for r in reported] == [True, False, False]
-    assert [r.run_id for r in reported] == [run_id for run_id, _ in calls[:3]]
-    assert calls[1][1] is not calls[0][1]
+    assert [r.run_id for r in reported] == runner.jobs[:3]
+    assert len(made) == 2  # the loop's, then the next cycle's after the hung one
     assert not reported[0].ok
 
 
 def test_a_loop_whose_abandoned_cycles_leave_more_than_its_bound_alive_exits_naming_it(
-    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+    config_with: ConfigWith
 ) -> None:
     # given: a loop whose cycles may take 0.2 s, every one of which hangs, and a bound of
     # one thread left behind
-    import threading
-
-    import ferry.steps.cycle as cycle_module
-    from ferry.kafka.stuck import LeftBehind
     from ferry.steps.cycle import CycleResult, run_continuously
 
     config = config_with("ferry.cycle.timeout.seconds = 0.2\n")
     flow = config.flow("A->B")
-    hung = threading.Event()
-
-    def run(*_: Any, run_id: str, **__: Any) -> CycleResult:
-        hung.wait(30)  # a copy job that never ends
-        return CycleResult(flow.name, run_id)
-
-    monkeypatch.setattr(cycle_module, "run", run)
+    runner = StandIn(hang=99)
     reported: list[CycleResult] = []
     left = LeftBehind(bound=1)
 
@@ -159,9 +183,10 @@ def test_a_loop_whose_abandoned_cycles_leave_more_than_its_bound_alive_exits_nam
     try:
         with pytest.raises(TransientError, match="more than its bound of 1") as raised:
             run_continuously("mm2.properties", config, flow,
-                             lambda r, _s: reported.append(r), left_behind=left)
+                             lambda r, _s: reported.append(r), left_behind=left,
+                             runner=runner, clusters=fake_clusters)
     finally:
-        hung.set()
+        runner.release.set()
     assert "\n" not in str(raised.value)
     assert [r.abandoned for r in reported] == [True, True]
 
@@ -174,32 +199,30 @@ THREE_CLUSTERS = ("clusters = A, B, C\nC.bootstrap.servers = c:9092\nA->C.enable
 def every_flow(config: Config, monkeypatch: pytest.MonkeyPatch, fails: set[tuple[int, str]],
                **loop: Any) -> tuple[bool, list[tuple[str, Any]]]:
     """`run_all` over `config` with cycles that succeed, except (round, flow) in `fails`,
-    which raise; (its outcome, what happened in order)."""
+    whose copy raises; (its outcome, what happened in order). The heartbeats of the
+    heartbeat-only pairs are recorded, not sent."""
     from types import SimpleNamespace
 
-    import ferry.steps.cycle as cycle_module
     import ferry.steps.heartbeats
-    from ferry.steps.cycle import CycleResult, run_all
+    from ferry.steps.cycle import run_all
 
     events: list[tuple[str, Any]] = []
-    rounds: dict[str, int] = {}
 
-    def run(_path: str, _config: Config, flow: Any, **kw: Any) -> CycleResult:
-        rounds[flow.name] = rounds.get(flow.name, 0) + 1
-        events.append(("cycle", flow.name))
-        if (rounds[flow.name], flow.name) in fails:
-            raise TransientError(f"cluster {flow.target}: down")
-        return CycleResult(flow.name, kw["run_id"])
+    def raises(flow: str, n: int) -> None:
+        events.append(("cycle", flow))
+        if (n, flow) in fails:
+            raise TransientError(f"cluster {flow.split('->')[1]}: down")
 
-    def emit(flows: list[Any]) -> list[Any]:
-        events.append(("heartbeats", sorted(f.name for f in flows)))
+    def emit(flows: list[Any], connect: Any = None) -> list[Any]:
+        if connect is None:  # the pairs' (a cycle's own are sent through its cluster)
+            events.append(("heartbeats", sorted(f.name for f in flows)))
         return [SimpleNamespace(source=f.source, target=f.target) for f in flows]
 
-    monkeypatch.setattr(cycle_module, "run", run)
     monkeypatch.setattr(ferry.steps.heartbeats, "emit", emit)
     ok = run_all("mm2.properties", config, lambda r, _s: events.append(("ok", r.flow)),
                  lambda sent: events.append(("sent", sent)),
-                 lambda flow, exc: events.append(("failed", flow.name)), **loop)
+                 lambda flow, exc: events.append(("failed", flow.name)),
+                 runner=StandIn(raises=raises), clusters=fake_clusters, **loop)
     return ok, events
 
 
@@ -256,12 +279,12 @@ def test_quick_cycles_of_a_loop_start_the_flows_interval_apart(
     from ferry.steps.cycle import run_continuously
 
     starts: list[float] = []
-    config, flow = looping(config_with, monkeypatch, 0.4,
-                           lambda _id: starts.append(time.monotonic()))
+    config, flow, runner = looping(config_with, 0.4,
+                                   lambda _id: starts.append(time.monotonic()))
 
     # when: it runs four cycles
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
-                     stop=lambda: len(starts) >= 4)
+                     stop=lambda: len(starts) >= 4, runner=runner, clusters=fake_clusters)
 
     # then: each started about the interval after the one before, not at once (back to back
     # they would be milliseconds apart). A cycle runs in its own thread, whose start a loaded
@@ -286,12 +309,12 @@ def test_a_loop_leaves_its_last_batch_to_the_next_run_only_when_its_run_ends_on_
 
     loops = FakeLoops()
     cycles: list[str] = []
-    config, flow = looping(config_with, monkeypatch, 0.1, cycles.append,
-                           failed=how == "failed")
+    config, flow, loops.copies = looping(config_with, 0.1, cycles.append,
+                                         failed=how == "failed")
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
                      stop=lambda: how == "stop" and len(cycles) >= 2, hand_over=hand_over,
-                     loops=loops)
+                     loops=loops, clusters=fake_clusters)
 
     assert loops.closed == [handed]
     assert len(loops.ends) == int(hand_over)  # the recorders learn when the run ends
@@ -307,10 +330,11 @@ def test_a_loops_recorder_starts_its_first_batch_once_the_first_cycle_is_done(
 
     loops = FakeLoops()
     events = loops.events
-    config, flow = looping(config_with, monkeypatch, 0, lambda _id: events.append("cycle"))
+    config, flow, loops.copies = looping(config_with, 0, lambda _id: events.append("cycle"))
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None,
-                     master="sc://here", stop=lambda: events.count("cycle") >= 3, loops=loops)
+                     master="sc://here", stop=lambda: events.count("cycle") >= 3, loops=loops,
+                     clusters=fake_clusters)
 
     assert events == ["prepare", "cycle", "started", "cycle", "cycle"]
     assert loops.closed == [False]
@@ -325,7 +349,7 @@ class Runs:
     what the loop names itself is kept, and read by nobody."""
 
     def __init__(self, answers: list[Named]) -> None:
-        self.answers, self.names = list(answers), []
+        self.answers, self.names = list(answers), list[Named]()
 
     def read(self) -> Named:
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -359,11 +383,12 @@ def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_e
     loops = FakeLoops()
     closed = loops.closed
     cycles: list[str] = []
-    config, flow = looping(config_with, monkeypatch, 0.05, cycles.append, failed=failed)
+    config, flow, loops.copies = looping(config_with, 0.05, cycles.append, failed=failed)
     runs = Runs(named)
 
     last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.5,
-                            hand_over=True, owner=EARLY, newest=runs, loops=loops)
+                            hand_over=True, owner=EARLY, newest=runs, loops=loops,
+                            clusters=fake_clusters)
 
     assert last is not None
     assert last.handed_to == handed_to
@@ -389,11 +414,12 @@ def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copi
     from ferry.steps.cycle import run_continuously
 
     cycles: list[str] = []
-    config, flow = looping(config_with, monkeypatch, 0.05, cycles.append)
+    config, flow, runner = looping(config_with, 0.05, cycles.append)
     runs = Runs(named)
 
     run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.4,
-                     hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops())
+                     hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops(runner),
+                     clusters=fake_clusters)
 
     # named with the cycle after which it named itself, as its lanes name it
     assert [replace(n, cycle=None) for n in runs.names] == names
@@ -418,9 +444,10 @@ def test_a_continuous_run_at_its_end_says_it_handed_over_when_the_next_run_is_na
             time.sleep(0.4)
             runs.answers = [LATE]
 
-    config, flow = looping(config_with, monkeypatch, 0.05, seen)
+    config, flow, runner = looping(config_with, 0.05, seen)
     last = run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.3,
-                            hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops())
+                            hand_over=True, owner=EARLY, newest=runs,
+                            loops=FakeLoops(runner), clusters=fake_clusters)
 
     assert len(cycles) == 2
     assert last is not None and last.ok and last.handed_to == LATE.run
