@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ class Copied:
     summary: dict[str, Any] | None = None
 
 
-def run_summary(run_id: str, runs: list[dict[str, Any]], gaps: int) -> dict[str, Any]:
+def run_summary(run_id: str, runs: Sequence[Mapping[str, Any]], gaps: int) -> dict[str, Any]:
     """The run as recorded, from its final `runs` rows (one per range) and the number of
     gaps recorded under its id: what `ferry mirror` prints and the DAG's `finish` returns.
     `failed` names the partitions of ranges that failed, `handed_over` those left to a

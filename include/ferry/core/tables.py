@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from ferry.core.offsetmap import ADOPTED_LANE, RESET_LANE, MapEntry, Segment
 from ferry.core.planner import Gap
@@ -27,6 +27,34 @@ RUNS_DDL = (
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
     "outcome string, error string, delivery string, duplicates bigint, "
     "finished_at timestamp, schema_version int")
+
+
+class RunRow(TypedDict):
+    """A `runs` row (`RUNS_DDL`): one range of one run, as its writer reported it. Built by
+    `run_row` (a writer's result) or `runs_from_entries` (rebuilt from the offset-map topic);
+    Delta gives them back as these keys, with `outcome` a plain string."""
+
+    flow: str
+    run_id: str
+    lane: int
+    topic: str
+    partition: int
+    range_start: int
+    range_end: int
+    """The source range `[range_start, range_end)` the row covers."""
+    records: int
+    bytes: int
+    seconds: float
+    max_record_age_ms: int
+    outcome: str
+    """A `RangeOutcome` value."""
+    error: str
+    delivery: str
+    duplicates: int
+    finished_at: datetime
+    schema_version: int
+
+
 GAPS_DDL = (
     "flow string, run_id string, topic string, partition int, gap_start bigint, "
     "gap_end bigint, records bigint, action string, detected_at timestamp, schema_version int")
@@ -202,17 +230,20 @@ def map_row(row: Mapping[str, Any]) -> MapRow:
         target_id=row.get("target_topic_id") or ""), row.get("map_topic_id") or "")
 
 
+R = TypeVar("R", bound=Mapping[str, Any])
+"""A `runs` row: a `RunRow` a writer made, or a row as Delta gives it back."""
+
 REBUILT = ("rebuilt from the offset-map topic: the job that copied this ended before it "
            "recorded its runs")
 
 
-def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def final_attempts(rows: Sequence[R]) -> list[R]:
     """The `runs` rows of the last attempt at each range: an Airflow retry of a run's copy
     writes the same ranges again, and a range that failed first and was copied on retry is
     copied, not failed. A retry that found a range already committed (`skipped`) does not
     supersede the attempt that copied it: its records were copied by this run. The rows
     may come in any order (a Delta table gives them file by file, not in time order)."""
-    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    latest: dict[tuple[Any, ...], R] = {}
     for row in sorted(rows, key=lambda r: r["finished_at"]):
         key = (row["run_id"], row["topic"], row["partition"], row["range_start"])
         before = latest.get(key)
@@ -222,7 +253,7 @@ def final_attempts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(latest.values())
 
 
-def copied_topics(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def copied_topics(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per source topic with records copied by these (final) range rows: the records and,
     per partition, the source range `[start, end)` they span. Ranges that failed, or held
     only transaction markers and aborted records, do not count."""
@@ -262,7 +293,7 @@ def covered(entry: MapEntry, ranges: Ranges) -> bool:
 
 def runs_from_entries(entries: list[MapEntry], recorded_runs: Collection[str],
                       delivery: str, recorded: Ranges | None = None
-                      ) -> list[dict[str, Any]]:
+                      ) -> list[RunRow]:
     """`runs` rows for runs whose entries the target committed but whose rows are missing
     (the job died between the Kafka commit and the Delta write, or a continuous run left
     its last stretch to the next run): one row per run, lane and partition, from what the
@@ -284,7 +315,7 @@ def runs_from_entries(entries: list[MapEntry], recorded_runs: Collection[str],
                 and not covered(entry, recorded or {}):
             key = (entry.run_id, entry.lane, entry.source_topic, entry.source_partition)
             groups.setdefault(key, []).append(entry)
-    rows = []
+    rows: list[RunRow] = []
     for (run_id, lane, topic, partition), found in sorted(groups.items()):
         times = [e.committed_at_ms for e in found]
         started = min(e.lane_started_ms for e in found)
@@ -399,7 +430,7 @@ class RangeResult:
 
 
 def run_row(flow: str, run_id: str, lane: int, result: RangeResult, delivery: str,
-            finished_at: datetime) -> dict[str, Any]:
+            finished_at: datetime) -> RunRow:
     return {
         "flow": flow, "run_id": run_id, "lane": lane, "topic": result.topic,
         "partition": result.partition, "range_start": result.start,

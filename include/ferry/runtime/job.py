@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from ferry.core.job import Copied, run_summary
 from ferry.core.planner import Gap, Range
-from ferry.core.tables import GAPS_DDL, RangeOutcome, StatePaths, gap_row
+from ferry.core.tables import GAPS_DDL, RangeOutcome, RunRow, StatePaths, gap_row
 from ferry.core.takeover import Named
 from ferry.errors import FerryError
 
@@ -35,7 +35,7 @@ class RunsLanes(Protocol):
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
              lanes: list[list[int]], role: str, owner: Named | None = None,
-             topics: Collection[str] = ()) -> list[dict[str, Any]]:
+             topics: Collection[str] = ()) -> list[RunRow]:
         """The `runs` rows of lane `i` running the slots `lanes[i]` of `writers`, the run
         named as `owner` (default: `run_id`); `topics`, the flow's source topics, are
         learnt by new clients at once."""
@@ -86,7 +86,7 @@ def copy_plan(plan: PlanFile, flow: Flow, lanes: RunsLanes, *, append: Append | 
     new_gaps = [gap_row(flow.name, run_id, g, flow.ferry.on_gap)
                 for g in unrecorded_gaps(paths.gaps, flow.name, gaps)]
     append_gaps(paths.gaps, GAPS_DDL, new_gaps)
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRow] = []
     if recorder is not None:
         recorder.begin(run_id)
     try:
@@ -110,19 +110,19 @@ def copy_plan(plan: PlanFile, flow: Flow, lanes: RunsLanes, *, append: Append | 
     return JobResult(summary, failed, handed, mapped, tuple(gaps))
 
 
-def failures(runs: list[dict[str, Any]]) -> list[str]:
+def failures(runs: list[RunRow]) -> list[str]:
     """One line per distinct reason ranges failed, naming their partitions. Ranges handed
     over to a newer run are no failure (`handovers`)."""
     return _by_reason(runs, RangeOutcome.FAILED)
 
 
-def handovers(runs: list[dict[str, Any]]) -> list[str]:
+def handovers(runs: list[RunRow]) -> list[str]:
     """One line per newer run ranges were handed over to, naming their partitions: a run
     that yielded to a newer one says so once, not once per range."""
     return _by_reason(runs, RangeOutcome.HANDED_OVER)
 
 
-def _by_reason(runs: list[dict[str, Any]], outcome: RangeOutcome) -> list[str]:
+def _by_reason(runs: list[RunRow], outcome: RangeOutcome) -> list[str]:
     by_error: dict[str, set[str]] = {}
     for r in runs:
         if r["outcome"] == outcome:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from ferry.config import Flow
     from ferry.core.planner import Range
+    from ferry.core.tables import RunRow
     from ferry.kafka.lane import Lane
     from ferry.kafka.runs import NewestRun
     from ferry.kafka.stuck import LeftBehind
@@ -60,7 +61,7 @@ class KeptLanes:
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
              lanes: list[list[int]], role: str, owner: Named | None = None,
-             topics: Collection[str] = ()) -> list[dict[str, Any]]:
+             topics: Collection[str] = ()) -> list[RunRow]:
         """Copy `writers`' ranges, lane `i` running the slots `lanes[i]`: their `runs` rows,
         as the Spark tasks would return them. `flow` is the cycle's: a flow whose settings
         changed since the last cycle starts with new clients. `owner`: the run as it names
@@ -88,7 +89,7 @@ class KeptLanes:
 
     def _copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
               lanes: list[list[int]], role: str, owner: Named | None,
-              topics: frozenset[str]) -> list[dict[str, Any]]:
+              topics: frozenset[str]) -> list[RunRow]:
         from ferry.runtime.slots import write_slots
 
         me = cycle_named(owner, run_id)
@@ -103,12 +104,12 @@ class KeptLanes:
                      "them", flow.name, named.run, extra={"flow": flow.name})
         pool = self._pool_of(len(lanes))
 
-        def lane(index: int, slots: list[int]) -> list[dict[str, Any]]:
+        def lane(index: int, slots: list[int]) -> list[RunRow]:
             return write_slots(flow, run_id, [(s, writers[s]) for s in slots], role,
                                writer=self._writer(role, index, topics, newest, me),
                                newest=newest, owner=me)
 
-        rows: list[dict[str, Any]] = []
+        rows: list[RunRow] = []
         for done in [pool.submit(lane, i, slots) for i, slots in enumerate(lanes)]:
             rows.extend(done.result())
         return rows

@@ -39,10 +39,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ferry.core.recording import RETRY_S, Batching
-from ferry.core.tables import RangeOutcome, StatePaths
+from ferry.core.tables import RangeOutcome, RunRow, StatePaths
 from ferry.errors import FerryError, first_line
 from ferry.runtime.recording import Unwritten
 
@@ -60,7 +60,7 @@ class Recorder:
     """Appends one flow's runs and offset map to Delta in batches, in a thread of its own."""
 
     def __init__(self, flow: Flow, clock: Callable[[], float] = time.monotonic,
-                 write: Callable[[list[dict[str, Any]]], None] | None = None,
+                 write: Callable[[list[RunRow]], None] | None = None,
                  retry_s: float = RETRY_S, max_rows: int = MAX_ROWS,
                  append: Append | None = None) -> None:
         """`write(rows)`: appends one batch (default: the runs rows, then the offset
@@ -80,7 +80,7 @@ class Recorder:
         self._clock = clock
         self._batching = Batching(flow.ferry.state_record_interval_seconds, retry_s=retry_s)
         self._max_rows = max_rows
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[RunRow] = []
         self._since: float | None = None
         """When the oldest row of `_rows` was handed over (None: none is waiting)."""
         self._in_flight: tuple[int, float | None] = (0, None)
@@ -124,7 +124,7 @@ class Recorder:
             self._copying.discard(run_id)
             self._abandoned.add(run_id)
 
-    def add(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def add(self, run_id: str, rows: list[RunRow]) -> None:
         """Hand over the `runs` rows of the copy job of `run_id` (its offset-map entries
         are on the target), to be appended with a later batch. Never waits and never
         raises for Delta: a batch failing or hanging holds no copy back. Past `max_rows`
@@ -243,7 +243,7 @@ class Recorder:
                 raise self._still_writing(timeout_s)
             self._changed.wait(0.1)
 
-    def _leave_copied(self, timeout_s: float | None) -> list[dict[str, Any]] | None:
+    def _leave_copied(self, timeout_s: float | None) -> list[RunRow] | None:
         """Wait for the batch being written (at most `timeout_s`; its failure raised), then
         take the pending rows off the next batch when all are of copied ranges (the next
         run rebuilds them as they are) and this run wrote a batch of its own (so however
@@ -313,7 +313,7 @@ class Recorder:
                     self._batches += 1
                 self._changed.notify_all()
 
-    def _record(self, rows: list[dict[str, Any]]) -> None:
+    def _record(self, rows: list[RunRow]) -> None:
         from ferry.runtime.recording import record_runs
         from ferry.state.writer import append
 

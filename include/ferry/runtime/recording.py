@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ferry.core.internal import offset_map_topic
 from ferry.core.tables import (
     OFFSET_MAP_DDL,
     RUNS_DDL,
+    RunRow,
     StatePaths,
     offset_map_row,
     runs_from_entries,
@@ -49,7 +50,7 @@ class RecordsBehind(Protocol):
         ended without them (`end`), its offset-map entries are not a dead job's."""
         ...
 
-    def add(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def add(self, run_id: str, rows: list[RunRow]) -> None:
         """Take the `runs` rows of the copy job of `run_id`; its offset-map entries are on
         the target."""
         ...
@@ -124,9 +125,8 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     if found:
         with _timed(timings, "rebuilt runs"):
             ranges = recorded_ranges(paths.runs, flow.name, {e.run_id for _, e in found})
-            append_to(paths.runs, RUNS_DDL,
-                      runs_from_entries([e for _, e in found], (), flow.ferry.delivery,
-                                        ranges), None)
+            append_to(paths.runs, RUNS_DDL, _rows(
+                runs_from_entries([e for _, e in found], (), flow.ferry.delivery, ranges)), None)
     if failed is not None:
         if found:
             log.warning("the runs append failed (%s); the runs were rebuilt from their "
@@ -156,7 +156,7 @@ class Unwritten(Exception):
 
 
 def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
-                runs: list[dict[str, Any]], timings: dict[str, float] | None = None,
+                runs: list[RunRow], timings: dict[str, float] | None = None,
                 pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
     appended. Raises `Unwritten` when it failed and the runs rows were not appended.
@@ -168,7 +168,7 @@ def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
     appended: Future[bool] = Future()
     try:
         with _timed(timings, "runs"):
-            appended.set_result(append_to(paths.runs, RUNS_DDL, runs, None))
+            appended.set_result(append_to(paths.runs, RUNS_DDL, _rows(runs), None))
     except Exception as exc:  # rebuilt from the entries by record_offset_map
         appended.set_exception(exc)
     try:
@@ -178,3 +178,8 @@ def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
         if appended.exception() is not None:
             raise Unwritten(exc) from exc
         raise
+
+
+def _rows(runs: list[RunRow]) -> list[dict[str, Any]]:
+    """`runs` as an `Append` takes rows of any table (a `RunRow` is such a dict)."""
+    return cast("list[dict[str, Any]]", runs)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ferry.core.tables import RangeOutcome, RangeResult, run_row
+from ferry.core.tables import RangeOutcome, RangeResult, RunRow, run_row
 
 if TYPE_CHECKING:
     from ferry.config import Flow
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
                 role: str, writer: Callable[..., Lane] | None = None,
                 newest: ReadsNewest | None = None, owner: Named | None = None
-                ) -> list[dict[str, Any]]:
+                ) -> list[RunRow]:
     """One lane's work: copy its writer slots' ranges, one slot after another; their `runs`
     rows (a failure is in them, not raised, so the other writers finish their
     transactions). `writer`: makes a slot's writer, as `Lane` takes its arguments (default
@@ -58,10 +58,10 @@ def write_slots(flow: Flow, run_id: str, slots: list[tuple[int, list[Range]]],
 
 def _write_slots(flow: Flow, run_id: str, me: Named, slots: list[tuple[int, list[Range]]],
                  role: str, writer: Callable[..., Lane] | None, newest: ReadsNewest
-                 ) -> list[dict[str, Any]]:
+                 ) -> list[RunRow]:
     from ferry.core import takeover
 
-    rows: list[dict[str, Any]] = []
+    rows: list[RunRow] = []
     stopped: Stop | None = None
     for slot, ranges in slots:
         if stopped is None:

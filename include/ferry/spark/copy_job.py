@@ -24,7 +24,7 @@ from ferry.config.connections import snapshot_lookup
 from ferry.core import plan_file
 from ferry.core.job import Copied
 from ferry.core.planner import Range
-from ferry.core.tables import RUNS_DDL, absent, keyed_table
+from ferry.core.tables import RUNS_DDL, RunRow, absent, keyed_table
 from ferry.core.takeover import Named
 from ferry.errors import FerryError
 from ferry.runtime.job import JobResult, copy_plan, reported
@@ -76,7 +76,7 @@ class SparkLanes:
 
     def copy(self, flow: Flow, run_id: str, writers: dict[int, list[Range]],
              lanes: list[list[int]], role: str, owner: Named | None = None,
-             topics: Collection[str] = ()) -> list[dict[str, Any]]:
+             topics: Collection[str] = ()) -> list[RunRow]:
         from functools import partial
 
         name_newest(flow, run_id, role, owner)
