@@ -18,8 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import MutableMapping
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +32,8 @@ from ferry.errors import UsageError
 from ferry.secrets import REDACTOR, RedactingFilter
 
 _CONTEXT = ("flow", "lane", "topic", "partition", "run_id")
+CLIENT_LOGGER = "ferry.kafka.librdkafka"
+"""The logger of the Kafka clients' own (librdkafka's) lines (`ClientLog`)."""
 FORMAT_ENV = "FERRY_LOG_FORMAT"
 FORMATS = ("text", "json")
 
@@ -100,6 +106,81 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+_CLIENT_NOISE = (re.compile(r"\[rdkafka#[^\]]*\] "), re.compile(r"\[thrd:[^\]]*\]: "),
+                 re.compile(r" \((after \d+ms in state \w+(, )?)?(\d+ identical error\(s\) "
+                            r"suppressed)?\)$"))
+"""What makes two lines of one client fault differ: the client's and thread's names, the
+time in state, librdkafka's own count of what it suppressed."""
+
+
+def client_line(text: str) -> str:
+    """A librdkafka line without what differs between repeats of one fault (`FAIL
+    [rdkafka#producer-1] [thrd:b:9/bootstrap]: b:9/bootstrap: Connect to ipv4#b:9 failed:
+    Connection refused (after 0ms in state CONNECT)` -> `FAIL b:9/bootstrap: Connect to
+    ipv4#b:9 failed: Connection refused`)."""
+    for noise in _CLIENT_NOISE:
+        text = noise.sub("", text)
+    return text
+
+
+class ClientLog:
+    """Where one cluster's Kafka clients log (confluent-kafka's `logger` setting): each
+    librdkafka line goes to the `ferry.kafka.librdkafka` logger naming the cluster, without
+    the client's own noise (`client_line`), and at most at WARNING: the client retries what
+    it reports there, and whether that ends in an error is Ferry's to say, once, naming the
+    cluster and what to check. Repeats are counted, not logged (`Repeats`)."""
+
+    def __init__(self, cluster: str, logger: logging.Logger | None = None) -> None:
+        self.cluster = cluster
+        self._logger = logger or logging.getLogger(CLIENT_LOGGER)
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        """confluent-kafka's call for each line (`logger.log(level, fmt, *args)`)."""
+        text = msg % args if args else msg
+        self._logger.log(min(level, logging.WARNING), "cluster %s: %s", self.cluster,
+                         client_line(text))
+
+
+class Repeats(logging.Filter):
+    """Lets a line through once per `window_s` seconds: a repeat within the window is
+    counted, not logged, and the first line after it says how many there were. For the
+    clients' lines (`ClientLog`), which repeat a fault as often as the client retries it
+    (hundreds of times a minute for a cluster that refuses connections). Keeps the last
+    `keep` distinct lines. Thread-safe (librdkafka logs from its own threads)."""
+
+    def __init__(self, window_s: float = 60.0, keep: int = 1000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.window_s, self.keep, self._clock = window_s, keep, clock
+        self._seen: OrderedDict[str, list[float | int]] = OrderedDict()
+        """line -> [when it was last let through, repeats since]"""
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        line, now = record.getMessage(), self._clock()
+        with self._lock:
+            seen = self._seen.get(line)
+            if seen is not None and now - seen[0] < self.window_s:
+                seen[1] += 1
+                return False
+            repeats = int(seen[1]) if seen is not None else 0
+            self._seen[line] = [now, 0]
+            self._seen.move_to_end(line)
+            while len(self._seen) > self.keep:
+                self._seen.popitem(last=False)
+        if repeats:
+            record.msg, record.args = (f"{line} (and {repeats} more like it in the last "
+                                       f"{self.window_s:.0f}s)"), None
+        return True
+
+
+def _count_client_repeats() -> None:
+    """Let each distinct client line through once a minute (`Repeats`), once per process."""
+    clients = logging.getLogger(CLIENT_LOGGER)
+    if not any(isinstance(f, Repeats) for f in clients.filters):
+        clients.addFilter(Repeats())
+
+
 def log_format() -> str:
     """`$FERRY_LOG_FORMAT`: text (the default) or json; anything else is a usage error."""
     chosen = os.environ.get(FORMAT_ENV, "").strip().lower() or "text"
@@ -125,6 +206,7 @@ def setup(verbose: bool = False) -> None:
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    _count_client_repeats()
 
 
 def join_host() -> None:
@@ -143,3 +225,4 @@ def join_host() -> None:
     ferry = logging.getLogger("ferry")
     if ferry.level == logging.NOTSET:  # a level the host chose for Ferry stays
         ferry.setLevel(logging.INFO)
+    _count_client_repeats()

@@ -114,3 +114,69 @@ def test_a_host_without_handlers_gets_ferrys_own(capsys: pytest.CaptureFixture[s
     logs.join_host()
     logging.getLogger("ferry.x").info("hello")
     assert " INFO ferry.x: hello" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("raw", "line"), [
+    ("FAIL [rdkafka#producer-1] [thrd:b:9/bootstrap]: b:9/bootstrap: Connect to ipv4#b:9 "
+     "failed: Connection refused (after 0ms in state CONNECT)",
+     "FAIL b:9/bootstrap: Connect to ipv4#b:9 failed: Connection refused"),
+    ("FAIL [rdkafka#consumer-7] [thrd:b:9/bootstrap]: b:9/bootstrap: Connect to ipv4#b:9 "
+     "failed: Connection refused (after 1ms in state CONNECT, 498 identical error(s) "
+     "suppressed)",
+     "FAIL b:9/bootstrap: Connect to ipv4#b:9 failed: Connection refused"),
+    ("ERROR [rdkafka#producer-2] [thrd:app]: 1/1 brokers are down",
+     "ERROR 1/1 brokers are down"),
+    ("SASL [rdkafka#producer-1] [thrd:b:9/1]: b:9/1: SASL authentication error: "
+     "Authentication failed (after 5ms in state AUTH_REQ)",
+     "SASL b:9/1: SASL authentication error: Authentication failed"),
+], ids=["refused", "librdkafka-counted-repeats", "all-down", "auth"])
+def test_a_client_line_drops_what_differs_between_repeats_of_one_fault(
+    raw: str, line: str
+) -> None:
+    assert logs.client_line(raw) == line
+
+
+def test_a_clients_lines_name_the_cluster_and_go_no_higher_than_warning() -> None:
+    logger = logging.getLogger("ferry.test.client")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        log = logs.ClientLog("target", logger)
+        log.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1",
+                "[thrd:b:9/bootstrap]: b:9/bootstrap: Connect to ipv4#b:9 failed: refused")
+        log.log(logging.INFO, "%s [%s] %s", "INIT", "rdkafka#producer-1", "[thrd:app]: ready")
+    finally:
+        logger.removeHandler(handler)
+
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.WARNING, "cluster target: FAIL b:9/bootstrap: Connect to ipv4#b:9 failed: "
+                          "refused"),
+        (logging.INFO, "cluster target: INIT ready")]
+
+
+def test_a_repeated_line_is_let_through_once_a_window_then_with_how_often_it_came() -> None:
+    now = [0.0]
+    repeats = logs.Repeats(window_s=60, clock=lambda: now[0])
+
+    def through(message: str, at: float) -> str | None:
+        now[0] = at
+        record = logging.LogRecord("ferry.kafka.librdkafka", logging.WARNING, __file__, 1,
+                                   message, None, None)
+        return record.getMessage() if repeats.filter(record) else None
+
+    assert through("cluster A: refused", 0) == "cluster A: refused"
+    assert [through("cluster A: refused", t) for t in (1, 2, 59)] == [None, None, None]
+    assert through("cluster B: refused", 3) == "cluster B: refused"  # another line: its own
+    assert through("cluster A: refused", 61) == ("cluster A: refused (and 3 more like it in "
+                                                 "the last 60s)")
+    assert through("cluster A: refused", 62) is None
+
+
+def test_the_client_lines_are_counted_once_however_often_logging_is_set_up() -> None:
+    clients = logging.getLogger(logs.CLIENT_LOGGER)
+    logs.setup()
+    logs.setup()
+    assert len([f for f in clients.filters if isinstance(f, logs.Repeats)]) == 1

@@ -20,6 +20,7 @@ from ferry.config.findings import Findings
 from ferry.config.jaas import KERBEROS, OAUTHBEARER, PLAIN, SCRAM, JaasError, parse_jaas
 from ferry.config.stores import StoreError, read_truststore_pem, sniff_store
 from ferry.config.values import Props
+from ferry.logs import CLIENT_LOGGER, ClientLog
 from ferry.secrets import MASK, Secret, shown
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ Setting = str | Secret
 RdValue = str | int | float | bool
 
 
-LIBRDKAFKA_LOG = logging.getLogger("ferry.kafka.librdkafka")
+LIBRDKAFKA_LOG = logging.getLogger(CLIENT_LOGGER)
 """Where every Ferry client's librdkafka log lines go (`ClientConfig.confluent`)."""
 
 RETRY_SECONDS = 120.0
@@ -69,16 +70,17 @@ class ClientConfig:
         """The dict to hand to confluent-kafka, secrets revealed, `extra` and `overrides`
         applied on top. Never log it.
 
-        librdkafka's own log lines go to the `ferry.kafka.librdkafka` logger at their own
-        level (instead of raw lines on stderr, which an Airflow task logs as errors). The
-        client forwards them when it is polled: consuming and flushing do, an `Admin` does
-        after each call."""
+        librdkafka's own log lines go to the `ferry.kafka.librdkafka` logger, naming the
+        cluster, at their own level up to WARNING, each distinct line at most once a minute
+        (`ferry.logs.ClientLog`; instead of raw lines on stderr, which an Airflow task logs
+        as errors). The client forwards them when it is polled: consuming and flushing do,
+        an `Admin` does after each call."""
         conf: dict[str, Any] = dict(CLIENT_DEFAULTS)
         conf.update({k: v.reveal() if isinstance(v, Secret) else v
                      for k, v in self.settings.items()})
         conf.update(extra or {})
         conf.update(overrides)
-        conf["logger"] = LIBRDKAFKA_LOG
+        conf["logger"] = ClientLog(self.cluster, LIBRDKAFKA_LOG)
         return conf
 
     @property
