@@ -278,10 +278,10 @@ def test_with_the_target_down_every_scrape_answers_within_a_second_and_the_flow_
             # when: scraped again and again while the collections wait on the target
             answers = scrapes(url)
 
-            # then: each scrape answered within a second (503 until the first collection
-            # ended), and the flow is reported down, with the age of what was served
-            assert [s for s, _, _ in answers][-1] == 200, answers[-1][1]
-            assert {s for s, _, _ in answers} <= {200, 503}
+            # then: each scrape answered 200 within a second (only "nothing collected yet"
+            # until the first collection ended), and the flow is reported down, with the
+            # age of what was served
+            assert {s for s, _, _ in answers} == {200}, answers[-1][1]
             assert max(took for _, _, took in answers) < 1.0, answers
             lines = answers[-1][1].splitlines()
             assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 0' in lines
@@ -327,15 +327,15 @@ def get(url: str, authorization: str | None = None) -> tuple[int, str]:
 
 def scrapes(url: str, authorization: str | None = None
             ) -> list[tuple[int, str, float]]:
-    """Scrapes until one is not a 503 (the first background collection still running), 90 s
-    at most: each one's (status, body, seconds it took)."""
+    """Scrapes until one is not "nothing collected yet" (the first background collection
+    still running), 90 s at most: each one's (status, body, seconds it took)."""
     answers: list[tuple[int, str, float]] = []
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         started = time.monotonic()
         status, body = get(url, authorization)
         answers.append((status, body, time.monotonic() - started))
-        if status != 503:
+        if status != 200 or "ferry_metrics_collected 0" not in body:
             break
         time.sleep(0.2)
     return answers
@@ -359,3 +359,34 @@ def test_metrics_serve_answers_only_scrapes_with_the_token_and_never_logs_it(
     process.terminate()
     _, logged = process.communicate(timeout=15)
     assert token not in logged
+
+
+def test_with_both_clusters_unreachable_a_scrape_within_seconds_of_start_says_the_flow_is_down(
+    tmp_path: Path
+) -> None:
+    # given: a flow whose clusters both refuse every connection, its calls bounded to the
+    # default two minutes (what a collection waited out before each cluster was probed)
+    import time
+
+    with down_cluster("stopped") as source, down_cluster("hung") as target:
+        config = flow_config(tmp_path, {"source": source, "target": target}, "orders")
+        flow = config.enabled_flows[0]
+        began = time.monotonic()
+        started, process = serve(config.path)
+        try:
+            # when: scraped from the start
+            answers = scrapes(started["serving"])
+            first_known = time.monotonic() - began
+        finally:
+            stop(process)
+
+    # then: every scrape answered 200 in under a second; within 10 s of the start the flow
+    # and both its clusters are reported down
+    assert {s for s, _, _ in answers} == {200}
+    assert max(took for _, _, took in answers) < 1.0, answers
+    assert first_known < 10.0, first_known
+    lines = answers[-1][1].splitlines()
+    assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 0' in lines
+    assert f'ferry_cluster_up{{cluster="{flow.source}"}} 0' in lines
+    assert f'ferry_cluster_up{{cluster="{flow.target}"}} 0' in lines
+    assert "ferry_metrics_collected 1" in lines

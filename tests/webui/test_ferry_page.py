@@ -101,15 +101,15 @@ def request(server: AirflowServer, path: str, authorization: str | None = None,
 
 def scrape(server: AirflowServer, authorization: str | None = None,
            cookie: str | None = None) -> tuple[int, dict[str, str], str]:
-    """A scrape of /ferry/metrics, each answered at once: 503 while the server's first
-    background collection runs (the wait for it is polled, at most a minute), then the
-    latest collection."""
+    """A scrape of /ferry/metrics, each answered at once: only `ferry_metrics_collected 0`
+    while the server's first background collection runs (the wait for it is polled, at
+    most a minute), then the latest collection."""
     deadline = time.monotonic() + 60
     while True:
         status, headers, body = request(server, "/ferry/metrics", authorization, cookie)
-        if status != 503 or time.monotonic() > deadline:
+        if status != 200 or "ferry_metrics_collected 0" not in body \
+                or time.monotonic() > deadline:
             return status, headers, body
-        assert headers.get("retry-after") == "5"
         time.sleep(0.5)
 
 

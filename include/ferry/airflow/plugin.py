@@ -221,13 +221,9 @@ def create_app(collectors: Collectors | None = None) -> FastAPI:
         from ferry.observe.serve import FIRST_WAIT_S
 
         try:
-            found = await run_in_threadpool(kept.of(config_path()).latest, FIRST_WAIT_S)
+            found = await run_in_threadpool(kept.of(config_path()).served, FIRST_WAIT_S)
         except ConfigError as exc:
             return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
-        if found is None:
-            return PlainTextResponse(
-                "ferry: the first collection of the metrics is still running\n",
-                status_code=503, headers={"Retry-After": "5"})
         return PlainTextResponse(render(found), media_type=CONTENT_TYPE)
 
     return app

@@ -35,47 +35,95 @@ raises a FerryError when one of them is missing or broken."""
 
 
 def collect(config: Config, lag_window: timedelta | None = LAG_WINDOW,
-            resolve: Resolve | None = None) -> list[FlowSnapshot]:
+            resolve: Resolve | None = None,
+            probe: Probe | None = None) -> list[FlowSnapshot]:
     """A snapshot of every enabled flow; `lag_window` None skips the lag history (metrics
     do not need it). With `resolve`, `config` need not have its connections looked up:
     the clusters of all flows into a target are looked up together, once; when that
     fails, each of those flows' on their own, so a missing one fails only the flows of its
-    cluster."""
+    cluster.
+
+    Every cluster is first asked once, all at once, whether it answers (`probe`, default
+    `ferry.kafka.reach.unanswered`, bounded by its `PROBE_S`): a flow with a cluster that
+    does not is snapshot with that error and its state rows at once, not after its reads
+    have waited out `ferry.kafka.retry.seconds`, so a collection ends within seconds
+    whatever the clusters do."""
+    from ferry.kafka.reach import PROBE_S
     from ferry.steps.heartbeats import topology
 
     into: dict[str, list[Flow]] = {}
     for named in config.enabled_flows:
         into.setdefault(named.target, []).append(named)
-    found: dict[str, FlowSnapshot] = {}
+    resolved: list[tuple[Flow, Config | FerryError, Flow | None]] = []
+    groups: dict[str, Config | FerryError] = {}
     for target, flows in into.items():
-        together = _resolved(config, flows, resolve)
-        seen: Topology | FerryError | None = None
+        together = groups[target] = _resolved(config, flows, resolve)
         for named in flows:
             looked_up = together if isinstance(together, Config) \
                 else _resolved(config, [named], resolve)
             try:
                 if isinstance(looked_up, FerryError):
                     raise looked_up
-                flow = looked_up.flow(named.name)
+                resolved.append((named, looked_up, looked_up.flow(named.name)))
             except (FerryError, KeyError) as exc:  # KeyError: the file changed meanwhile
                 error = exc if isinstance(exc, FerryError) else FerryError(str(exc))
-                log.warning("flow %s: %s", named.name, error, extra={"flow": named.name})
-                found[named.name] = snapshot(config, named, error, lag_window)
-                continue
-            if seen is None:  # the target's heartbeats read once
-                # Their arrival times are looked up in each upstream flow's offset map,
-                # which needs that flow's connections: when the flows into the target
-                # could not be looked up together, the others' heartbeats show without
-                # them (instead of waiting on a cluster without a bootstrap address, at
-                # every refresh).
-                heartbeats = looked_up if looked_up is together \
-                    else replace(looked_up, flows=(flow,))
-                try:
-                    seen = topology(heartbeats, target)
-                except FerryError as exc:
-                    seen = exc
-            found[named.name] = snapshot(looked_up, flow, seen, lag_window)
+                resolved.append((named, error, None))
+    silent = _probed([flow for _, _, flow in resolved if flow is not None], probe)
+    found: dict[str, FlowSnapshot] = {}
+    seen: dict[str, Topology | FerryError] = {}
+    for named, looked_up, flow in resolved:
+        if flow is None or isinstance(looked_up, FerryError):
+            error = looked_up if isinstance(looked_up, FerryError) else FerryError("")
+            log.warning("flow %s: %s", named.name, error, extra={"flow": named.name})
+            found[named.name] = snapshot(config, named, error, lag_window)
+            continue
+        down = tuple(c for c in dict.fromkeys((flow.source, flow.target)) if c in silent)
+        if down:
+            why = "; ".join(f"cluster {c} did not answer within {PROBE_S:.0f}s ({silent[c]}): "
+                            "is it reachable at its bootstrap.servers?" for c in down)
+            found[named.name] = replace(snapshot(looked_up, flow, FerryError(why), lag_window),
+                                        down=down)
+            continue
+        if flow.target not in seen:  # the target's heartbeats read once
+            # Their arrival times are looked up in each upstream flow's offset map, which
+            # needs that flow's connections: when the flows into the target could not be
+            # looked up together, the others' heartbeats show without them.
+            heartbeats = looked_up if looked_up is groups[flow.target] \
+                else replace(looked_up, flows=(flow,))
+            try:
+                seen[flow.target] = topology(heartbeats, flow.target)
+            except FerryError as exc:
+                seen[flow.target] = exc
+        found[named.name] = snapshot(looked_up, flow, seen[flow.target], lag_window)
     return [found[named.name] for named in config.enabled_flows]
+
+
+Probe = Callable[[Flow, str], "str | None"]
+"""Whether the cluster `alias` of a flow answers: None, or why not (`_probed`)."""
+
+
+def _probed(flows: list[Flow], probe: Probe | None) -> dict[str, str]:
+    """The clusters of `flows` that do not answer, each with why, all asked at once (a
+    cluster once, through the first flow that names it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ask = probe or _unanswered
+    clusters: dict[str, Flow] = {}
+    for flow in flows:
+        for alias in (flow.source, flow.target):
+            clusters.setdefault(alias, flow)
+    if not clusters:
+        return {}
+    with ThreadPoolExecutor(len(clusters), thread_name_prefix="ferry-probe") as pool:
+        answers = dict(zip(clusters, pool.map(lambda a: ask(clusters[a], a), clusters),
+                           strict=True))
+    return {alias: why for alias, why in answers.items() if why is not None}
+
+
+def _unanswered(flow: Flow, alias: str) -> str | None:
+    from ferry.kafka.reach import unanswered
+
+    return unanswered(flow.source_admin if alias == flow.source else flow.target_admin)
 
 
 def _resolved(config: Config, flows: list[Flow], resolve: Resolve | None

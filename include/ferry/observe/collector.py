@@ -97,9 +97,15 @@ class Collector:
         if found is None:
             return None
         age = max(0.0, self._clock() - found.at)
-        return [*found.families,
+        return [*found.families, _gauge("ferry_metrics_collected", 1),
                 _gauge("ferry_metrics_age_seconds", round(age, 3)),
                 _gauge("ferry_metrics_collect_seconds", round(found.took_s, 3))]
+
+    def served(self, wait_s: float = 0.0) -> list[Family]:
+        """What a scrape gets: `latest(wait_s)`, or, before the first collection ended,
+        only `ferry_metrics_collected 0` (a scrape is answered, not failed, while the
+        clusters are asked: a failed scrape drops every Ferry series at once)."""
+        return self.latest(wait_s) or [_gauge("ferry_metrics_collected", 0)]
 
     def collect_once(self) -> None:
         """One collection, its outcome kept (the thread's step; also for a first result
@@ -137,4 +143,4 @@ class Collector:
 
 def _gauge(name: str, value: float) -> Family:
     kind, text = DEFINITIONS[name]
-    return Family(name, kind, text, (Sample((), value),))
+    return Family(name, kind, text, (Sample((), float(value)),))

@@ -129,9 +129,15 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "ferry_state_behind_seconds": (
         "gauge", "Seconds since the oldest offset-map entry not in Delta yet was committed on "
                  "the target (0 when Delta holds every entry)."),
+    "ferry_cluster_up": (
+        "gauge", "1 when the cluster answered the latest collection's probe (its metadata, "
+                 "within 5 s), 0 when it did not: the flows it is a side of are down."),
     "ferry_flow_up": (
         "gauge", "1 when the flow's clusters answered the latest collection, 0 when they did "
                  "not (the page names the error)."),
+    "ferry_metrics_collected": (
+        "gauge", "1 once a collection of the metrics has ended; 0 while the first one still "
+                 "runs (nothing else is known yet: every other series is absent)."),
     "ferry_metrics_age_seconds": (
         "gauge", "Seconds since the metrics served were collected (collected in the "
                  "background: a scrape never waits on the clusters)."),
@@ -232,8 +238,16 @@ def token_allows(authorization: str | None, token: str | None) -> bool:
 def families(snapshots: Iterable[FlowSnapshot], now: float) -> list[Family]:
     """Every metric of `snapshots`; `now` (Unix seconds) dates the checkpoint latencies."""
     registry = Registry()
+    clusters: dict[str, int] = {}
     for snap in snapshots:
         _flow_samples(registry, snap, now)
+        for alias in (snap.source, snap.target):
+            if alias in snap.down:
+                clusters[alias] = 0
+            elif snap.status is not None:
+                clusters.setdefault(alias, 1)
+    for alias, up in sorted(clusters.items()):
+        registry.add("ferry_cluster_up", {"cluster": alias}, up)
     return registry.families()
 
 

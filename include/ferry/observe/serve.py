@@ -1,7 +1,8 @@
 """`ferry metrics --serve HOST:PORT`: a Prometheus endpoint for setups without the Airflow
 plugin (stdlib HTTP server). The clusters and the state tables are read in the background
 every `refresh_s` seconds (`ferry.observe.collector`); a scrape answers at once with the
-latest collection and its age (503 until the first one ends).
+latest collection and its age (`ferry_metrics_collected 0` alone until the first one ends,
+within seconds: a cluster that does not answer is probed, not waited for).
 
 With a scrape token configured (`FERRY_METRICS_TOKEN`), a scrape must send
 `Authorization: Bearer <token>`; the token is never logged, and neither are headers.
@@ -43,7 +44,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 FIRST_WAIT_S = 0.5
-"""How long a scrape waits for the first collection before it is answered 503."""
+"""How long a scrape waits for the first collection before it is answered without it."""
 
 
 def serve(config_file: str, host: str, port: int, token: str | None,
@@ -72,14 +73,9 @@ def serve(config_file: str, host: str, port: int, token: str | None,
                             {"WWW-Authenticate": 'Bearer realm="ferry-metrics"'})
                 return
             try:
-                found = collector.latest(FIRST_WAIT_S)
+                found = collector.served(FIRST_WAIT_S)
             except ConfigError as exc:
                 self._reply(500, "text/plain; charset=utf-8", f"ferry: {exc}\n")
-                return
-            if found is None:
-                self._reply(503, "text/plain; charset=utf-8",
-                            "ferry: the first collection of the metrics is still running\n",
-                            {"Retry-After": "5"})
                 return
             self._reply(200, CONTENT_TYPE, render(found))
 

@@ -42,6 +42,8 @@ class FlowSnapshot:
     verify: list[Row] = field(default_factory=list)
     lag: list[Row] = field(default_factory=list)
     """Rows of the `lag` table in the chart's window."""
+    down: tuple[str, ...] = ()
+    """Its clusters that did not answer the collection's probe (`ferry.kafka.reach`)."""
 
     def remote(self, topic: str) -> str:
         return self.remote_topics.get(topic, topic)

@@ -50,20 +50,23 @@ def test_a_scrape_during_a_hung_collection_gets_the_previous_one_with_its_age() 
         found = collector.latest()
 
         # then: at once, the first collection, 42 s old
-        assert values(found) == {"ferry_flow_up": 1, "ferry_metrics_age_seconds": 42,
+        assert values(found) == {"ferry_flow_up": 1, "ferry_metrics_collected": 1,
+                                 "ferry_metrics_age_seconds": 42,
                                  "ferry_metrics_collect_seconds": pytest.approx(0, abs=1)}
     finally:
         release.set()
         collector.stop()
 
 
-def test_before_the_first_collection_a_scrape_gets_nothing_after_its_short_wait() -> None:
+def test_before_the_first_collection_a_scrape_is_served_that_nothing_is_collected_yet() -> None:
     release = threading.Event()
     collector = Collector(lambda: (release.wait(30), up(1))[1], interval_s=60).start()
     try:
         assert collector.latest(wait_s=0.05) is None
+        assert values(collector.served(wait_s=0.05)) == {"ferry_metrics_collected": 0}
         release.set()
-        assert values(collector.latest(wait_s=30))["ferry_flow_up"] == 1
+        served = values(collector.served(wait_s=30))
+        assert served["ferry_flow_up"] == 1 and served["ferry_metrics_collected"] == 1
     finally:
         release.set()
         collector.stop()

@@ -332,3 +332,18 @@ def test_a_delta_caught_up_is_exported_as_zero_and_an_unread_target_as_nothing()
     assert samples(found, "ferry_state_behind_seconds") == {pair: 0}
     assert not [f for f in families([unread], NOW.timestamp())
                 if f.name.startswith("ferry_state_behind")]
+
+
+def test_a_cluster_that_did_not_answer_is_down_and_so_is_every_flow_it_is_a_side_of() -> None:
+    # given: a->b read; c, the target of a->c and b->c, did not answer the probe
+    up = snapshot()
+    down = [FlowSnapshot("a->c", "a", "c", error="cluster c did not answer", down=("c",)),
+            FlowSnapshot("b->c", "b", "c", error="cluster c did not answer", down=("c",))]
+
+    found = families([up, *down], NOW.timestamp())
+
+    assert samples(found, "ferry_cluster_up") == {
+        (("cluster", "a"),): 1, (("cluster", "b"),): 1, (("cluster", "c"),): 0}
+    assert samples(found, "ferry_flow_up") == {
+        (("source", "a"), ("target", "b")): 1, (("source", "a"), ("target", "c")): 0,
+        (("source", "b"), ("target", "c")): 0}
