@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/test-tools.sh
 export PATH="$(pwd)/.venv/bin:$PATH"
 unset SPARK_HOME SPARK_REMOTE SPARK_CONNECT_MODE_ENABLED
 echo "== ruff"

@@ -1,4 +1,4 @@
-"""promtool (Debian's, unpacked by scripts/setup.sh) accepts the alert rules Ferry ships,
+"""promtool (Debian's, unpacked by scripts/test-tools.sh) accepts the alert rules Ferry ships,
 runs their unit tests (deploy/prometheus/ferry-rules.test.yml), and lints Ferry's
 exposition. A program runs, so these live here; the pure checks of the same files are in
 tests/unit/observe/test_shipped_monitoring.py."""
@@ -23,7 +23,7 @@ from tests.support.monitoring import PROMETHEUS, alert_rules, exposition
 
 def promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     tool = shutil.which("promtool")
-    assert tool, "promtool is missing: scripts/setup.sh unpacks it into .venv/bin"
+    assert tool, "promtool is missing: scripts/test-tools.sh unpacks it into .venv/bin"
     return subprocess.run([tool, *args], input=stdin, capture_output=True, text=True,
                           cwd=PROMETHEUS, timeout=60, check=False)
 
