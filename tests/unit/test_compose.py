@@ -329,3 +329,22 @@ def test_the_image_finds_the_jobs_jars_and_library_zip_where_ferry_looks() -> No
     assert "RUN ferry dag-file --write /opt/airflow/dags" in dockerfile_instructions()
     assert runtime["AIRFLOW_HOME"] == "/opt/airflow"
     assert runtime["PYSPARK_PYTHON"].startswith(runtime["PATH"].split(":")[0])
+
+
+def test_every_long_running_service_says_whether_it_is_healthy() -> None:
+    # a service without a healthcheck is "running" to compose (and to whatever waits on
+    # it) however broken; only a one-shot service (restart "no") may go without
+    long_running = [name for name, found in compose()["services"].items()
+                    if found.get("restart", "unless-stopped") != "no"]
+    assert long_running, "no long-running service found"
+    assert [name for name in long_running if "healthcheck" not in service(name)] == []
+
+
+def test_the_warm_spark_leaves_the_workers_cores_to_the_spark_submit_copies() -> None:
+    # the default copy is spark-submit on the standalone master, beside the warm server:
+    # a server with no core limit takes every core and the copies wait for ever
+    from ferry.cli.main import build_parser
+
+    args = build_parser().parse_args(service("spark-connect")["command"][1:])
+    workers = int(env("spark-worker")["SPARK_WORKER_CORES"])
+    assert args.max_cores is not None and 1 <= args.max_cores < workers

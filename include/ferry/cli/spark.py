@@ -29,6 +29,17 @@ def _heap(value: str) -> str:
     return heap
 
 
+def _cores(value: str) -> int:
+    """`--max-cores`: a whole number of at least 1."""
+    try:
+        cores = int(value)
+    except ValueError:
+        cores = 0
+    if cores < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a whole number of cores, at least 1")
+    return cores
+
+
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     spark = subparsers.add_parser(
         "spark", help="a local warm Spark (Spark Connect server) the copy jobs run on")
@@ -53,6 +64,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     serve.add_argument("--master", default="local[*]",
                        help="its Spark master (default local[*]), e.g. spark://host:7077")
     serve.add_argument("--heap", type=_heap, default="1g", help=_HEAP_HELP)
+    serve.add_argument("--max-cores", type=_cores, default=None,
+                       help="the most cores it takes of its master's (spark.cores.max; on a "
+                            "standalone master it takes all of them otherwise, and "
+                            "spark-submit copies there wait)")
 
 
 def _dir(args: argparse.Namespace) -> Path | None:
@@ -98,5 +113,6 @@ def cmd_spark_serve(args: argparse.Namespace) -> int:
     from ferry.spark.connect import server_command
     from ferry.spark.submit import submit_env
 
-    command = server_command(args.port, master=args.master, host=args.host, heap=args.heap)
+    command = server_command(args.port, master=args.master, host=args.host, heap=args.heap,
+                             max_cores=args.max_cores)
     os.execve(command[0], command, submit_env())  # never returns

@@ -84,10 +84,15 @@ def check_heap(heap: str) -> None:
 
 def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
                    name: str = "ferry-connect", spark_submit: str | None = None,
-                   heap: str = SERVER_HEAP) -> list[str]:
+                   heap: str = SERVER_HEAP, max_cores: int | None = None) -> list[str]:
     """spark-submit starting a Connect server on `host:port` with Ferry's settings and a
-    fixed heap of `heap` (see check_heap); its Python workers run this interpreter."""
+    fixed heap of `heap` (see check_heap); its Python workers run this interpreter.
+    `max_cores`: the most cores its application takes of a cluster manager's
+    (`spark.cores.max`): on a standalone master, an application given none takes every
+    core, and spark-submit copies on the same master would wait for ever."""
     check_heap(heap)
+    if max_cores is not None and max_cores < 1:
+        raise ValueError(f"max cores {max_cores}: give at least 1")
     log4j = Path(__file__).with_name("log4j2.properties")
     binary = spark_submit or str(Path(sys.executable).parent / "spark-submit")
     conf = spark_conf(master)
@@ -101,6 +106,8 @@ def server_command(port: int, master: str = "local[*]", host: str = "127.0.0.1",
                                          f"-Xms{heap} -XX:+AlwaysPreTouch",
         LIBRARY_CONF: _library(),
     })
+    if max_cores is not None:
+        conf["spark.cores.max"] = str(max_cores)
     command = [binary, "--class", SERVER_CLASS, "--name", name,
                "--master", conf.pop("spark.master")]
     for key, value in sorted(conf.items()):

@@ -70,3 +70,16 @@ def test_the_cli_refuses_a_heap_that_is_not_a_size_in_one_line_before_starting_a
     assert err.splitlines() == [
         f"ferry: argument --heap: '2GB' is not a heap size: give one such as 512m, 1g or 4g "
         f"(see 'ferry spark {verb} --help')"]
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(None, None), (1, "1"), (4, "4")])
+def test_the_server_takes_at_most_the_cores_it_is_given_of_its_master(
+        cores: int | None, expected: str | None) -> None:
+    conf = _conf(server_command(15002, master="spark://m:7077", spark_submit="spark-submit",
+                                max_cores=cores))
+    assert conf.get("spark.cores.max") == expected
+
+
+def test_a_server_of_no_cores_is_refused() -> None:
+    with pytest.raises(ValueError, match="max cores 0: give at least 1"):
+        server_command(15002, spark_submit="spark-submit", max_cores=0)
