@@ -301,10 +301,12 @@ def test_each_kafka_cluster_is_reachable_from_the_host_on_its_published_port() -
     assert len(ports) == 2
 
 
-def test_the_image_installs_the_lock_and_nothing_that_moves_it() -> None:
+def test_the_image_installs_the_runtime_at_the_locks_versions_and_nothing_that_moves_it(
+) -> None:
     runs = " ".join(i for i in dockerfile_instructions() if i.startswith("RUN "))
-    assert "pip install -r requirements.txt" in runs
-    assert "pip install -c requirements.txt -r requirements-deploy.txt" in runs
+    assert ("pip install -c requirements.txt -r requirements-runtime.txt "
+            "-r requirements-deploy.txt") in runs
+    assert "pip install -r requirements.txt" not in runs  # not the lock's development tools
     assert "pip install --no-deps ." in runs
     assert "ferry local jars" in runs
     extras = (ROOT / "deploy" / "requirements-deploy.txt").read_text()
@@ -348,3 +350,22 @@ def test_the_warm_spark_leaves_the_workers_cores_to_the_spark_submit_copies() ->
     args = build_parser().parse_args(service("spark-connect")["command"][1:])
     workers = int(env("spark-worker")["SPARK_WORKER_CORES"])
     assert args.max_cores is not None and 1 <= args.max_cores < workers
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {_normalize(re.split(r"[\[<>=!~; ]", r.strip(), maxsplit=1)[0])
+            for r in requirements if r.strip() and not r.strip().startswith("#")}
+
+
+def test_the_images_runtime_is_ferrys_dependencies_and_extras_and_no_development_tool() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _requirement_names([*project["dependencies"],
+                                 *project["optional-dependencies"]["spark"],
+                                 *project["optional-dependencies"]["airflow"]])
+    runtime = (ROOT / "deploy" / "requirements-runtime.txt").read_text().splitlines()
+    assert _requirement_names(runtime) == wanted
+    dev = _requirement_names(project["optional-dependencies"]["dev"])
+    assert not dev & _requirement_names(runtime)
+    assert set(lock()) >= wanted  # each at a version the lock pins
