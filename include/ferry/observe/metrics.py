@@ -129,6 +129,14 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "ferry_state_behind_seconds": (
         "gauge", "Seconds since the oldest offset-map entry not in Delta yet was committed on "
                  "the target (0 when Delta holds every entry)."),
+    "ferry_records_copied_total": (
+        "counter", "Records copied to the remote partition, ever (the MM2 record-count, named "
+                   "by Prometheus's conventions)."),
+    "ferry_bytes_copied_total": (
+        "counter", "Bytes (key + value) copied to the remote partition, ever (the MM2 "
+                   "byte-count, named by Prometheus's conventions)."),
+    "ferry_build_info": (
+        "gauge", "Always 1; its label `version` is the Ferry serving these metrics."),
     "ferry_cluster_up": (
         "gauge", "1 when the cluster answered the latest collection's probe (its metadata, "
                  "within 5 s), 0 when it did not: the flows it is a side of are down."),
@@ -237,7 +245,10 @@ def token_allows(authorization: str | None, token: str | None) -> bool:
 
 def families(snapshots: Iterable[FlowSnapshot], now: float) -> list[Family]:
     """Every metric of `snapshots`; `now` (Unix seconds) dates the checkpoint latencies."""
+    from ferry import __version__
+
     registry = Registry()
+    registry.add("ferry_build_info", {"version": __version__}, 1)
     clusters: dict[str, int] = {}
     for snap in snapshots:
         _flow_samples(registry, snap, now)
@@ -275,6 +286,8 @@ def _flow_samples(registry: Registry, snap: FlowSnapshot, now: float) -> None:
             registry.add(SOURCE + suffix, at, value)
         for suffix, value in (both | strimzi_only).items():
             registry.add(STRIMZI_SOURCE + suffix, at, value)
+        registry.add("ferry_records_copied_total", at, totals.records)
+        registry.add("ferry_bytes_copied_total", at, totals.bytes)
     for seen in latest_checkpoints(snap.checkpoints):
         group_at = pair | {"group": seen.group, "topic": snap.remote(seen.topic),
                            "partition": seen.partition}

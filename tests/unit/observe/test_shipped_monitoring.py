@@ -121,6 +121,11 @@ def test_the_prometheus_operator_rules_are_the_rules_file_and_the_monitor_is_the
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["path"] == "/metrics" and endpoint["authorization"]["type"] == "Bearer"
     assert {"targetLabel": "job", "replacement": "ferry"} in endpoint["relabelings"]
+    # Strimzi's MM2 dashboard selects its series by these
+    labels = {r["targetLabel"] for r in endpoint["relabelings"]}
+    assert {"strimzi_io_kind", "strimzi_io_cluster"} <= labels
+    assert {"targetLabel": "strimzi_io_kind", "replacement": "KafkaMirrorMaker2"} in \
+        endpoint["relabelings"]
 
 
 @pytest.mark.parametrize(
