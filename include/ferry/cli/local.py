@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, emit, verb
+from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, at_least_one, emit, verb
 
 _DIR_HELP = "where the clusters live (default: $FERRY_HOME/local, ~/.ferry/local)"
 
@@ -32,16 +32,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     verb(lsub, "jars", "fetch the Kafka and Delta jars", cmd_local_jars)
 
 
-def _node_count(value: str) -> int:
-    """`--brokers`: a whole number of nodes, at least 1."""
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a node count: give 1 or more "
+_node_count = at_least_one(lambda value: f"{value!r} is not a node count: give 1 or more "
                                          "(3 for production-like clusters)")
-    return count
+"""`--brokers`: a whole number of nodes, at least 1."""
 
 
 def _aliases(config_file: str | None) -> tuple[str, ...]:

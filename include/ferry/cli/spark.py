@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, emit, verb
+from ferry.cli.verbs import EXIT_FAILED, EXIT_OK, Parser, at_least_one, emit, verb
 
 _DIR_HELP = "where the server's state and log live (default: $FERRY_HOME/local/spark)"
 _HEAP_HELP = ("its JVM heap, fixed at start (-Xms = -Xmx, pre-touched): a size such as 512m or "
@@ -29,15 +29,8 @@ def _heap(value: str) -> str:
     return heap
 
 
-def _cores(value: str) -> int:
-    """`--max-cores`: a whole number of at least 1."""
-    try:
-        cores = int(value)
-    except ValueError:
-        cores = 0
-    if cores < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: give a whole number of cores, at least 1")
-    return cores
+_cores = at_least_one(lambda value: f"{value!r}: give a whole number of cores, at least 1")
+"""`--max-cores`: a whole number of at least 1."""
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:

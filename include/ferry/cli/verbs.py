@@ -138,3 +138,18 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, sort_keys=False))
     else:
         print(text)
+
+
+def at_least_one(refused: Callable[[str], str]) -> Callable[[str], int]:
+    """An argparse `type`: a whole number of at least 1, else `refused(value)` as the
+    usage error's text."""
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise argparse.ArgumentTypeError(refused(value))
+        return number
+
+    return parse
