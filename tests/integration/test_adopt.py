@@ -247,19 +247,22 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
 ) -> None:
     history = mm2_history
     config, flow, names = history.config, history.flow, history.names
-    # past the killed workers' session timeout (10 s) and MM2's flush interval (5 s)
-    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--settle", "15",
-            "--json")
+    # past the killed workers' session timeout (10 s) and MM2's flush interval (5 s): the
+    # first look waits that long; the later ones come after it, when MM2 has long been quiet,
+    # and still read MM2's progress twice (a second apart)
+    args = ("adopt", str(config), "--flow", flow.name, "--from", "mm2", "--json")
+    settled = ("--settle", "15")
+    args_later = (*args, "--settle", "1")
 
     # a dry run shows what adopting would do, and writes nothing
-    shown = json.loads(ferry(*args).stdout)
+    shown = json.loads(ferry(*args, *settled).stdout)
     assert not shown["executed"]
     assert {p["status"] for p in shown["partitions"]} == {"would-adopt"}
     remote = flow.remote_topic(names["plain"])
     assert positions(clusters, flow, [(remote, 0), (remote, 1)]) == [-1001, -1001]
 
     # executed: every partition adopted; the pairs found account for every record
-    report = json.loads(ferry(*args, "--execute").stdout)
+    report = json.loads(ferry(*args_later, "--execute").stdout)
     parts = {(p["topic"], p["partition"]): p for p in report["partitions"]}
     assert {p["status"] for p in parts.values()} == {"adopted"}
     for (topic, partition), p in parts.items():
@@ -284,7 +287,7 @@ def test_adopting_mm2_continues_where_it_stopped_with_an_exact_offset_map(
           "the transactional topic, found")
 
     # adopting again changes nothing
-    again = json.loads(ferry(*args, "--execute").stdout)
+    again = json.loads(ferry(*args_later, "--execute").stdout)
     assert {p["status"] for p in again["partitions"]} == {"already-adopted"}
 
     # the next cycle copies only what MM2 had not copied
