@@ -67,15 +67,15 @@ def collect(config: Config, lag_window: timedelta | None = LAG_WINDOW,
                 resolved.append((named, looked_up, looked_up.flow(named.name)))
             except (FerryError, KeyError) as exc:  # KeyError: the file changed meanwhile
                 error = exc if isinstance(exc, FerryError) else FerryError(str(exc))
-                resolved.append((named, error, None))
+                resolved.append((named, error, None))  # a flow of None: `error` says why
     silent = _probed([flow for _, _, flow in resolved if flow is not None], probe)
     found: dict[str, FlowSnapshot] = {}
     seen: dict[str, Topology | FerryError] = {}
     for named, looked_up, flow in resolved:
-        if flow is None or isinstance(looked_up, FerryError):
-            error = looked_up if isinstance(looked_up, FerryError) else FerryError("")
-            log.warning("flow %s: %s", named.name, error, extra={"flow": named.name})
-            found[named.name] = snapshot(config, named, error, lag_window)
+        if isinstance(looked_up, FerryError) or flow is None:  # not looked up: why
+            assert isinstance(looked_up, FerryError)
+            log.warning("flow %s: %s", named.name, looked_up, extra={"flow": named.name})
+            found[named.name] = snapshot(config, named, looked_up, lag_window)
             continue
         down = tuple(c for c in dict.fromkeys((flow.source, flow.target)) if c in silent)
         if down:
