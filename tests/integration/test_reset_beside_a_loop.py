@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from ferry.config import Flow
+from ferry.core.job import Copied
+from ferry.core.plan_file import PlanFile
 from ferry.core.positions import PositionMoved, PositionWrite
 from ferry.core.takeover import Named
 from ferry.kafka.positions import PositionWriter
@@ -52,8 +54,30 @@ class HeldAfterFirst(Cluster):
         return moved
 
 
+class ReleasedBeforeACopy(KeptHere):
+    """The loop's runner: with `release` set, the first copy it is given after the held
+    reset wrote its first partition (`target.written`) lets the reset go on and waits
+    until it is done, then copies the plan made before: a cycle planned from the positions
+    the reset had not written yet, and copies after it named itself done."""
+
+    def __init__(self, flow: Flow, lanes: KeptLanes, target: HeldAfterFirst,
+                 release: bool) -> None:
+        super().__init__(flow, lanes)
+        self.target, self.release, self.reset_done = target, release, threading.Event()
+        self.released_a_plan = False
+
+    def run(self, plan: PlanFile, plan_path: str | None = None) -> Copied:
+        if self.release and not self.released_a_plan and self.target.written.is_set():
+            self.released_a_plan = True
+            self.target.go.set()
+            assert self.reset_done.wait(60)
+        return super().run(plan, plan_path)
+
+
+@pytest.mark.parametrize("release", [False, True],
+                         ids=["held-while-two-cycles-run", "done-between-a-plan-and-its-copy"])
 def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_on_from_it(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, release: bool
 ) -> None:
     # given: a continuous run's loop keeping its lanes, over four partitions in two writer
     # slots, new records before each of its cycles
@@ -63,24 +87,33 @@ def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_o
                          "ferry.writers = 2\nferry.cycle.timeout.seconds = 60\n")
     flow = config.enabled_flows[0]
     lanes = KeptLanes(flow)
-    runner = KeptHere(flow, lanes)
+    target = HeldAfterFirst(flow)
+    runner = ReleasedBeforeACopy(flow, lanes, target, release)
     reported: list[CycleResult] = []
     feeding, stop = threading.Event(), threading.Event()
     feeding.set()
     sent = [200]
 
     def on_cycle(result: CycleResult, _s: float) -> None:
+        if not reported:  # the reset starts after the first cycle, before the second
+            assert target.written.wait(60)
         reported.append(result)
         if feeding.is_set():
             produce(clusters["source"], topic_name, records(8, sent[0]))
             sent[0] += 8
 
-    loop = threading.Thread(target=run_continuously, daemon=True, kwargs={
-        "config_path": config.path, "config": config, "flow": flow, "on_cycle": on_cycle,
-        "stop": stop.is_set, "runner": runner, "owner": Named("continuous-run", 1_000)})
+    raised: list[BaseException] = []
+
+    def looping() -> None:
+        try:
+            run_continuously(config.path, config, flow, on_cycle, stop=stop.is_set,
+                             runner=runner, owner=Named("continuous-run", 1_000))
+        except BaseException as exc:  # reported below
+            raised.append(exc)
+
+    loop = threading.Thread(target=looping, daemon=True)
     remote = flow.remote_topic(topic_name)
     tps = [(remote, p) for p in range(PARTITIONS)]
-    target = HeldAfterFirst(flow)
     done: list[list[Reset]] = []
     failed: list[BaseException] = []
 
@@ -89,24 +122,29 @@ def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_o
             done.append(reset(flow, topic_name, "earliest", target=target))
         except BaseException as exc:  # reported below
             failed.append(exc)
+        finally:
+            runner.reset_done.set()
 
     # when: the loop copies; then a reset to the earliest offsets writes its first
-    # partition and is held while the loop runs two more cycles with new records; then it
-    # writes the rest, and the loop runs on until it copied every record
+    # partition and is held, either while the loop runs two more cycles with new records,
+    # or until a cycle planned from the positions it had not written yet is to copy; then
+    # it writes the rest, and the loop runs on until it copied every record
     loop.start()
     try:
         wait_until(lambda: min(positions(clusters, flow, tps)) > 0, "the loop copied")
         resetter = threading.Thread(target=resetting, daemon=True)
         resetter.start()
         assert target.written.wait(60)
-        held_at = len(reported)
-        wait_until(lambda: len(reported) >= held_at + 2, "two cycles during the reset")
-        target.go.set()
+        if not release:
+            held_at = len(reported)
+            wait_until(lambda: len(reported) >= held_at + 2, "two cycles during the reset")
+            target.go.set()
         resetter.join(90)
         assert not resetter.is_alive()
         feeding.clear()
-        wait_until(lambda: positions(clusters, flow, tps) == ends(clusters, topic_name),
-                   "the loop copied on to the end", timeout=90)
+        wait_until(lambda: not loop.is_alive() or positions(clusters, flow, tps) == ends(
+            clusters, topic_name), "the loop copied on to the end", timeout=90)
+        assert loop.is_alive(), (raised, [r.steps() for r in reported if not r.ok])
     finally:
         target.go.set()
         stop.set()
@@ -116,7 +154,8 @@ def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_o
     # then: the reset completed, and no cycle of the loop failed; each remote partition
     # holds what was copied before the reset, then the source again from its start: the
     # loop copied on from the reset positions, and never over them
-    assert failed == []
+    assert failed == [] and raised == []
+    assert runner.released_a_plan == release
     assert all(r.ok for r in reported), [r.steps() for r in reported if not r.ok]
     (resets,) = done
     for r in resets:

@@ -217,7 +217,7 @@ def plan_backfill(windows: Sequence[PartitionWindow], chunk_records: int,
         # Chunk k>1 expects chunk k-1 committed: run out of order, it copies nothing.
         pieces[tp] = [Range(tp.topic, tp.partition, s, min(s + chunk_records, window.end),
                             skip_from if s == begin else None, window.destination,
-                            expect=position if s == begin else s)
+                            expect=position if s == begin else s, chained=s != begin)
                       for s in cuts]
         copied[tp] = (begin, window.end)
     if refusals or (gaps and on_gap != "continue"):

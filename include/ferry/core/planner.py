@@ -59,6 +59,12 @@ class Range:
     partition that had none (never mirrored). A lane that finds no position where one is
     expected copies nothing (an earlier range is not committed, or the position vanished):
     starting from scratch would copy twice or leave a hole."""
+    chained: bool = False
+    """`expect` is where an earlier range of the same plan ends (a backfill's later chunk,
+    run as a job of its own), not a position the plan read: a lower position means that
+    range is not committed yet, and the copy fails for a re-plan. Otherwise a position
+    below `expect` was moved back after the plan read it (a reset or an adoption: copies
+    only move positions forward), and the partition is left as written (handed over)."""
     source_id: str = ""
     """The source topic's ID when planned (Kafka's topic ID; empty: unknown), recorded with
     each position so a deleted-and-recreated source topic is detected (G10)."""

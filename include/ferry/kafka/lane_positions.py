@@ -9,7 +9,8 @@ Two kinds of position, both read here:
   took the id). A position committed for an earlier incarnation of the remote topic is
   none; a partition's read error is an error, never "no position". A position moved
   below where the writer was to go on (a reset, an adoption, written outside a copy) is
-  left as written: the partition is handed over (`moved_back`).
+  left as written: the partition is handed over (`moved_back`), unless the plan chained
+  it to an earlier range of its own (`Range.chained`: that range is not committed yet).
 - the consumer's positions on the source: `seek_committed` and `rewind` read a partition
   again from its committed position; `check_positions` finds partitions done by a marker
   or compaction when no record comes.
@@ -83,7 +84,7 @@ def resume_from_committed(lane: Lane, reader: Consumer) -> None:
             part.txn.touched = True
             continue
         if tp.offset < part.start:
-            if part.expect is not None:
+            if part.chained:  # the earlier range is not committed yet
                 raise TerminalError(
                     f"flow {flow.name}: {part.topic}-{part.partition} is committed at "
                     f"{tp.offset} but the plan starts at {part.start}; re-plan the run")

@@ -75,6 +75,7 @@ class Part:
     end: int
     ranges: list[RangeResult]
     expect: int | None = None  # the committed position the plan was made from (Range.expect)
+    chained: bool = False  # `expect` is an earlier range's end, not read (Range.chained)
     source_id: str = ""  # the source topic's ID (Range.source_id)
     target_id: str = ""  # the remote topic's ID (Range.target_id)
     covered: int = 0  # next source offset not yet committed
@@ -177,7 +178,7 @@ def parts_of(ranges: Sequence[Range], remote_topic: Callable[[str], str]
             part.ranges.append(result)
         else:
             parts[key] = Part(r.topic, r.partition, r.target_topic or remote_topic(r.topic),
-                              r.start, r.end, [result], expect=r.expect,
+                              r.start, r.end, [result], expect=r.expect, chained=r.chained,
                               source_id=r.source_id, target_id=r.target_id,
                               covered=r.start, skip_from=r.skip_from)
     return parts

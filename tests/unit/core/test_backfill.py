@@ -70,9 +70,9 @@ def test_a_fresh_remote_topic_is_filled_in_chunks_of_every_partition() -> None:
     assert plan.chunks == (
         (Range("orders", 0, 100, 200, None, "A.orders"), Range("orders", 1, 0, 100, None,
                                                                 "A.orders")),
-        (Range("orders", 0, 200, 300, None, "A.orders", expect=200),
-         Range("orders", 1, 100, 120, None, "A.orders", expect=100)),
-        (Range("orders", 0, 300, 350, None, "A.orders", expect=300),),
+        (Range("orders", 0, 200, 300, None, "A.orders", expect=200, chained=True),
+         Range("orders", 1, 100, 120, None, "A.orders", expect=100, chained=True)),
+        (Range("orders", 0, 300, 350, None, "A.orders", expect=300, chained=True),),
     )
     assert plan.span == 250 + 120 and not plan.gaps and not plan.refusals
     assert plan.windows == {TP: (100, 350), other: (0, 120)}

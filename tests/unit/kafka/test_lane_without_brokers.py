@@ -144,6 +144,27 @@ def test_a_plan_that_expects_a_position_no_one_committed_copies_nothing(flow: Fl
     assert target.end((flow.remote_topic(TOPIC), 0)) == 0
 
 
+@pytest.mark.parametrize("chained", [False, True], ids=["read-by-the-plan", "an-earlier-chunk-end"])
+def test_a_position_below_the_planned_one_is_left_as_written_unless_an_earlier_chunk_is_missing(
+    flow: Flow, chained: bool
+) -> None:
+    # given: the partition committed at 50, and a plan from 100: read at 100 before a reset
+    # moved it back to 50, or chained to an earlier chunk that ends at 100
+    source, target = clusters(flow, 150)
+    LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 50)]).run()
+    planned = Range(TOPIC, 0, 100, 150, expect=100, chained=chained)
+
+    if chained:  # then: the chunk fails for a re-plan, copying nothing
+        with pytest.raises(TerminalError, match="committed at 50 but the plan starts at 100"):
+            LaneOnFakes(source, target, flow, [planned], "chunk-2").run()
+    else:  # then: the partition is handed over, copying nothing, for the next plan
+        result = LaneOnFakes(source, target, flow, [planned], "run-2").run()
+        assert [r.outcome for r in result.ranges] == ["handed-over"]
+        assert "moved back to 50" in (result.ranges[0].error or "")
+    assert len(target.committed_records(flow.remote_topic(TOPIC), 0)) == 50
+    assert target.groups[positions_group(flow)][(flow.remote_topic(TOPIC), 0)][0] == 50
+
+
 def test_a_record_the_target_refuses_fails_the_lane_naming_it_and_its_batch_is_never_visible(
     flow: Flow
 ) -> None:
