@@ -3,7 +3,9 @@
 #   1. Debian's chromium at /usr/bin/chromium for the browser test of the Ferry page
 #      (installed with apt-get when missing: as root, or through passwordless sudo);
 #   2. promtool from Debian's prometheus package, unpacked into .venv/bin (not installed: no
-#      Prometheus service), for the tests of the shipped alert rules.
+#      Prometheus service), for the tests of the shipped alert rules;
+#   3. Toxiproxy's server, built from the Go module proxy into .venv/bin/toxiproxy-server,
+#      for the tests of network faults between Ferry and its clusters.
 # The demo needs neither, so it runs without root or apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,3 +57,21 @@ if [ ! -x "$venv/bin/promtool" ]; then
   rm -rf "$deb_dir"
 fi
 
+# Toxiproxy (a TCP proxy that injects latency, stalls, cuts and bandwidth limits) sits
+# between Ferry and the session's clusters in the network-fault tests. Built with the
+# machine's Go from the module proxy, pinned.
+TOXIPROXY_VERSION=v2.12.0
+# (`go install` embeds no version the binary prints: the one built is kept beside it)
+if [ ! -x "$venv/bin/toxiproxy-server" ] \
+   || [ "$(cat "$venv/bin/toxiproxy-server.version" 2>/dev/null)" != "$TOXIPROXY_VERSION" ]; then
+  echo "test-tools: building toxiproxy-server $TOXIPROXY_VERSION (go install, into .venv/bin)"
+  command -v go >/dev/null \
+    || die "toxiproxy-server is missing and there is no go: install Go >= 1.22, or put toxiproxy-server $TOXIPROXY_VERSION at $venv/bin/toxiproxy-server"
+  go_bin=$(mktemp -d)
+  GOBIN="$go_bin" GOFLAGS=-mod=mod go install \
+    "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    || die "go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION failed"
+  install -m 0755 "$go_bin/server" "$venv/bin/toxiproxy-server"
+  echo "$TOXIPROXY_VERSION" > "$venv/bin/toxiproxy-server.version"
+  rm -rf "$go_bin"
+fi

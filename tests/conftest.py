@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ferry.local import cluster
-from tests.support import services
+from tests.support import services, toxiproxy
 from tests.support.airflow_stack import airflow_stack  # noqa: F401  # the session's one Airflow
 
 if TYPE_CHECKING:
@@ -252,10 +252,33 @@ pair keeps the default: its rolling restarts wait on brokers catching up."""
 
 @pytest.fixture(scope="session")
 def clusters() -> dict[str, str]:
-    """alias -> bootstrap servers of two running local clusters, `source` and `target`."""
+    """alias -> bootstrap servers of two running local clusters, `source` and `target`
+    (direct: `network` reaches them through Toxiproxy)."""
+    return {s.alias: s.bootstrap for s in _session_clusters()[0]}
+
+
+def _session_clusters() -> tuple[list[cluster.ClusterState], toxiproxy.Toxiproxy]:
+    """The session's two clusters, each behind a proxy of the session's Toxiproxy, which
+    is started with them (binding the proxies' ports they advertise at once)."""
     with services.starting("kafka") as root:
-        states = cluster.up(("source", "target"), root, extra=QUIET_WHEN_IDLE)
-    return {s.alias: s.bootstrap for s in states}
+        states = cluster.up(("source", "target"), root, extra=QUIET_WHEN_IDLE,
+                            behind_proxy=True)
+        with services.starting(services.TOXIPROXY) as proxy_root:
+            proxy = toxiproxy.serve(proxy_root, states)
+    return states, proxy
+
+
+@pytest.fixture(scope="session")
+def _toxiproxy(clusters: dict[str, str]) -> toxiproxy.Toxiproxy:
+    return _session_clusters()[1]
+
+
+@pytest.fixture
+def network(_toxiproxy: toxiproxy.Toxiproxy) -> Iterator[toxiproxy.Toxiproxy]:
+    """The session's Toxiproxy, its proxies `source` and `target` in front of `clusters`
+    (`Toxiproxy.bootstrap`); every proxy is reset after the test."""
+    yield _toxiproxy
+    _toxiproxy.reset()
 
 
 @pytest.fixture(scope="session")

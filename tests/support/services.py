@@ -30,6 +30,9 @@ from tests.support.cli import ferry
 SHARED_ENV = "FERRY_TEST_SHARED"
 """The session's services folder, handed by the controller to its workers."""
 
+TOXIPROXY = "toxiproxy"
+"""The services folder of the session's Toxiproxy (`tests.support.toxiproxy`)."""
+
 SPARK_HOME_NAME = "ferry-home"
 """The services folder's FERRY_HOME for the warm Spark Connect server."""
 
@@ -115,6 +118,10 @@ def _stop(root: Path) -> None:
     if root.name == SPARK_HOME_NAME:
         stopped = ferry_spark(root, "down")
         assert stopped["stopped"] is True, f"the session's Spark Connect server: {stopped}"
+    elif root.name == TOXIPROXY:
+        from tests.support import toxiproxy
+
+        toxiproxy.stop(root)
     else:
         cluster.down(root, wipe=True)
 

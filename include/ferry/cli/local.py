@@ -24,6 +24,11 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     up.add_argument("--secure", action="store_true",
                     help="SASL_SSL (PLAIN, SCRAM-SHA-512) with a private CA and ACLs enforced; "
                          "passwords in <dir>/credentials.properties")
+    up.add_argument("--behind-proxy", action="store_true",
+                    help="give each (one-node, PLAINTEXT) cluster a second client listener "
+                         "that advertises a port reserved for a proxy in front of it (e.g. "
+                         "Toxiproxy: listen on 'proxy', forward to 'upstream'), to try "
+                         "network faults between Ferry and the clusters")
     status = verb(lsub, "status", "show the local clusters", cmd_local_status)
     status.add_argument("--dir", help=_DIR_HELP)
     down = verb(lsub, "down", "stop the local clusters", cmd_local_down)
@@ -53,12 +58,16 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     from ferry.local import cluster
 
     states = cluster.up(_aliases(args.config), Path(args.dir) if args.dir else None,
-                        secure=args.secure, brokers=args.brokers)
+                        secure=args.secure, brokers=args.brokers,
+                        behind_proxy=args.behind_proxy)
     emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir,
                  "secure": s.secure, "sasl_plaintext": s.plaintext_bootstrap,
-                 "brokers": s.brokers}
+                 "brokers": s.brokers, "proxy": s.proxy_bootstrap,
+                 "upstream": s.proxy_upstream}
                 for s in states],
          "\n".join(f"{s.alias} {s.bootstrap}" + (" (SASL_SSL)" if s.secure else "")
+                   + (f" (proxy {s.proxy_bootstrap} -> {s.proxy_upstream})"
+                      if s.proxy_bootstrap else "")
                    for s in states))
     return EXIT_OK
 

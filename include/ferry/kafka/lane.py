@@ -54,6 +54,7 @@ from ferry.core.internal import offset_map_topic, transactional_id
 from ferry.core.lanes import writer_of
 from ferry.core.planner import Range
 from ferry.core.positions import encode_position
+from ferry.core.silence import Silence
 from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.core.takeover import Named
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
@@ -312,9 +313,13 @@ class Lane:
         the records queued behind it are never sent)."""
         deadline = time.monotonic() + seconds
         remaining = self._flush_once(producer)
+        silence = Silence(self.log, self.flow.target, f"writer {self.lane}'s records",
+                          {"flow": self.flow.name, "lane": self.lane})
         while (remaining and not (until_refused and self.refused is not None)
                and time.monotonic() < deadline):
+            silence.saw(remaining)
             remaining = self._flush_once(producer)
+        silence.ended(answered=remaining == 0 and self.refused is None)
         return remaining
 
     def _flush_once(self, producer: Producer) -> int:

@@ -8,7 +8,10 @@ its principals' passwords and TLS files (secure profile only) and extra settings
 nothing. A PLAINTEXT cluster has a PLAINTEXT client listener; a secure one has SASL_SSL
 (`ClusterState.port`) and SASL_PLAINTEXT (`sasl_plaintext_port`, also the inter-broker
 listener), both offering PLAIN and SCRAM-SHA-512, and `StandardAuthorizer` with
-`allow.everyone.if.no.acl.found=false`. The controller listener is PLAINTEXT in both.
+`allow.everyone.if.no.acl.found=false`. The controller listener is PLAINTEXT in both. A
+PLAINTEXT cluster behind a proxy has a second client listener, PROXIED
+(`proxied_port`), advertising the proxy's address (`proxy_port`): clients that bootstrap
+through the proxy stay behind it, while the PLAINTEXT listener is reached directly.
 """
 
 from __future__ import annotations
@@ -42,6 +45,18 @@ def server_properties(state: ClusterState, passwords: Mapping[str, str] | None =
         if passwords is None or tls is None:
             raise ValueError("a secure cluster's properties need its passwords and TLS files")
         listeners = _secure_listeners(state, passwords, tls)
+    elif state.proxied_port is not None and state.proxy_port is not None:
+        listeners = [
+            f"listeners=PLAINTEXT://127.0.0.1:{node.port},"
+            f"PROXIED://127.0.0.1:{state.proxied_port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port},"
+            f"PROXIED://127.0.0.1:{state.proxy_port}",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "PROXIED:PLAINTEXT",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+        ]
     else:
         listeners = [
             f"listeners=PLAINTEXT://127.0.0.1:{node.port},"

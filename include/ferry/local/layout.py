@@ -57,6 +57,12 @@ class ClusterState:
     secure: bool = False
     sasl_plaintext_port: int | None = None  # secure clusters only
     peers: tuple[NodeState, ...] = ()  # nodes 2..n of a multi-node cluster
+    proxied_port: int | None = None
+    """A cluster behind a proxy (`up(..., behind_proxy=True)`): the broker's second client
+    listener, the proxy's upstream. It advertises `proxy_port`, so a client that bootstraps
+    through the proxy keeps every later connection going through it too."""
+    proxy_port: int | None = None
+    """Where the proxy in front of `proxied_port` is to listen (reserved, not bound)."""
 
     @property
     def brokers(self) -> int:
@@ -88,6 +94,16 @@ class ClusterState:
     def bootstrap(self) -> str:
         """The client listener of every node: PLAINTEXT, or SASL_SSL for a secure cluster."""
         return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+    @property
+    def proxy_bootstrap(self) -> str | None:
+        """Bootstrap servers through the proxy (None: not behind one)."""
+        return None if self.proxy_port is None else f"127.0.0.1:{self.proxy_port}"
+
+    @property
+    def proxy_upstream(self) -> str | None:
+        """What the proxy forwards to: the broker's listener for proxied clients."""
+        return None if self.proxied_port is None else f"127.0.0.1:{self.proxied_port}"
 
     @property
     def plaintext_bootstrap(self) -> str | None:

@@ -102,33 +102,43 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def _prepare(root: Path, alias: str, secure: bool, brokers: int) -> ClusterState:
+def _prepare(root: Path, alias: str, secure: bool, brokers: int,
+             behind_proxy: bool = False) -> ClusterState:
     """The state of a cluster about to start: its recorded ports while all are still free,
-    else new ones (per node: client and controller; a secure cluster's SASL_PLAINTEXT).
-    Pids are kept: nodes still running keep theirs."""
+    else new ones (per node: client and controller; a secure cluster's SASL_PLAINTEXT; a
+    cluster behind a proxy, the proxied listener and the proxy's port). Pids are kept:
+    nodes still running keep theirs."""
     cluster_dir = root / alias
     cluster_dir.mkdir(parents=True, exist_ok=True)
     old = load_state(cluster_dir)
-    wanted = (3 if secure else 2) + 2 * (brokers - 1)
-    ports: list[int] = []
-    if old and old.brokers == brokers:
-        ports = [old.port, old.controller_port]
-        if secure and old.sasl_plaintext_port is not None:
-            ports.append(old.sasl_plaintext_port)
-        ports += [port for p in old.peers for port in (p.port, p.controller_port)]
-        running = {n.port for n in old.nodes if is_our_broker(old, n.node_id)} | {
-            n.controller_port for n in old.nodes if is_our_broker(old, n.node_id)}
-        if len(ports) != wanted or not all(p in running or _port_free(p) for p in ports):
-            ports = []
-        else:
+    wanted = (3 if secure else 2) + 2 * (brokers - 1) + (2 if behind_proxy else 0)
+    if old and old.brokers == brokers and (old.proxy_port is not None) == behind_proxy \
+            and (old.sasl_plaintext_port is not None) == secure:
+        # the proxy's port is not bound by the nodes (the proxy may hold it): not checked
+        bound = [old.port, old.controller_port,
+                 *(p for p in (old.sasl_plaintext_port, old.proxied_port) if p is not None),
+                 *(port for p in old.peers for port in (p.port, p.controller_port))]
+        held = _running_ports(old)
+        if all(p in held or _port_free(p) for p in bound):
             return old
-    ports = ports or _free_ports(wanted)
+    ports = _free_ports(wanted)
     first = 3 if secure else 2
     peers = tuple(NodeState(k + 2, ports[first + 2 * k], ports[first + 2 * k + 1])
                   for k in range(brokers - 1))
     return ClusterState(alias, str(cluster_dir), port=ports[0], controller_port=ports[1],
                         secure=secure, sasl_plaintext_port=ports[2] if secure else None,
-                        peers=peers)
+                        peers=peers, proxied_port=ports[-2] if behind_proxy else None,
+                        proxy_port=ports[-1] if behind_proxy else None)
+
+
+def _running_ports(state: ClusterState) -> set[int]:
+    """The ports the cluster's running nodes hold."""
+    running = {n.node_id for n in state.nodes if is_our_broker(state, n.node_id)}
+    held = {p for n in state.nodes if n.node_id in running
+            for p in (n.port, n.controller_port)}
+    if 1 in running:
+        held |= {p for p in (state.sasl_plaintext_port, state.proxied_port) if p is not None}
+    return held
 
 
 def _cluster_id() -> str:
@@ -178,7 +188,7 @@ class _Security:
 def _start_one(root: Path, alias: str, jars: Path,
                security: _Security | None = None,
                extra: Mapping[str, str] | None = None, brokers: int = 1,
-               dump_to: Path | None = None) -> ClusterState:
+               dump_to: Path | None = None, behind_proxy: bool = False) -> ClusterState:
     secure = security is not None
     cluster_dir = root / alias
     current = load_state(cluster_dir)
@@ -189,6 +199,10 @@ def _start_one(root: Path, alias: str, jars: Path,
         if current.brokers != brokers:
             raise TerminalError(f"cluster {alias} is running with {current.brokers} "
                                 f"node(s), not {brokers}: stop it first (ferry local down)")
+        if (current.proxy_port is not None) != behind_proxy:
+            raise TerminalError(f"cluster {alias} is running "
+                                f"{'behind' if current.proxy_port else 'without'} a proxy, "
+                                "not as asked: stop it first (ferry local down)")
         if security is not None and security.new_passwords:
             raise TerminalError(f"cluster {alias} is running, but {root / CREDENTIALS_FILE} "
                                 "was missing: stop and wipe it (ferry local down --wipe)")
@@ -209,7 +223,7 @@ def _start_one(root: Path, alias: str, jars: Path,
         raise TerminalError(f"cluster {alias}: {root / CREDENTIALS_FILE} was missing, so its "
                             "SCRAM users have passwords no longer known: wipe it first "
                             "(ferry local down --wipe)")
-    state = _prepare(root, alias, secure, brokers)
+    state = _prepare(root, alias, secure, brokers, behind_proxy)
     cluster_id = _cluster_id()
     for node in state.nodes:
         if not is_our_broker(state, node.node_id):
@@ -356,14 +370,17 @@ def _tail(path: Path, lines: int = 5) -> str:
 def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
        secure: bool = False, timeout: float = READY_TIMEOUT_S,
        extra: Mapping[str, str] | None = None, wait: bool = True,
-       brokers: int = 1) -> list[ClusterState]:
+       brokers: int = 1, behind_proxy: bool = False) -> list[ClusterState]:
     """Start (or keep) one cluster of `brokers` KRaft nodes per alias and wait until each
     has every node registered and accepts produce/consume (as the super user over SASL_SSL
     for `secure` clusters, which have one node; see `ferry.local.cluster`). Nodes of a
     cluster that stopped are started again. `extra`: broker settings added to every new or
     restarted node's properties. Without `wait`, return as soon as the brokers are started:
     nothing has used them yet (tests of what a first client meets, e.g. a group
-    coordinator never loaded)."""
+    coordinator never loaded). `behind_proxy` (one PLAINTEXT node per cluster): each
+    broker has a second client listener advertising a port reserved for a proxy in front
+    of it (`ClusterState.proxy_bootstrap`, `proxy_upstream`), for faults of the network
+    between clients and the cluster (e.g. Toxiproxy); `bootstrap` stays direct."""
     from ferry.local.probe import wait_ready
 
     if brokers < 1:
@@ -371,6 +388,9 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
     if secure and brokers > 1:
         raise TerminalError("the secure profile runs one node per cluster: drop --brokers "
                             "or --secure")
+    if behind_proxy and (secure or brokers > 1):
+        raise TerminalError("--behind-proxy runs one PLAINTEXT node per cluster: drop "
+                            "--brokers or --secure")
     root = (root or default_dir()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     jars = kafka_jars()
@@ -380,8 +400,8 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
         passwords, new = ensure_credentials(root)
         security = _Security(passwords, new, ensure_tls(root / TLS_DIR))
     with ThreadPoolExecutor(max_workers=len(aliases) or 1) as pool:
-        states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra, brokers),
-                               aliases))
+        states = list(pool.map(lambda a: _start_one(root, a, jars, security, extra, brokers,
+                                                    behind_proxy=behind_proxy), aliases))
     if not wait:
         write_bootstrap(root)
         return states
@@ -425,11 +445,20 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
             "alias": state.alias, "bootstrap": state.bootstrap,
             "pid": state.pid if running else None, "running": running,
             "answering": answering, "dir": state.dir, "brokers": state.brokers,
+            "proxy": _proxy(state),
             "nodes": [{"node": n.node_id, "port": n.port,
                        "pid": n.pid if is_our_broker(state, n.node_id) else None}
                       for n in state.nodes],
         })
     return result
+
+
+def _proxy(state: ClusterState) -> dict[str, str] | None:
+    """Where a proxy in front of a cluster `up` started behind one listens, and what it
+    forwards to (None: not behind one)."""
+    if state.proxy_bootstrap is None or state.proxy_upstream is None:
+        return None
+    return {"listen": state.proxy_bootstrap, "upstream": state.proxy_upstream}
 
 
 def down(root: Path | None = None, wipe: bool = False, timeout: float = 30.0) -> list[str]:

@@ -55,3 +55,19 @@ def test_extra_settings_win_over_the_defaults() -> None:
     props = settings(server_properties(cluster_of(3), extra={"min.insync.replicas": "1"}))
 
     assert props["min.insync.replicas"] == "1"
+
+
+def test_a_cluster_behind_a_proxy_advertises_the_proxy_on_a_second_client_listener() -> None:
+    state = ClusterState("target", "/clusters/target", 9010, 9011, proxied_port=9012,
+                         proxy_port=9013)
+
+    props = settings(server_properties(state))
+
+    assert props["listeners"] == ("PLAINTEXT://127.0.0.1:9010,PROXIED://127.0.0.1:9012,"
+                                  "CONTROLLER://127.0.0.1:9011")
+    assert props["advertised.listeners"] == ("PLAINTEXT://127.0.0.1:9010,"
+                                             "PROXIED://127.0.0.1:9013")
+    assert props["listener.security.protocol.map"].endswith(",PROXIED:PLAINTEXT")
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    assert (state.bootstrap, state.proxy_bootstrap, state.proxy_upstream) == \
+        ("127.0.0.1:9010", "127.0.0.1:9013", "127.0.0.1:9012")

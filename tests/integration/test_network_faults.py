@@ -1,0 +1,322 @@
+"""Faults of the network between Ferry and its clusters, on real sockets: the session's
+clusters seen through Toxiproxy (`tests.support.toxiproxy`), while a continuous loop
+copies and records stream in. Each fault starts at a forced point of the copy (a lane
+held at its commit, or mid-read), lasts its time, and is lifted; then every record is on
+the target once and in order, checked through the direct listeners, and the loop caught up
+by itself within `RECOVERY_S` of the network's return."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferry.core.takeover import Named
+from ferry.kafka.lane import Lane
+from ferry.steps.cycle import CycleResult, run_continuously
+from tests.support.groups import positions
+from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.polling import wait_until
+from tests.support.toxiproxy import Toxiproxy
+
+pytestmark = [pytest.mark.integration]
+
+PARTITIONS = 4
+RATE = 100
+"""Records a second the source receives while the loop copies."""
+RECOVERY_S = 30.0
+"""How soon after the network returns the loop must have caught up by itself."""
+
+
+def records(count: int, first: int = 0, size: int = 0) -> list[tuple[bytes, bytes, int]]:
+    """Records `first`.. of `count`, over `PARTITIONS`, their values padded to `size`."""
+    return [(f"k{i}".encode(), f"v{i}".encode().ljust(size, b"."), i % PARTITIONS)
+            for i in range(first, first + count)]
+
+
+class Feeder:
+    """Records into the source (directly, never through the proxies) at `RATE` a second
+    until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, size: int = 0) -> None:
+        self.bootstrap, self.topic, self.size, self.sent = bootstrap, topic, size, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._feed, daemon=True)
+
+    def _feed(self) -> None:
+        while not self._stop.is_set():
+            produce(self.bootstrap, self.topic, records(RATE // 10, self.sent, self.size))
+            self.sent += RATE // 10
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> Feeder:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+@contextmanager
+def looping(config: Any, flow: Any) -> Iterator[tuple[list[CycleResult], list[BaseException],
+                                                     threading.Thread]]:
+    """A continuous loop of `flow` in a thread (the local runner, as the `@continuous` DAG
+    runs it): the cycles it reported, what it raised, the thread."""
+    reported: list[CycleResult] = []
+    raised: list[BaseException] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        try:
+            run_continuously(config.path, config, flow,
+                             lambda result, _s: reported.append(result), stop=stop.is_set,
+                             owner=Named("continuous-run", 1_000))
+        except BaseException as exc:  # reported by the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield reported, raised, thread
+    finally:
+        stop.set()
+        thread.join(120)
+
+
+@contextmanager
+def scheduled(config: Any, flow: Any, every_s: float = 2.0
+              ) -> Iterator[tuple[list[CycleResult], list[BaseException], threading.Thread]]:
+    """Runs of one cycle each of `flow`, `every_s` apart, as a schedule starts them (the
+    local runner): a run that fails (as it may while the network is faulty) is reported,
+    and the next one starts on time."""
+    from ferry.errors import FerryError
+    from ferry.steps.cycle import run
+
+    reported: list[CycleResult] = []
+    raised: list[BaseException] = []
+    stop = threading.Event()
+
+    def runs() -> None:
+        while not stop.is_set():
+            try:
+                reported.append(run(config.path, config, flow))
+            except FerryError as exc:  # a failed run: the next one is scheduled still
+                raised.append(exc)
+            stop.wait(every_s)
+
+    thread = threading.Thread(target=runs, daemon=True)
+    thread.start()
+    try:
+        yield reported, raised, thread
+    finally:
+        stop.set()
+        thread.join(180)
+
+
+def held_at_commit(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Every writer's first commit after `arm` is set waits at its start until `release`
+    is set (after setting `reached`). Returns (arm, release); `reached` is arm's partner."""
+    arm, reached, release = threading.Event(), threading.Event(), threading.Event()
+    commit = Lane.commit
+
+    def held(self: Lane, producer: Any, metadata: Any, parts: Any) -> None:
+        if arm.is_set() and not reached.is_set():
+            reached.set()
+            release.wait(60)
+        commit(self, producer, metadata, parts)
+
+    monkeypatch.setattr(Lane, "commit", held)
+    arm.reached = reached  # type: ignore[attr-defined]
+    return arm, release
+
+
+def caught_up(clusters: dict[str, str], flow: Any, topic: str) -> Callable[[], bool]:
+    from tests.integration.test_reset_beside_a_loop import ends
+
+    remote = flow.remote_topic(topic)
+    tps = [(remote, p) for p in range(PARTITIONS)]
+    return lambda: positions(clusters, flow, tps) == ends(clusters, topic)
+
+
+class Scraper:
+    """`ferry metrics CONFIG --serve` beside the loop, scraped every second: when, and
+    the flow's `ferry_flow_up`."""
+
+    def __init__(self, config_path: str, flow: Any) -> None:
+        from tests.integration.test_metrics import serve
+
+        self.line = f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} '
+        started, self.process = serve(config_path, "--refresh", "1")
+        self.url = started["serving"]
+        self.seen: list[tuple[float, int | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scrape, daemon=True)
+        self._thread.start()
+
+    def _scrape(self) -> None:
+        from tests.integration.test_metrics import get
+
+        while not self._stop.wait(1.0):
+            _, body = get(self.url)
+            up = next((int(float(line[len(self.line):])) for line in body.splitlines()
+                       if line.startswith(self.line)), None)
+            self.seen.append((time.monotonic(), up))
+
+    def between(self, start: float, end: float) -> list[int | None]:
+        return [up for at, up in self.seen if start <= at <= end]
+
+    def close(self) -> None:
+        from tests.integration.test_metrics import stop
+
+        self._stop.set()
+        self._thread.join(30)
+        stop(self.process)
+
+
+@dataclass
+class Faulted:
+    """What a fault did: the loop's cycles, the log during the fault, when the network
+    returned, how long the loop took to catch up after, the flow's `ferry_flow_up`."""
+
+    reported: list[CycleResult]
+    during: list[logging.LogRecord]
+    recovered_s: float
+    up_during: list[int | None]
+    """`ferry_flow_up` from 15 s into the fault to its end (the collector probes the
+    clusters every 5 s, each probe waiting 5 s at most)."""
+
+    def loud(self) -> list[str]:
+        return [f"{r.levelname} {r.name}: {r.getMessage()}" for r in self.during
+                if r.levelno >= logging.WARNING]
+
+
+def under_fault(clusters: dict[str, str], network: Toxiproxy, topic: str, tmp_path: Path,
+                caplog: pytest.LogCaptureFixture, fault: Callable[[], Any], seconds: float,
+                held: tuple[threading.Event, threading.Event] | None = None,
+                mode: str = "loop", size: int = 0) -> tuple[Any, Faulted]:
+    """A continuous loop copying `topic` through the proxies while records stream in; once
+    it ran two cycles, `fault()` (a context manager) is entered for `seconds` (with `held`,
+    (arm, release) of `held_at_commit`: entered while a writer is held at its commit, which
+    then goes on into it); then the loop runs on until it caught up. `mode`: "loop" (a
+    continuous run) or "scheduled" (runs of one cycle, `scheduled`). `size`: the streamed
+    records' value size. Returns the flow and what happened."""
+    create_topic(clusters["source"], topic, PARTITIONS)
+    produce(clusters["source"], topic, records(200))
+    config = flow_config(tmp_path, dict(network.bootstrap), topic,
+                         "ferry.writers = 2\nferry.copy.runner = local\n")
+    flow = config.enabled_flows[0]
+    scraper = Scraper(config.path, flow)
+    try:
+        with Feeder(clusters["source"], topic, size) as feeder, \
+                (looping if mode == "loop" else scheduled)(config, flow) as (
+                    reported, raised, thread):
+            wait_until(lambda: len(reported) >= 2, "the loop ran two cycles")
+            wait_until(lambda: scraper.seen[-1:] == [(scraper.seen[-1][0], 1)]
+                       if scraper.seen else False, "the flow is up")
+            if held is not None:
+                arm = held[0]
+                arm.set()
+                assert arm.reached.wait(60)  # type: ignore[attr-defined]
+            caplog.clear()
+            began = time.monotonic()
+            with fault():
+                if held is not None:
+                    held[1].set()
+                time.sleep(seconds)
+                during = list(caplog.records)
+            returned = time.monotonic()
+            feeder.stop()
+            wait_until(lambda: not thread.is_alive() or caught_up(clusters, flow, topic)(),
+                       "the loop caught up", timeout=120)
+            recovered = time.monotonic() - returned
+            assert thread.is_alive(), (raised, [r.steps() for r in reported if not r.ok])
+            if mode == "scheduled":  # the loop's failed cycles are below
+                print("runs that failed:", [str(e)[:300] for e in raised])
+            wait_until(lambda: scraper.seen[-1][1] == 1, "the flow is up again",
+                       timeout=RECOVERY_S)
+    finally:
+        scraper.close()
+    faulted = Faulted(reported, during, recovered, scraper.between(began + 15, returned))
+    print(f"caught up {recovered:.1f} s after the network returned; {len(during)} log "
+          f"lines during the fault, {len(faulted.loud())} warnings or worse; "
+          f"{len(reported)} cycles, {sum(not r.ok for r in reported)} failed; "
+          f"ferry_flow_up during {faulted.up_during}")
+    for line in faulted.loud()[:30]:
+        print(line[:400])
+    return flow, faulted
+
+
+def assert_recovered(flow: Any, faulted: Faulted, cluster: str) -> None:
+    """Caught up by itself within `RECOVERY_S` (and up again: `under_fault`); the flow
+    down during the fault (`FerryFlowDown`'s expression held); the fault said in a few
+    lines naming the cluster."""
+    assert faulted.recovered_s <= RECOVERY_S
+    assert faulted.up_during and set(faulted.up_during) == {0}, faulted.up_during
+    loud = faulted.loud()
+    assert 1 <= len(loud) <= 12, loud
+    assert any(f"cluster {cluster}" in line for line in loud), loud
+
+
+@pytest.mark.parametrize("mode", ["loop", "scheduled"])
+def test_a_target_black_holed_for_a_minute_mid_commit_loses_and_doubles_nothing(
+    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    # given: a continuous loop (or scheduled runs) copying through the proxies, records
+    # streaming in; when: a writer held at its commit, the target black-holed, the commit
+    # let go into the black hole, and the network back a minute later
+    flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
+                                lambda: network.black_hole("target"), 60,
+                                held=held_at_commit(monkeypatch), mode=mode)
+    # then: every record on the target once, in order; caught up by itself soon after
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    assert_recovered(flow, faulted, flow.target)
+
+
+def test_a_source_stalled_then_cut_mid_read_loses_and_doubles_nothing(
+    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # when: the source answers 5 s late for 20 s, then its connections are cut and new ones
+    # refused for 30 s, while the loop reads
+    flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
+                                lambda: network.stalled_then_cut("source", 5_000, 20), 30)
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    assert_recovered(flow, faulted, flow.source)
+
+
+def test_a_source_connection_held_half_open_loses_and_doubles_nothing(
+    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # when: the link to the source stops forwarding anything for 45 s, closing nothing
+    flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
+                                lambda: network.black_hole("source"), 45)
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    assert_recovered(flow, faulted, flow.source)
+
+
+def test_a_slow_link_to_the_target_for_minutes_loses_and_doubles_nothing(
+    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # when: what Ferry sends to the target is held to 4 KB/s, a fifth of what streams in
+    # (100 records/s of 200 bytes), for a minute and a half
+    flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
+                                lambda: network.slow("target", 4), 90, size=200)
+    # then: exact, and the backlog caught up soon after (a slow link is no outage: the
+    # flow stays up, and nothing need be said)
+    assert_exact(flow, clusters, topic_name, PARTITIONS)
+    assert faulted.recovered_s <= RECOVERY_S
+    print(faulted.up_during, faulted.loud())

@@ -1,0 +1,48 @@
+"""A wait on a cluster that goes unanswered is said once, naming the cluster, and its end
+once, whatever the number of slices the wait polls in."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ferry.core.silence import Silence
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def __call__(self) -> float:
+        return self.at
+
+
+@pytest.mark.parametrize(("slices", "answered", "said"), [
+    # (seconds, outstanding) per slice, whether it ended answered -> the lines said
+    ([(1, 5), (5, 5), (9, 5), (12, 0)], True, []),              # answered before 10 s
+    ([(1, 5), (6, 4), (14, 3), (22, 2), (30, 0)], True, []),    # slow, but moving
+    ([(1, 5), (11, 5), (20, 5), (40, 5), (61, 0)], True,
+     ["WARNING unanswered for 10 s (5 outstanding)", "INFO answers again"]),
+    ([(1, 5), (11, 5), (60, 0)], False,                          # timed out: the caller's
+     ["WARNING unanswered for 10 s (5 outstanding)"]),
+])
+def test_a_wait_without_progress_is_said_once_after_ten_seconds_and_its_answer_once(
+    slices: list[tuple[float, int]], answered: bool, said: list[str],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    silence = Silence(logging.getLogger("ferry.test"), "tgt", "writer 0's records",
+                      now=clock)
+    with caplog.at_level(logging.INFO, "ferry.test"):
+        for at, outstanding in slices[:-1]:
+            clock.at = at
+            silence.saw(outstanding)
+        clock.at = slices[-1][0]
+        silence.ended(answered)
+
+    lines = [f"{r.levelname} {r.getMessage()}" for r in caplog.records]
+    assert len(lines) == len(said), lines
+    for line, expected in zip(lines, said, strict=True):
+        level, text = expected.split(" ", 1)
+        assert line.startswith(level) and text in line and "cluster tgt" in line, line
