@@ -12,8 +12,10 @@ repeats it, and a wait that ends without its answers (timed out) is its caller's
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 SILENT_S = 10.0
 """How long a wait goes without progress before it is said: a healthy target acknowledges
@@ -25,9 +27,11 @@ class Silence:
 
     def __init__(self, log: logging.Logger | logging.LoggerAdapter[logging.Logger],
                  cluster: str, what: str, extra: Mapping[str, object] | None = None,
-                 after_s: float = SILENT_S, now: Callable[[], float] = time.monotonic
-                 ) -> None:
+                 after_s: float = SILENT_S, now: Callable[[], float] = time.monotonic,
+                 counted: bool = True) -> None:
+        """`counted`: `pending` counts things (records) worth saying; else one call."""
         self.log, self.cluster, self.what, self.extra = log, cluster, what, dict(extra or {})
+        self.counted = counted
         self.after_s, self.now = after_s, now
         self.since = now()
         self.pending: int | None = None
@@ -43,17 +47,72 @@ class Silence:
         if pending and self.said_at is None and at - self.since >= self.after_s:
             self.said_at = at
             self.log.warning(
-                "cluster %s: %s unanswered for %.0f s (%d outstanding): its brokers take "
-                "the requests but do not answer (a stalled or partitioned network, a "
-                "connection held half open, or a broker stuck); waiting on",
-                self.cluster, self.what, at - self.since, pending, extra=self.extra)
+                "cluster %s: %s: no answer for %.0f s%s: its brokers take the requests "
+                "but do not answer (a stalled or partitioned network, a connection held "
+                "half open, or a broker stuck); waiting on", self.cluster, self.what,
+                at - self.since, f" ({pending} outstanding)" if self.counted else "",
+                extra=self.extra)
 
     def ended(self, answered: bool) -> None:
         """The wait ended, every request `answered` (not timed out or refused): when it
         had been said, that is said too (at info). A wait that ended otherwise is the
         caller's to report, as its own error."""
         if self.said_at is not None and answered:
-            self.log.info("cluster %s answers again: %s answered after %.0f s",
+            self.log.info("cluster %s answers again: %s: answered after %.0f s",
                           self.cluster, self.what, self.now() - self.started,
                           extra=self.extra)
         self.said_at = None
+
+
+class _Watched:
+    """One blocking call under watch."""
+
+    def __init__(self, silence: Silence) -> None:
+        self.silence = silence
+        self.answered = False
+
+
+class Watch:
+    """Blocking calls (a transaction's commit, a producer's initialisation) that may wait
+    on an unanswering cluster for their whole timeout: each is said once when it has run
+    `SILENT_S`, by one daemon thread for all of them (a call costs no thread of its own),
+    and its answer once when it returns after that. Thread-safe."""
+
+    def __init__(self, every_s: float = 1.0,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self.now = every_s, now
+        self._calls: set[_Watched] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def call(self, log: logging.Logger | logging.LoggerAdapter[logging.Logger], cluster: str,
+             what: str, extra: Mapping[str, object] | None = None) -> Iterator[None]:
+        """Watch the block, a call on `cluster` doing `what`."""
+        watched = _Watched(Silence(log, cluster, what, extra, now=self.now, counted=False))
+        with self._lock:
+            self._calls.add(watched)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, daemon=True,
+                                                name="ferry silence watch")
+                self._thread.start()
+        try:
+            yield
+            watched.answered = True
+        finally:
+            with self._lock:
+                self._calls.discard(watched)
+                said = watched.silence.said_at is not None
+            if said:
+                watched.silence.ended(watched.answered)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.every_s)
+            with self._lock:
+                for watched in self._calls:
+                    watched.silence.saw(1)
+
+
+WATCH = Watch()
+"""The process's watch of blocking calls."""

@@ -54,7 +54,7 @@ from ferry.core.internal import offset_map_topic, transactional_id
 from ferry.core.lanes import writer_of
 from ferry.core.planner import Range
 from ferry.core.positions import encode_position
-from ferry.core.silence import Silence
+from ferry.core.silence import WATCH, Silence
 from ferry.core.tables import RangeOutcome, RangeResult
 from ferry.core.takeover import Named
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
@@ -287,8 +287,15 @@ class Lane:
         return self.explain.kafka(exc, cluster, action)
 
     def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
-        """`call()` with transient states waited out; other Kafka errors raised as they are."""
-        return retrying(call, cluster=cluster, action=action,
+        """`call()` with transient states waited out; other Kafka errors raised as they are.
+        Each attempt that waits `SILENT_S` on the cluster is said once (`WATCH`)."""
+        extra = {"flow": self.flow.name, "lane": self.lane}
+
+        def watched() -> Any:
+            with WATCH.call(self.log, cluster, f"writer {self.lane} {action}", extra):
+                return call()
+
+        return retrying(watched, cluster=cluster, action=action,
                         budget_s=self.flow.ferry.kafka_retry_seconds)
 
     def resume_from_committed(self, reader: Consumer) -> None:

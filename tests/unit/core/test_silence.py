@@ -4,10 +4,11 @@ once, whatever the number of slices the wait polls in."""
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
-from ferry.core.silence import Silence
+from ferry.core.silence import Silence, Watch
 
 
 class Clock:
@@ -23,9 +24,9 @@ class Clock:
     ([(1, 5), (5, 5), (9, 5), (12, 0)], True, []),              # answered before 10 s
     ([(1, 5), (6, 4), (14, 3), (22, 2), (30, 0)], True, []),    # slow, but moving
     ([(1, 5), (11, 5), (20, 5), (40, 5), (61, 0)], True,
-     ["WARNING unanswered for 10 s (5 outstanding)", "INFO answers again"]),
+     ["WARNING no answer for 10 s (5 outstanding)", "INFO answers again"]),
     ([(1, 5), (11, 5), (60, 0)], False,                          # timed out: the caller's
-     ["WARNING unanswered for 10 s (5 outstanding)"]),
+     ["WARNING no answer for 10 s (5 outstanding)"]),
 ])
 def test_a_wait_without_progress_is_said_once_after_ten_seconds_and_its_answer_once(
     slices: list[tuple[float, int]], answered: bool, said: list[str],
@@ -46,3 +47,24 @@ def test_a_wait_without_progress_is_said_once_after_ten_seconds_and_its_answer_o
     for line, expected in zip(lines, said, strict=True):
         level, text = expected.split(" ", 1)
         assert line.startswith(level) and text in line and "cluster tgt" in line, line
+
+
+def test_a_blocking_call_that_waits_is_said_once_by_the_watch_and_its_answer_once(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    watch = Watch(every_s=0.01, now=clock)
+    log = logging.getLogger("ferry.test")
+    with caplog.at_level(logging.INFO, "ferry.test"):
+        with watch.call(log, "tgt", "writer 0 committing the transaction"):
+            time.sleep(0.1)  # watched, but answered at once: nothing said
+        with watch.call(log, "tgt", "writer 0 committing the transaction"):
+            time.sleep(0.1)
+            clock.at = 11.0  # as if it waited 11 s
+            time.sleep(0.1)
+
+    lines = [f"{r.levelname} {r.getMessage()}" for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("WARNING cluster tgt: writer 0 committing the transaction: "
+                               "no answer for 11 s: ")
+    assert lines[1].startswith("INFO cluster tgt answers again: writer 0 committing")
