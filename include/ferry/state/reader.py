@@ -9,12 +9,16 @@ from typing import Any
 
 from ferry.core.planner import Gap
 from ferry.core.tables import MapRow, map_row, unrecorded
+from ferry.errors import TerminalError
 
 
 def open_table(path: str) -> Any | None:
-    """The Delta table at `path`, None where there is none yet."""
+    """The Delta table at `path`, None where there is none yet. A table whose newest commit
+    was torn has it set aside first (`ferry.state.torn`)."""
     from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    from ferry.state.torn import set_aside, torn_error
 
     if "://" not in path and not (Path(path) / "_delta_log").is_dir():
         return None
@@ -22,6 +26,12 @@ def open_table(path: str) -> Any | None:
         return DeltaTable(path)
     except TableNotFoundError:
         return None
+    except DeltaError as exc:
+        if not set_aside(path):
+            if "Json error" in str(exc):
+                raise TerminalError(torn_error(path, exc)) from None
+            raise
+    return open_table(path)
 
 
 def dataset(table: Any, path: str, flow: str | None = None) -> Any:

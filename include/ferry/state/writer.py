@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.tables import absent, keyed_table
-from ferry.errors import FerryError
+from ferry.errors import FerryError, TerminalError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +64,24 @@ def _top_level(text: str, separator: str) -> list[str]:
 
 def append(path: str, ddl: str, rows: list[dict[str, Any]],
            once: tuple[str, int] | None = None) -> bool:
+    """`_append`; a table whose newest commit was torn has it set aside, and the append is
+    tried again (`ferry.state.torn`)."""
+    from deltalake.exceptions import DeltaError
+
+    from ferry.state.torn import set_aside, torn_error
+
+    try:
+        return _append(path, ddl, rows, once)
+    except DeltaError as exc:
+        if not set_aside(path):
+            if "Json error" in str(exc):
+                raise TerminalError(torn_error(path, exc)) from None
+            raise
+    return _append(path, ddl, rows, once)
+
+
+def _append(path: str, ddl: str, rows: list[dict[str, Any]],
+            once: tuple[str, int] | None = None) -> bool:
     """Append `rows` to the Delta table at `path` (created, partitioned by flow, if new).
     A table an older Ferry wrote without some of `ddl`'s columns takes them (its older rows
     read them as null), as the copy job's Spark appends do (`mergeSchema`).
