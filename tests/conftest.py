@@ -75,6 +75,8 @@ MINUTES_LONG = ("tests/scheduler/", "tests/integration/test_adopt.py",
 after another (their timeout: `LONG_TIMEOUT_S`)."""
 
 LONGEST_FIRST = (
+    # 480 s, but mostly waiting out its faults: first, so the others use the cores meanwhile
+    "tests/integration/test_network_faults.py",
     "tests/scheduler/",  # with tests/webui/: 560 s
     "tests/integration/test_lane.py",  # 380 s
     "tests/dags/test_flow_dags.py",  # 360 s
@@ -95,6 +97,7 @@ LONGEST_FIRST = (
     "tests/integration/test_lifetime.py",  # 100 s
     "tests/integration/test_wheel_install.py",  # 95 s
     "tests/integration/test_mm1_setup.py",  # 90 s
+    "tests/integration/test_state_faults.py",  # 90 s
     "tests/integration/test_kept_lanes.py",  # 85 s
     "tests/integration/test_incarnations.py",  # 85 s
     "tests/integration/test_transient_states.py",  # 75 s
