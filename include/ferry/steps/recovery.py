@@ -108,7 +108,8 @@ def restore(flow: Flow, recovered: Mapping[TopicPartition, Recorded], *,
                      tp, extra={"flow": flow.name, "topic": tp.topic,
                                 "partition": tp.partition})
             continue
-        log.warning("the position of %s had expired from group %s (Kafka's "
-                    "offsets.retention.minutes); restored %d from the offset map (run %s)",
+        log.warning("the position of %s was gone from group %s (expired under Kafka's "
+                    "offsets.retention.minutes, or the group was deleted); restored %d from "
+                    "the offset map (run %s)",
                     tp, group, r.position, r.run_id,
                     extra={"flow": flow.name, "topic": tp.topic, "partition": tp.partition})
