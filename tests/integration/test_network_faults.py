@@ -37,7 +37,8 @@ RECOVERY_S = 30.0
 """How soon after the network returns the loop must have caught up by itself."""
 
 
-def records(count: int, first: int = 0, size: int = 0) -> list[tuple[bytes, bytes, int]]:
+def records(count: int, first: int = 0, size: int = 0
+            ) -> list[tuple[bytes | None, bytes | None, int]]:
     """Records `first`.. of `count`, over `PARTITIONS`, their values `size` bytes more of
     random bytes (which no compression shrinks)."""
     return [(f"k{i}".encode(), f"v{i}".encode() + os.urandom(size), i % PARTITIONS)
@@ -80,11 +81,20 @@ class Feeder:
         self.stop()
 
 
+Copying = tuple[list[CycleResult], list[BaseException], threading.Thread]
+"""The cycles a copier reported, what it raised, its thread."""
+
+
 @contextmanager
-def looping(config: Any, flow: Any) -> Iterator[tuple[list[CycleResult], list[BaseException],
-                                                     threading.Thread]]:
-    """A continuous loop of `flow` in a thread (the local runner, as the `@continuous` DAG
-    runs it): the cycles it reported, what it raised, the thread."""
+def copying(config: Any, flow: Any, mode: str) -> Iterator[Copying]:
+    """`flow` copied in a thread until the block ends, as `mode` says: "loop", one
+    continuous loop (the local runner, as the `@continuous` DAG runs it), whose failure
+    ends it; "scheduled", runs of one cycle 2 s apart, as a schedule starts them, where a
+    run that fails (as it may while the network is faulty) is reported and the next one
+    starts on time."""
+    from ferry.errors import FerryError
+    from ferry.steps.cycle import run
+
     reported: list[CycleResult] = []
     raised: list[BaseException] = []
     stop = threading.Event()
@@ -97,37 +107,15 @@ def looping(config: Any, flow: Any) -> Iterator[tuple[list[CycleResult], list[Ba
         except BaseException as exc:  # reported by the test
             raised.append(exc)
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield reported, raised, thread
-    finally:
-        stop.set()
-        thread.join(120)
-
-
-@contextmanager
-def scheduled(config: Any, flow: Any, every_s: float = 2.0
-              ) -> Iterator[tuple[list[CycleResult], list[BaseException], threading.Thread]]:
-    """Runs of one cycle each of `flow`, `every_s` apart, as a schedule starts them (the
-    local runner): a run that fails (as it may while the network is faulty) is reported,
-    and the next one starts on time."""
-    from ferry.errors import FerryError
-    from ferry.steps.cycle import run
-
-    reported: list[CycleResult] = []
-    raised: list[BaseException] = []
-    stop = threading.Event()
-
-    def runs() -> None:
+    def scheduled() -> None:
         while not stop.is_set():
             try:
                 reported.append(run(config.path, config, flow))
             except FerryError as exc:  # a failed run: the next one is scheduled still
                 raised.append(exc)
-            stop.wait(every_s)
+            stop.wait(2.0)
 
-    thread = threading.Thread(target=runs, daemon=True)
+    thread = threading.Thread(target=loop if mode == "loop" else scheduled, daemon=True)
     thread.start()
     try:
         yield reported, raised, thread
@@ -253,8 +241,7 @@ def _under_fault(clusters: dict[str, str], network: Toxiproxy, topic: str, tmp_p
     scraper = Scraper(config.path, flow)
     try:
         with Feeder(clusters["source"], topic, size) as feeder, \
-                (looping if mode == "loop" else scheduled)(config, flow) as (
-                    reported, raised, thread):
+                copying(config, flow, mode) as (reported, raised, thread):
             wait_until(lambda: len(reported) >= 2, "the loop ran two cycles")
             wait_until(lambda: scraper.seen[-1:] == [(scraper.seen[-1][0], 1)]
                        if scraper.seen else False, "the flow is up")
@@ -321,25 +308,23 @@ def test_a_target_black_holed_for_a_minute_mid_commit_loses_and_doubles_nothing(
     assert_recovered(flow, faulted, flow.target)
 
 
-def test_a_source_stalled_then_cut_mid_read_loses_and_doubles_nothing(
-    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
-    caplog: pytest.LogCaptureFixture
-) -> None:
-    # when: the source answers 5 s late for 20 s, then its connections are cut and new ones
+SOURCE_FAULTS: dict[str, tuple[Callable[[Toxiproxy], Any], float]] = {
+    # the source answers 5 s late for 20 s, then its connections are cut and new ones
     # refused for 30 s, while the loop reads
-    flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
-                                lambda: network.stalled_then_cut("source", 5_000, 20), 30)
-    assert_exact(flow, clusters, topic_name, PARTITIONS)
-    assert_recovered(flow, faulted, flow.source)
+    "stalled-then-cut-mid-read": (lambda n: n.stalled_then_cut("source", 5_000, 20), 30),
+    # the link to the source stops forwarding anything for 45 s, closing nothing
+    "held-half-open": (lambda n: n.black_hole("source"), 45),
+}
 
 
-def test_a_source_connection_held_half_open_loses_and_doubles_nothing(
+@pytest.mark.parametrize("fault", SOURCE_FAULTS)
+def test_a_source_link_that_stalls_or_is_cut_loses_and_doubles_nothing(
     clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
-    caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture, fault: str
 ) -> None:
-    # when: the link to the source stops forwarding anything for 45 s, closing nothing
+    start, seconds = SOURCE_FAULTS[fault]
     flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
-                                lambda: network.black_hole("source"), 45)
+                                lambda: start(network), seconds)
     assert_exact(flow, clusters, topic_name, PARTITIONS)
     assert_recovered(flow, faulted, flow.source)
 

@@ -77,30 +77,24 @@ def verified(flow: Flow, topic: str) -> list[Any]:
     return [c for c in verify(flow, topic) if c.mismatches or c.skipped or c.extra]
 
 
-def test_the_positions_group_deleted_under_a_running_loop_is_restored_from_the_offset_map(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+def delete_positions(flow: Flow) -> None:
+    """The positions group deleted, as an operator "cleaning up" groups would."""
+    admin = AdminClient(flow.target_admin.confluent())
+    admin.delete_consumer_groups([positions_group(flow)])[positions_group(flow)].result(30)
+
+
+def delete_state(flow: Flow) -> None:
+    """The Delta state directory deleted, every table in it."""
+    shutil.rmtree(flow.ferry.state_dir)
+
+
+@pytest.mark.parametrize("fault", [delete_positions, delete_state],
+                         ids=["positions-group-deleted", "state-directory-deleted"])
+def test_state_lost_under_a_running_loop_is_rebuilt_from_kafka_and_nothing_is_copied_twice(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, fault: Callable[[Flow], None]
 ) -> None:
-    def delete_positions(flow: Flow) -> None:
-        admin = AdminClient({"bootstrap.servers": clusters["target"]})
-        admin.delete_consumer_groups([positions_group(flow)])[positions_group(flow)].result(30)
+    flow, reported, raised = struck(clusters, topic_name, tmp_path, fault)
 
-    flow, reported, raised = struck(clusters, topic_name, tmp_path, delete_positions)
-
-    print([(r.ok, (r.copied or {}).get("records")) for r in reported], raised)
-    assert raised == [] and all(r.ok for r in reported), [r.steps() for r in reported]
-    assert_exact(flow, clusters, topic_name, PARTITIONS)
-    assert verified(flow, topic_name) == []
-
-
-def test_the_state_directory_deleted_under_a_running_loop_is_rebuilt_from_kafka(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
-) -> None:
-    def delete_state(flow: Flow) -> None:
-        shutil.rmtree(flow.ferry.state_dir)
-
-    flow, reported, raised = struck(clusters, topic_name, tmp_path, delete_state)
-
-    print([(r.ok, (r.copied or {}).get("records")) for r in reported], raised)
     assert raised == [] and all(r.ok for r in reported), [r.steps() for r in reported]
     assert_exact(flow, clusters, topic_name, PARTITIONS)
     assert verified(flow, topic_name) == []
