@@ -168,7 +168,7 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert json.loads(status.stdout)[0] | {"dir": None} == {
         "alias": "solo", "bootstrap": started["bootstrap"], "pid": started["pid"],
         "running": True, "answering": True, "dir": None, "brokers": 1,
-        "nodes": [{"node": 1, "port": port, "pid": started["pid"]}]}
+        "nodes": [{"node": 1, "port": port, "pid": started["pid"]}], "proxy": None}
     again = _ferry("local", "up", "--config", str(config), "--dir", str(root))
     assert again.stdout.strip() == f"solo {started['bootstrap']}"
 
@@ -178,6 +178,18 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert not _pid_alive(started["pid"])
     stopped = _ferry("local", "status", "--dir", str(root))
     assert stopped.returncode == 1 and "solo" in stopped.stdout and "stopped" in stopped.stdout
+
+
+@pytest.mark.parametrize("args", [["--behind-proxy", "--secure"],
+                                  ["--behind-proxy", "--brokers", "3"]])
+def test_up_behind_a_proxy_refuses_what_it_cannot_proxy_with_one_line(
+    tmp_path: Path, args: list[str]
+) -> None:
+    done = _ferry("local", "up", *args, "--dir", str(tmp_path / "local"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ferry: --behind-proxy runs one PLAINTEXT node per cluster: drop --brokers or --secure"]
+    assert not (tmp_path / "local" / "source").exists()
 
 
 @pytest.mark.parametrize("count", ["0", "-1", "three"])

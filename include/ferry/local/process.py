@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferry.errors import FerryError, TerminalError, TransientError
+from ferry.errors import FerryError, TerminalError, TransientError, UsageError
 from ferry.local import classdata
 from ferry.local.broker_config import server_properties
 from ferry.local.credentials import (
@@ -386,11 +386,11 @@ def up(aliases: tuple[str, ...] = DEFAULT_ALIASES, root: Path | None = None,
     if brokers < 1:
         raise TerminalError(f"--brokers {brokers}: a cluster needs at least one node")
     if secure and brokers > 1:
-        raise TerminalError("the secure profile runs one node per cluster: drop --brokers "
-                            "or --secure")
+        raise UsageError("the secure profile runs one node per cluster: drop --brokers "
+                         "or --secure")
     if behind_proxy and (secure or brokers > 1):
-        raise TerminalError("--behind-proxy runs one PLAINTEXT node per cluster: drop "
-                            "--brokers or --secure")
+        raise UsageError("--behind-proxy runs one PLAINTEXT node per cluster: drop "
+                         "--brokers or --secure")
     root = (root or default_dir()).resolve()
     root.mkdir(parents=True, exist_ok=True)
     jars = kafka_jars()

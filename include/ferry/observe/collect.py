@@ -120,6 +120,13 @@ def _probed(flows: list[Flow], probe: Probe | None) -> dict[str, str]:
     return {alias: why for alias, why in answers.items() if why is not None}
 
 
+def silent_clusters(config: Config, probe: Probe | None = None) -> set[str]:
+    """The clusters of `config`'s enabled flows that do not answer now, all asked at once,
+    each bounded (`ferry.kafka.reach.PROBE_S`): what a collection that hangs on a cluster
+    is watched with (`ferry.observe.collector`)."""
+    return set(_probed(list(config.enabled_flows), probe))
+
+
 def _unanswered(flow: Flow, alias: str) -> str | None:
     from ferry.kafka.reach import unanswered
 

@@ -6,6 +6,14 @@ One collection runs at a time, `interval_s` after the previous one ended. A coll
 fails keeps the previous result (its age grows) and is logged; one that fails on the config
 itself is served as that error, since no metric of a broken config can be trusted.
 
+A collection can hang on a cluster that stopped answering after the collection asked it
+whether it answers (a link that partitions mid-collection): it then waits out
+`ferry.kafka.retry.seconds`, and the metrics served would say the flow is up all the while.
+So, given `silent` (which clusters do not answer, asked at once and bounded), a collection
+still running `interval_s` after it started has the clusters asked again, every
+`interval_s`, and the served metrics say the silent ones down (`ferry_cluster_up` 0,
+`ferry_flow_up` 0 for their flows) until the collection ends.
+
 A collector nobody asked for `idle_s` pauses: an api-server process whose metrics were
 scraped once (a person opening the endpoint, a scrape job since removed) does not read the
 clusters every 15 s for the rest of its life. The next scrape gets the last collection at
@@ -17,11 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ferry.errors import ConfigError
-from ferry.observe.metrics import DEFINITIONS, Family, Sample
+from ferry.observe.metrics import DEFINITIONS, Family, Sample, mark_down
 
 log = logging.getLogger("ferry.metrics")
 
@@ -38,6 +46,8 @@ class Collected:
     at: float
     """When the collection ended (`time.time()`)."""
     took_s: float
+    served: tuple[Family, ...] | None = None
+    """`families` with the clusters silent since said down (None: as collected)."""
 
 
 class Collector:
@@ -46,8 +56,11 @@ class Collector:
     def __init__(self, collect: Callable[[], list[Family]],
                  interval_s: float = REFRESH_SECONDS,
                  clock: Callable[[], float] = time.time,
-                 idle_s: float = IDLE_SECONDS) -> None:
+                 idle_s: float = IDLE_SECONDS,
+                 silent: Callable[[], Collection[str]] | None = None) -> None:
+        """`silent`: the aliases of the clusters that do not answer now (see the module)."""
         self._collect, self.interval_s, self._clock = collect, interval_s, clock
+        self._silent = silent
         self.idle_s = idle_s
         self._asked = time.monotonic()
         self._paused = False
@@ -97,7 +110,8 @@ class Collector:
         if found is None:
             return None
         age = max(0.0, self._clock() - found.at)
-        return [*found.families, _gauge("ferry_metrics_collected", 1),
+        families = found.families if found.served is None else found.served
+        return [*families, _gauge("ferry_metrics_collected", 1),
                 _gauge("ferry_metrics_age_seconds", round(age, 3)),
                 _gauge("ferry_metrics_collect_seconds", round(found.took_s, 3))]
 
@@ -127,9 +141,36 @@ class Collector:
             self._latest, self._config_error = done, None
             self._changed.notify_all()
 
+    def _collect_watched(self) -> None:
+        """`collect_once`; while it runs past `interval_s`, the silent clusters are said
+        down in what is served, asked again every `interval_s`."""
+        if self._silent is None:
+            self.collect_once()
+            return
+        ended = threading.Event()
+
+        def collect() -> None:
+            try:
+                self.collect_once()
+            finally:
+                ended.set()
+
+        threading.Thread(target=collect, name="ferry-metrics-collect", daemon=True).start()
+        while not ended.wait(self.interval_s) and not self._stopped.is_set():
+            try:
+                silent = set(self._silent())
+            except Exception:  # asking is best effort; the collection's age still tells
+                log.exception("asking the clusters whether they answer failed")
+                continue
+            with self._changed:
+                found = self._latest
+                if found is not None and not ended.is_set():
+                    self._latest = Collected(found.families, found.at, found.took_s,
+                                             tuple(mark_down(found.families, silent)))
+
     def _run(self) -> None:
         while not self._stopped.is_set():
-            self.collect_once()
+            self._collect_watched()
             if self._stopped.wait(self.interval_s):
                 return
             with self._changed:

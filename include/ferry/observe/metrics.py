@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hmac
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ferry.observe.snapshot import (
@@ -167,6 +167,19 @@ class Family:
     """`counter` or `gauge`."""
     help: str
     samples: tuple[Sample, ...]
+
+
+def mark_down(families: Sequence[Family], silent: Collection[str]) -> list[Family]:
+    """`families` with the `silent` clusters down: their `ferry_cluster_up` 0, and
+    `ferry_flow_up` 0 for every flow whose source or target is one of them (pure)."""
+    def down(sample: Sample, keys: tuple[str, ...]) -> Sample:
+        labels = dict(sample.labels)
+        return Sample(sample.labels, 0.0) if any(labels.get(k) in silent for k in keys) \
+            else sample
+
+    keys = {"ferry_flow_up": ("source", "target"), "ferry_cluster_up": ("cluster",)}
+    return [replace(f, samples=tuple(down(s, keys[f.name]) for s in f.samples))
+            if f.name in keys and silent else f for f in families]
 
 
 @dataclass

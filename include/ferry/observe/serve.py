@@ -51,10 +51,11 @@ def serve(config_file: str, host: str, port: int, token: str | None,
           ready: Callable[[str], None], refresh_s: float = REFRESH_SECONDS) -> None:
     """Serve `/metrics` until interrupted; `ready` gets the URL once the socket listens."""
     from ferry.config import load_config
-    from ferry.observe.collect import metric_families
+    from ferry.observe.collect import metric_families, silent_clusters
     from ferry.observe.metrics import CONTENT_TYPE, render, token_allows
 
-    collector = Collector(lambda: metric_families(load_config(config_file)), refresh_s)
+    collector = Collector(lambda: metric_families(load_config(config_file)), refresh_s,
+                          silent=lambda: silent_clusters(load_config(config_file)))
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "ferry-metrics"

@@ -126,3 +126,35 @@ def test_a_collector_nobody_asks_pauses_and_the_next_scrape_starts_it_again() ->
         assert not collector.paused
     finally:
         collector.stop()
+
+
+def test_a_cluster_silent_during_a_hung_collection_is_served_down_until_it_answers() -> None:
+    # given: a collection that said the flow up, then one that hangs on its source, which
+    # stopped answering after the hung collection asked it
+    release, silent = threading.Event(), {"A"}
+    collected = [0]
+
+    def collect() -> list[Family]:
+        collected[0] += 1
+        if collected[0] > 1:
+            release.wait(30)
+        return up(1)
+
+    collector = Collector(collect, interval_s=0.05, silent=lambda: set(silent))
+    collector.collect_once()
+    collector.start()
+    try:
+        # when: scraped while the collection hangs
+        # then: the flow is served down, its metrics otherwise as last collected
+        deadline = time.monotonic() + 10
+        while values(collector.latest())["ferry_flow_up"] != 0:
+            assert time.monotonic() < deadline, "the silent source was never served down"
+            time.sleep(0.02)
+        # and up again once the source answers, the collection still hung
+        silent.clear()
+        while values(collector.latest())["ferry_flow_up"] != 1:
+            assert time.monotonic() < deadline, "the source answering was never served"
+            time.sleep(0.02)
+    finally:
+        release.set()
+        collector.stop()

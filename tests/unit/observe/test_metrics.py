@@ -347,3 +347,23 @@ def test_a_cluster_that_did_not_answer_is_down_and_so_is_every_flow_it_is_a_side
     assert samples(found, "ferry_flow_up") == {
         (("source", "a"), ("target", "b")): 1, (("source", "a"), ("target", "c")): 0,
         (("source", "b"), ("target", "c")): 0}
+
+
+def test_silent_clusters_mark_their_clusters_and_every_flow_of_them_down() -> None:
+    from ferry.observe.metrics import Family, Sample, mark_down
+
+    families = [
+        Family("ferry_flow_up", "gauge", "", (
+            Sample((("source", "A"), ("target", "B")), 1.0),
+            Sample((("source", "C"), ("target", "A")), 1.0),
+            Sample((("source", "C"), ("target", "D")), 1.0))),
+        Family("ferry_cluster_up", "gauge", "", tuple(
+            Sample((("cluster", c),), 1.0) for c in "ABCD")),
+        Family("ferry_lag_records", "gauge", "", (Sample((("source", "A"),), 7.0),)),
+    ]
+
+    marked = {f.name: [s.value for s in f.samples] for f in mark_down(families, {"A"})}
+
+    assert marked == {"ferry_flow_up": [0.0, 0.0, 1.0], "ferry_cluster_up": [0.0, 1.0, 1.0, 1.0],
+                      "ferry_lag_records": [7.0]}
+    assert mark_down(families, set()) == families
