@@ -66,3 +66,45 @@ def test_collectors_are_one_per_config_path_and_stop_at_the_apps_end(config: str
         assert fresh is not started  # served again, an app starts a new one
     finally:
         collectors.close()
+
+
+def test_a_cluster_silent_while_a_collection_hangs_is_scraped_down(config: str) -> None:
+    # given: an app whose first collection says the flow up, and whose next one hangs on
+    # its source, which stopped answering meanwhile
+    import threading
+    import time
+
+    from ferry.observe.metrics import Sample
+
+    release, collected = threading.Event(), [0]
+
+    def collect(_path: str) -> list[Family]:
+        collected[0] += 1
+        if collected[0] > 1:
+            release.wait(30)
+        return [Family("ferry_flow_up", "gauge", "up",
+                       (Sample((("source", "A"), ("target", "B")), 1.0),))]
+
+    collectors = Collectors(collect, silent=lambda path: {"A"} if path == config else set(),
+                            interval_s=0.05)
+    try:
+        with TestClient(create_app(collectors)) as client:
+            # when: scraped while the collection hangs; then: the flow is served down
+            deadline = time.monotonic() + 10
+            while 'ferry_flow_up{source="A",target="B"} 0' not in client.get(
+                    "/metrics", headers=SCRAPE).text:
+                assert time.monotonic() < deadline, "the silent source was never served down"
+                time.sleep(0.05)
+    finally:
+        release.set()
+        collectors.close()
+
+
+def test_the_clusters_that_refuse_connections_are_the_silent_ones(config: str) -> None:
+    from ferry.airflow.plugin import _silent
+
+    Path(config).write_text("clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\n"
+                            "B.bootstrap.servers = 127.0.0.1:1\nA->B.enabled = true\n"
+                            "A->B.topics = t\n")
+
+    assert set(_silent(config)) == {"A", "B"}

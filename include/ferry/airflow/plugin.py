@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Collection
 
     from fastapi.responses import Response
 
@@ -120,27 +120,52 @@ def _families(path: str) -> list[Family]:
     return metric_families(*_config_at(path))
 
 
+def _silent(path: str) -> Collection[str]:
+    """The clusters of the config at `path` that do not answer now, their connections looked
+    up as a collection looks them up; none when they cannot be looked up (the collection
+    says why)."""
+    from ferry.errors import FerryError
+    from ferry.observe.collect import silent_clusters
+
+    config, resolve = _config_at(path)
+    aliases = {alias for f in config.enabled_flows for alias in (f.source, f.target)}
+    try:
+        return silent_clusters(resolve(aliases))
+    except FerryError:
+        return set()
+
+
 class Collectors:
     """The background collectors of one app's metrics, one per config path (the config is
     `$FERRY_CONFIG`, read again at each scrape), each started on its config's first scrape:
     a scrape serves the latest collection at once, whatever the clusters do. The app built
     by `create_app` holds one, hands it to its `/metrics` route and closes it at the end of
     its lifespan; two apps share no collector. `collect`: one collection of a config's
-    metrics."""
+    metrics; `silent`: the clusters of a config that do not answer now, asked while a
+    collection hangs (`ferry.observe.collector`; by default with the default `collect`);
+    `interval_s`: the pause between collections."""
 
-    def __init__(self, collect: Callable[[str], list[Family]] = _families) -> None:
+    def __init__(self, collect: Callable[[str], list[Family]] = _families,
+                 silent: Callable[[str], Collection[str]] | None = None,
+                 interval_s: float | None = None) -> None:
         self._collect = collect
+        self._silent = silent if silent is not None else (
+            _silent if collect is _families else None)
+        self._interval_s = interval_s
         self._by_path: dict[str, Collector] = {}
         self._lock = threading.Lock()
 
     def of(self, path: str) -> Collector:
         """The collector of the config at `path`, started on the first call."""
-        from ferry.observe.collector import Collector
+        from ferry.observe.collector import REFRESH_SECONDS, Collector
 
+        silent = self._silent
         with self._lock:
             found = self._by_path.get(path)
             if found is None:
-                found = self._by_path[path] = Collector(lambda: self._collect(path)).start()
+                found = self._by_path[path] = Collector(
+                    lambda: self._collect(path), self._interval_s or REFRESH_SECONDS,
+                    silent=(lambda: silent(path)) if silent is not None else None).start()
         return found
 
     def close(self) -> None:
