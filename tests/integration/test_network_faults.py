@@ -36,6 +36,13 @@ RATE = 100
 RECOVERY_S = 30.0
 """How soon after the network returns the loop must have caught up by itself."""
 
+STUCK_COMMIT_RECOVERY_S = 50.0
+"""The same for a target black-holed mid-commit: a positions commit sent as the network
+returns can go to a connection the fault left unusable (the proxy dropped bytes mid-request,
+which a real link would have sent again), and waits there until `ferry.kafka.stuck` gives
+up on it (`SEND_OFFSETS_S` + `GRACE_S`, 35 s) and a new producer copies the batch again:
+caught up 36-38 s after the network's return in two of three full runs, under 5 s alone."""
+
 
 def records(count: int, first: int = 0, size: int = 0
             ) -> list[tuple[bytes | None, bytes | None, int]]:
@@ -266,7 +273,7 @@ def _under_fault(clusters: dict[str, str], network: Toxiproxy, topic: str, tmp_p
             if mode == "scheduled":  # the loop's failed cycles are below
                 print("runs that failed:", [str(e)[:300] for e in raised])
             wait_until(lambda: scraper.seen[-1][1] == 1, "the flow is up again",
-                       timeout=RECOVERY_S)
+                       timeout=STUCK_COMMIT_RECOVERY_S)
     finally:
         scraper.close()
     faulted = Faulted(reported, during, recovered, behind,
@@ -281,11 +288,12 @@ def _under_fault(clusters: dict[str, str], network: Toxiproxy, topic: str, tmp_p
     return flow, faulted
 
 
-def assert_recovered(flow: Any, faulted: Faulted, cluster: str) -> None:
-    """Caught up by itself within `RECOVERY_S` (and up again: `under_fault`); the flow
-    down during the fault (`FerryFlowDown`'s expression held); the fault said in a few
-    lines naming the cluster."""
-    assert faulted.recovered_s <= RECOVERY_S
+def assert_recovered(flow: Any, faulted: Faulted, cluster: str,
+                     within_s: float = RECOVERY_S) -> None:
+    """Caught up by itself `within_s` (and up again: `under_fault`); the flow down during
+    the fault (`FerryFlowDown`'s expression held); the fault said in a few lines naming
+    the cluster."""
+    assert faulted.recovered_s <= within_s
     assert faulted.up_during and set(faulted.up_during) == {0}, faulted.up_during
     loud = faulted.loud()
     assert 1 <= len(loud) <= 12, loud
@@ -305,7 +313,7 @@ def test_a_target_black_holed_for_a_minute_mid_commit_loses_and_doubles_nothing(
                                 held=held_at_commit(monkeypatch), mode=mode)
     # then: every record on the target once, in order; caught up by itself soon after
     assert_exact(flow, clusters, topic_name, PARTITIONS)
-    assert_recovered(flow, faulted, flow.target)
+    assert_recovered(flow, faulted, flow.target, STUCK_COMMIT_RECOVERY_S)
 
 
 SOURCE_FAULTS: dict[str, tuple[Callable[[Toxiproxy], Any], float]] = {
