@@ -164,7 +164,7 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     status = _ferry("local", "status", "--dir", str(root), "--json")
     assert status.returncode == 0
     port = int(started["bootstrap"].rsplit(":", 1)[1])
-    assert started["brokers"] == 1
+    assert started["brokers"] == 1 and started["proxy"] is None  # as status says it
     assert json.loads(status.stdout)[0] | {"dir": None} == {
         "alias": "solo", "bootstrap": started["bootstrap"], "pid": started["pid"],
         "running": True, "answering": True, "dir": None, "brokers": 1,

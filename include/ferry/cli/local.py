@@ -62,8 +62,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
                         behind_proxy=args.behind_proxy)
     emit(args, [{"alias": s.alias, "bootstrap": s.bootstrap, "pid": s.pid, "dir": s.dir,
                  "secure": s.secure, "sasl_plaintext": s.plaintext_bootstrap,
-                 "brokers": s.brokers, "proxy": s.proxy_bootstrap,
-                 "upstream": s.proxy_upstream}
+                 "brokers": s.brokers, "proxy": cluster.proxy_of(s)}
                 for s in states],
          "\n".join(f"{s.alias} {s.bootstrap}" + (" (SASL_SSL)" if s.secure else "")
                    + (f" (proxy {s.proxy_bootstrap} -> {s.proxy_upstream})"

@@ -445,7 +445,7 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
             "alias": state.alias, "bootstrap": state.bootstrap,
             "pid": state.pid if running else None, "running": running,
             "answering": answering, "dir": state.dir, "brokers": state.brokers,
-            "proxy": _proxy(state),
+            "proxy": proxy_of(state),
             "nodes": [{"node": n.node_id, "port": n.port,
                        "pid": n.pid if is_our_broker(state, n.node_id) else None}
                       for n in state.nodes],
@@ -453,7 +453,7 @@ def status(root: Path | None = None) -> list[dict[str, object]]:
     return result
 
 
-def _proxy(state: ClusterState) -> dict[str, str] | None:
+def proxy_of(state: ClusterState) -> dict[str, str] | None:
     """Where a proxy in front of a cluster `up` started behind one listens, and what it
     forwards to (None: not behind one)."""
     if state.proxy_bootstrap is None or state.proxy_upstream is None:
