@@ -341,10 +341,10 @@ def test_a_slow_link_to_the_target_for_minutes_loses_and_doubles_nothing(
     clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
     caplog: pytest.LogCaptureFixture
 ) -> None:
-    # when: what Ferry sends to the target is held to 4 KB/s, a fifth of what streams in
+    # when: what Ferry sends to the target is held to 1 KB/s, a twentieth of what streams in
     # (100 records/s of 200 bytes), for a minute and a half
     flow, faulted = under_fault(clusters, network, topic_name, tmp_path, caplog,
-                                lambda: network.slow("target", 4), 90, size=200)
+                                lambda: network.slow("target", 1), 90, size=200)
     # then: exact, and the backlog caught up soon after; a slow link is no outage: the
     # flow stays up, and no cycle fails
     assert_exact(flow, clusters, topic_name, PARTITIONS)
