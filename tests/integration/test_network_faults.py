@@ -8,7 +8,6 @@ by itself within `RECOVERY_S` of the network's return."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,70 +22,15 @@ from ferry.core.takeover import Named
 from ferry.kafka.lane import Lane
 from ferry.logs import CLIENT_LOGGER, Repeats
 from ferry.steps.cycle import CycleResult, run_continuously
-from tests.support.groups import positions
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
 from tests.support.polling import wait_until
+from tests.support.stream import PARTITIONS, RATE, Feeder, caught_up, lag, records
 from tests.support.toxiproxy import Toxiproxy
 
 pytestmark = [pytest.mark.integration]
 
-PARTITIONS = 4
-RATE = 100
-"""Records a second the source receives while the loop copies."""
 RECOVERY_S = 30.0
 """How soon after the network returns the loop must have caught up by itself."""
-
-STUCK_COMMIT_RECOVERY_S = 50.0
-"""The same for a target black-holed mid-commit: a positions commit sent as the network
-returns can go to a connection the fault left unusable (the proxy dropped bytes mid-request,
-which a real link would have sent again), and waits there until `ferry.kafka.stuck` gives
-up on it (`SEND_OFFSETS_S` + `GRACE_S`, 35 s) and a new producer copies the batch again:
-caught up 36-38 s after the network's return in two of three full runs, under 5 s alone."""
-
-
-def records(count: int, first: int = 0, size: int = 0
-            ) -> list[tuple[bytes | None, bytes | None, int]]:
-    """Records `first`.. of `count`, over `PARTITIONS`, their values `size` bytes more of
-    random bytes (which no compression shrinks)."""
-    return [(f"k{i}".encode(), f"v{i}".encode() + os.urandom(size), i % PARTITIONS)
-            for i in range(first, first + count)]
-
-
-class Feeder:
-    """Records into the source (directly, never through the proxies) at `RATE` a second,
-    through one producer, until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, size: int = 0) -> None:
-        self.bootstrap, self.topic, self.size, self.sent = bootstrap, topic, size, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._feed, daemon=True)
-
-    def _feed(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
-                             "enable.idempotence": True})
-        started = time.monotonic()
-        while not self._stop.is_set():
-            for key, value, partition in records(RATE // 10, self.sent, self.size):
-                producer.produce(self.topic, value, key, partition=partition)
-            self.sent += RATE // 10
-            assert producer.flush(30) == 0
-            # paced by what was sent, not by the sleeps: `RATE` a second on average
-            self._stop.wait(max(0.0, started + self.sent / RATE - time.monotonic()))
-        assert producer.flush(30) == 0
-
-    def __enter__(self) -> Feeder:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
 
 Copying = tuple[list[CycleResult], list[BaseException], threading.Thread]
 """The cycles a copier reported, what it raised, its thread."""
@@ -146,19 +90,6 @@ def held_at_commit(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, th
     monkeypatch.setattr(Lane, "commit", held)
     arm.reached = reached  # type: ignore[attr-defined]
     return arm, release
-
-
-def lag(clusters: dict[str, str], flow: Any, topic: str) -> int:
-    """Records on the source not yet copied (read through the direct listeners)."""
-    from tests.integration.test_reset_beside_a_loop import ends
-
-    remote = flow.remote_topic(topic)
-    at = positions(clusters, flow, [(remote, p) for p in range(PARTITIONS)])
-    return sum(ends(clusters, topic)) - sum(max(p, 0) for p in at)
-
-
-def caught_up(clusters: dict[str, str], flow: Any, topic: str) -> Callable[[], bool]:
-    return lambda: lag(clusters, flow, topic) == 0
 
 
 class Scraper:
@@ -273,7 +204,7 @@ def _under_fault(clusters: dict[str, str], network: Toxiproxy, topic: str, tmp_p
             if mode == "scheduled":  # the loop's failed cycles are below
                 print("runs that failed:", [str(e)[:300] for e in raised])
             wait_until(lambda: scraper.seen[-1][1] == 1, "the flow is up again",
-                       timeout=STUCK_COMMIT_RECOVERY_S)
+                       timeout=RECOVERY_S)
     finally:
         scraper.close()
     faulted = Faulted(reported, during, recovered, behind,
@@ -313,7 +244,7 @@ def test_a_target_black_holed_for_a_minute_mid_commit_loses_and_doubles_nothing(
                                 held=held_at_commit(monkeypatch), mode=mode)
     # then: every record on the target once, in order; caught up by itself soon after
     assert_exact(flow, clusters, topic_name, PARTITIONS)
-    assert_recovered(flow, faulted, flow.target, STUCK_COMMIT_RECOVERY_S)
+    assert_recovered(flow, faulted, flow.target, RECOVERY_S)
 
 
 SOURCE_FAULTS: dict[str, tuple[Callable[[Toxiproxy], Any], float]] = {

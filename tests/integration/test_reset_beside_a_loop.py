@@ -26,6 +26,7 @@ from tests.integration.test_kept_lanes import KeptHere, records
 from tests.support.groups import positions
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all
 from tests.support.polling import wait_until
+from tests.support.stream import ends
 
 pytestmark = [pytest.mark.integration]
 
@@ -143,7 +144,7 @@ def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_o
         assert not resetter.is_alive()
         feeding.clear()
         wait_until(lambda: not loop.is_alive() or positions(clusters, flow, tps) == ends(
-            clusters, topic_name), "the loop copied on to the end", timeout=90)
+            clusters["source"], topic_name), "the loop copied on to the end", timeout=90)
         assert loop.is_alive(), (raised, [r.steps() for r in reported if not r.ok])
     finally:
         target.go.set()
@@ -164,14 +165,3 @@ def test_a_positions_reset_beside_a_running_loop_completes_and_the_loop_copies_o
                                                          r.partition)]
         assert r.before is not None and r.after == 0
         assert target_records == source[:r.before] + source, r
-
-
-def ends(clusters: dict[str, str], topic: str) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": clusters["source"], "group.id": "ferry-test-end"})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(PARTITIONS)]
-    finally:
-        consumer.close()

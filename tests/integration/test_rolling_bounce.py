@@ -120,11 +120,9 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     # positions group's coordinator) and holds its second one open
     from ferry.core.internal import positions_group
     from ferry.core.lanes import by_writer
-    from ferry.kafka import stuck
     from ferry.steps.plan import prepare
     from tests.support.kafka_data import paused_writer, produce
 
-    monkeypatch.setattr(stuck, "SEND_OFFSETS_S", 10.0)  # the bound, shortened; same path
     clusters = replicated_clusters
     create_topic(clusters["source"], topic_name, PARTITIONS)  # leaders on every node
     produce(clusters["source"], topic_name,
@@ -216,6 +214,53 @@ def test_a_remote_partition_short_of_in_sync_replicas_in_a_restart_is_waited_out
     # producers of the id, and every record is on the target once, in order
     assert copied == 10
     assert_exact(flow, clusters, topic_name, 1)
+
+
+def test_an_offsets_look_up_whose_leader_was_killed_is_answered_by_the_next_leader_in_seconds(
+    replicated_clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # a plan's offsets request queued for a SIGKILLed leader waited its whole 30 s (or until
+    # the node came back) while the cluster had a new leader after 3 s: in the bounce
+    # bench, a cycle planned for 30 s
+    from confluent_kafka.admin import NewTopic
+
+    from ferry.core.planner import TopicPartition as TP
+    from ferry.kafka.admin import Admin
+    from ferry.local.layout import states_in
+    from ferry.local.probe import registered, under_replicated
+    from ferry.local.process import start_node, stop_node
+    from tests.support.kafka_data import produce
+
+    # given: a source partition led by node 2, its offsets read once (the client's metadata
+    # names node 2 as its leader)
+    clusters = replicated_clusters
+    raw = AdminClient({"bootstrap.servers": clusters["source"]})
+    raw.create_topics([NewTopic(topic_name, 1, replica_assignment=[[2, 1, 3]])]
+                      )[topic_name].result(30)
+    wait_until(lambda: under_replicated(clusters["source"]) == 0, "the topic is led", 60)
+    produce(clusters["source"], topic_name, [(b"k", f"v{i}".encode(), 0) for i in range(10)])
+    flow = flow_config(tmp_path, clusters, topic_name, replicas=3).enabled_flows[0]
+    admin = Admin(flow.source_admin)
+    tp = TP(topic_name, 0)
+    assert admin.ends([tp]) == {tp: 10}
+
+    # when: node 2 is SIGKILLed, and the offsets are read again at once
+    (state,) = [s for s in states_in(Path(clusters["root"])) if s.alias == "source"]
+    state = stop_node(state, 2, hard=True)
+    try:
+        asked = time.monotonic()
+        found = admin.ends([tp])
+        took = time.monotonic() - asked
+    finally:
+        start_node(state, 2)
+        wait_until(lambda: registered(clusters["source"]) == 3
+                   and under_replicated(clusters["source"]) == 0,
+                   "the cluster is whole again", 180)
+
+    # then: the next leader answered, within seconds (the brokers fence a silent node
+    # after 3 s here), not after the request's whole timeout
+    assert found == {tp: 10}
+    assert took < 20, f"the look-up took {took:.1f}s"
 
 
 @contextlib.contextmanager

@@ -22,9 +22,9 @@ from ferry.core.internal import positions_group
 from ferry.core.takeover import Named
 from ferry.steps.cycle import CycleResult, run_continuously
 from ferry.steps.verify import verify
-from tests.integration.test_network_faults import PARTITIONS, Feeder, caught_up, records
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
 from tests.support.polling import wait_until
+from tests.support.stream import PARTITIONS, Feeder, caught_up, records
 
 pytestmark = [pytest.mark.integration]
 

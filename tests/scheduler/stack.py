@@ -308,14 +308,49 @@ class Component:
 
 
 def _start(name: str, args: list[str], env: dict[str, str], home: Path,
-           cwd: Path) -> Component:
-    """`airflow <args>` in a new session (its own process group), output to <name>.log."""
+           cwd: Path, append: bool = False) -> Component:
+    """`airflow <args>` in a new session (its own process group), output to <name>.log
+    (after what it holds, with `append`)."""
     log = home / f"{name}.log"
-    with log.open("wb") as out:
+    with log.open("ab" if append else "wb") as out:
         process = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), *args],
                                    env=env, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True, cwd=cwd)
     return Component(name, process, log)
+
+
+class Components(list[Component]):
+    """The running components, in start order, and how to end one and start it again as
+    it was (the fault tests' scheduler and api-server): the same command, environment and
+    log (appended to)."""
+
+    def __init__(self, env: dict[str, str], home: Path, cwd: Path, port: int) -> None:
+        super().__init__()
+        self._env, self._home, self._cwd = env, home, cwd
+        self._args = _components(port)
+
+    def start(self, name: str) -> Component:
+        """Start the component `name` (again, after `end`)."""
+        started = _start(name, self._args[name], self._env | COMPONENT_ENV.get(name, {}),
+                         self._home, self._cwd, append=True)
+        self[:] = [c for c in self if c.name != name] + [started]
+        return started
+
+    def named(self, name: str) -> Component:
+        return next(c for c in self if c.name == name)
+
+    def end(self, name: str, sig: signal.Signals, timeout: float = 30) -> None:
+        """Send `sig` to the component `name` alone (not its process group: the executor's
+        workers and their tasks live on, as after a crash of the component itself), and
+        wait until it has exited."""
+        process = self.named(name).process
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"airflow {name} still runs {timeout:.0f}s after {sig.name}"
+                                 ) from None
 
 
 def _migrate(env: dict[str, str], home: Path, cwd: Path, timeout: float = 300) -> Component:
@@ -471,7 +506,7 @@ def running(base: Path, config_path: Path, dag_ids: Iterable[str],
             extra_env: dict[str, str] | None = None,
             dag_files: dict[str, str] | None = None,
             viewers: dict[str, str] | None = None,
-            ) -> Iterator[tuple[Airflow, list[Component]]]:
+            ) -> Iterator[tuple[Airflow, Components]]:
     """Airflow in `base`/airflow, ready (healthy, the DAGs parsed) and listening on loopback
     only; stopped on exit, with everything it started. `spark_conn`: the `spark_default`
     connection (default: spark, local[*]); `extra_env`: more environment for every
@@ -483,12 +518,11 @@ def running(base: Path, config_path: Path, dag_ids: Iterable[str],
     env |= extra_env or {}
     for name, source in (dag_files or {}).items():
         (home / "dags" / name).write_text(source)
-    components: list[Component] = []
+    components = Components(env, home, base, port)
     try:
         _migrate(env, home, base)
-        for name, args in _components(port).items():
-            components.append(_start(name, args, env | COMPONENT_ENV.get(name, {}),
-                                     home, base))
+        for name in _components(port):
+            components.start(name)
         server = Airflow(f"http://127.0.0.1:{port}")
         _wait_ready(server, components, list(dag_ids))
         _assert_loopback_only(components, base, port)

@@ -22,6 +22,12 @@ tests of one module cannot disturb the other's:
   target's is created by its test), `adopted` and `differ` (see that module's docstring).
   Only this module triggers the config's `ferry_failover` and `ferry_adopt`, and the
   downstream DAGs.
+- `tests/scheduler/test_airflow_faults.py` (`faulted`): `faults`, `@continuous` (runs
+  FAULTS_SPAN_S apart, each handing over to the next), whose DAG is paused until its module
+  unpauses it. That module kills task processes, marks runs failed, and ends and starts
+  again the stack's api-server and scheduler (`Stack.components`); it runs first of the
+  tier (modules run in name order), and leaves every component running. A task going
+  without a heartbeat for HEARTBEAT_TIMEOUT_S is a zombie to the scheduler.
 - `tests/webui/test_ferry_page.py` (`airflow_server`): `webui`, whose lag the Ferry page
   shows, and `unconnected`, into `webui`'s target from a cluster known only by a connection
   Airflow does not have. The page is opened by VIEWER, a user with Airflow's viewer role;
@@ -60,7 +66,7 @@ from ferry.airflow.adopt_dag import ADOPT_DAG
 from ferry.airflow.failover_dag import FAILOVER_DAG
 from ferry.config import Config, Flow, load_config
 from ferry.local.cluster import SecureClusters
-from tests.scheduler.stack import Airflow, keep_logs, running
+from tests.scheduler.stack import Airflow, Components, keep_logs, running
 from tests.support.secure_data import SOURCE
 
 VIEWER, VIEWER_PASSWORD = "ops", "ops-" + secrets.token_hex(8)
@@ -74,6 +80,15 @@ RETRY_DELAY_S = 10
 """The retry delay of the flows whose copy task is retried (`ferry.task.retry.delay.
 seconds`; the DAG's default of 30 s would only make their tests wait): long enough for the
 retry test to see its mirror wait for the retry and change the target meanwhile."""
+
+FAULTS_SPAN_S, FAULTS_RETRY_DELAY_S = 30, 5
+"""The `faults` flow's `ferry.continuous.run.seconds` (its runs hand over as `relay`'s do)
+and `ferry.task.retry.delay.seconds`."""
+
+HEARTBEAT_TIMEOUT_S = 60
+"""How long a running task may go without a heartbeat before the scheduler takes it for a
+zombie (`[scheduler] task_instance_heartbeat_timeout`, 300 s by default): the fault tests
+wait it out. A live task's supervisor heartbeats every 5 s."""
 
 RELAY_SPAN_S, RELAY_HANDOVER_S = 15, 300
 """The `relay` flow's `ferry.continuous.run.seconds` and `….handover.seconds`: a run goes on
@@ -90,10 +105,12 @@ FLOWS = {
     "adopted": ("m", "sched-adopted", "state-assets"),
     "differ": ("d", "sched-differ", "state-assets"),
     "webui": ("w", "webui-orders", "state-webui"),
+    "faults": ("f", "sched-faults", "state-faults"),
 }
 """The config's flows between the session's plain clusters, and `connected`: the first three
 are test_flow_under_scheduler's, the next four test_assets_and_connections_under_scheduler's,
-the last test_ferry_page's (with `unconnected`, which `_config` adds)."""
+test_ferry_page's (with `unconnected`, which `_config` adds), the last
+test_airflow_faults'."""
 
 ON_TOPIC, ON_FLOW = "report_on_mirrored_topic", "report_on_mirrored_flow"
 
@@ -148,9 +165,11 @@ class FlowUnderTest:
 class Stack(Airflow):
     """The session's Airflow, and every flow of its config."""
 
-    def __init__(self, airflow: Airflow, home: Path, config: Config,
-                 flows: dict[str, FlowUnderTest], tag: str) -> None:
+    def __init__(self, airflow: Airflow, components: Components, home: Path,
+                 config: Config, flows: dict[str, FlowUnderTest], tag: str) -> None:
         super().__init__(airflow.url)
+        self.components = components
+        """Its running components, each of which a fault test may end and start again."""
         self.home = home
         """Its AIRFLOW_HOME: the SQLite database, and each component's log."""
         self.config = config
@@ -191,7 +210,7 @@ def _config(base: Path, clusters: dict[str, str],
               f"{far}->{page_target}.topics = {topics['webui']}",
               f"{far}->{page_target}.ferry.state.dir = {base / FLOWS['webui'][2]}"]
     short, unsynced = "->".join(pairs["short_timeout"]), "->".join(pairs["unsynced_configs"])
-    relay = "->".join(pairs["relay"])
+    relay, faults = "->".join(pairs["relay"]), "->".join(pairs["faults"])
     lines += [f"{short}.ferry.copy.timeout.seconds = {SHORT_TIMEOUT_S}",
               f"{short}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
@@ -199,6 +218,10 @@ def _config(base: Path, clusters: dict[str, str],
               f"{relay}.ferry.schedule = @continuous",
               f"{relay}.ferry.continuous.run.seconds = {RELAY_SPAN_S}",
               f"{relay}.ferry.continuous.handover.seconds = {RELAY_HANDOVER_S}",
+              f"{faults}.ferry.schedule = @continuous",
+              f"{faults}.ferry.continuous.run.seconds = {FAULTS_SPAN_S}",
+              f"{faults}.ferry.continuous.handover.seconds = {RELAY_HANDOVER_S}",
+              f"{faults}.ferry.task.retry.delay.seconds = {FAULTS_RETRY_DELAY_S}",
               "ferry.schedule = none", "replication.factor = 1",
               "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
               # The brokers are shared: another test's `heartbeats` topic is not these flows'.
@@ -234,15 +257,17 @@ def airflow_stack(clusters: dict[str, str], secure_clusters: SecureClusters,
                   for (name, source), dag_id in zip(DOWNSTREAM_DAGS.items(),
                                                     (ON_TOPIC, ON_FLOW), strict=True)}
     environment = {f"AIRFLOW_CONN_KAFKA_SOURCE_{tag.upper()}": _source_connection(
-        secure_clusters), "FERRY_METRICS_TOKEN": SCRAPE_TOKEN}
+        secure_clusters), "FERRY_METRICS_TOKEN": SCRAPE_TOKEN,
+                   "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT":
+                       str(HEARTBEAT_TIMEOUT_S)}
     stopped_clean = False
     try:
         with running(base, base / "mm2.properties",
                      (*(f.dag_id for f in flows.values()), FAILOVER_DAG, ADOPT_DAG,
                       ON_TOPIC, ON_FLOW),
                      extra_env=environment, dag_files=downstream,
-                     viewers={VIEWER: VIEWER_PASSWORD}) as (airflow, _):
-            yield Stack(airflow, base / "airflow", config, flows, tag)
+                     viewers={VIEWER: VIEWER_PASSWORD}) as (airflow, components):
+            yield Stack(airflow, components, base / "airflow", config, flows, tag)
         stopped_clean = True
     finally:
         # a failed scheduler test's module kept the logs already

@@ -38,6 +38,7 @@ from ferry.airflow.tasks import (
     adopt_class_archive,
     copy_job_settings,
     file_safe,
+    sigterm_noted,
     spark_job_files,
     spark_master,
     task_config,
@@ -163,7 +164,9 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
     """Whole cycles back to back (one line each in the task's log) until the flow's next run
     takes over, or for `ferry.continuous.run.seconds` where runs do not overlap
     (`overlaps`); the first failed cycle fails the task (Airflow retries it), unless it
-    failed as the run handed over."""
+    failed as the run handed over. Sent SIGTERM (its run marked failed, its heartbeats
+    failing), the loop ends after the cycle under way, leaving its Delta batch to the next
+    run, and the task fails saying so. A retry says what became of the try before it."""
     import logging
 
     from airflow.sdk import get_current_context
@@ -188,6 +191,11 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
         log.info("cycles back to back %s, %.0fs at most (the config read in %.1fs)",
                  "until the next run takes over" if overlaps(flow) else "for the run's span",
                  for_s, time.monotonic() - began, extra={"flow": flow.name})
+        if (attempt := int(getattr(context.get("ti"), "try_number", 1) or 1)) > 1:
+            log.warning("try %d of this run: try %d did not finish (it failed, or its process "
+                        "was ended); nothing it left uncommitted counts (Kafka fences a writer "
+                        "of it still alive), and the copy goes on from the last commit",
+                        attempt, attempt - 1, extra={"flow": flow.name})
         totals = {"cycles": 0, "copies": 0, "offsets": 0}
         topics: dict[str, dict[str, Any]] = {}
 
@@ -206,9 +214,17 @@ def mirror_continuously(path: str, name: str) -> dict[str, Any]:
                      else "idle", seconds, f" ({parts})" if parts else "",
                      extra={"flow": flow.name})
 
-        last = run_continuously(path, config, flow, report,
-                                master=spark_master() or flow.ferry.spark_master,
-                                for_s=for_s, hand_over=True, owner=owner)
+        with sigterm_noted() as signalled:
+            last = run_continuously(path, config, flow, report,
+                                    master=spark_master() or flow.ferry.spark_master,
+                                    for_s=for_s, hand_over=True, owner=owner,
+                                    stop=lambda: bool(signalled))
+        if signalled:
+            raise TransientError(
+                f"flow {flow.name}: stopped by Airflow (SIGTERM: the run was marked failed or "
+                "done, or the task's heartbeats failed) after cycle "
+                f"{last.run_id if last else '(none)'}; nothing past its last commit was kept, "
+                "and the next run records its last batch and copies on from there")
         if last is not None and not last.ok and last.handed_to is None:
             raise TransientError(f"flow {flow.name}: cycle {last.run_id}'s copy failed (exit "
                                  f"{last.copy_exit_code}); nothing past its last commit was "

@@ -47,6 +47,33 @@ def task_edge() -> Iterator[None]:
         raise AirflowFailException(str(exc)) from None
 
 
+@contextmanager
+def sigterm_noted() -> Iterator[list[int]]:
+    """A list that SIGTERM appends to while the block runs: how Airflow ends a task (its
+    run marked failed or succeeded, its heartbeats failing), with SIGKILL 5 s later.
+    Airflow's own handler (the operator's `on_kill`) is still called; it is put back after.
+    Outside the main thread, where no handler can be set, the list stays empty."""
+    import signal
+    import threading
+
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    before = signal.getsignal(signal.SIGTERM)
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        if callable(before):
+            before(signum, frame)
+
+    signal.signal(signal.SIGTERM, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def file_safe(run_id: str) -> str:
     """Ferry's run id for an Airflow run id: the same, made safe for file names."""
     import re

@@ -39,6 +39,11 @@ K = TypeVar("K")
 R = TypeVar("R")
 TIMEOUT_S = 30.0
 COMMITTED_SLICE_S = 5.0
+OFFSETS_SLICE_S = 5.0
+"""The longest one offsets request waits: librdkafka keeps a request to a leader that died
+queued for that broker until it times out, while the cluster elects a new leader within
+seconds (a SIGKILLed source leader held a cycle's plan for the whole 30 s). A request timed
+out is asked again, its topic's metadata refreshed first, within the retry budget."""
 MARGIN_S = 1.0  # a future's wait beyond its request timeout: librdkafka's own comes first
 JUST_CREATED = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                 KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
@@ -66,6 +71,15 @@ def _topic(key: object) -> str | None:
 def _stale_leader(failure: BaseException) -> bool:
     error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
     return isinstance(error, KafkaError) and error.code() in STALE_LEADER
+
+
+def _timed_out(failure: BaseException) -> bool:
+    """A request that got no answer in time: its leader may have died, and the client's
+    cached metadata may still name it."""
+    error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
+    return isinstance(failure, TimeoutError) or (
+        isinstance(error, KafkaError)
+        and error.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT))
 
 
 class InvalidAnswer(Exception):
@@ -271,7 +285,8 @@ class Admin:
                 pending.pop(k, None)
             if failing:
                 self._refresh({t for k, exc in failing if (t := _topic(k)) is not None
-                               and (_stale_leader(exc) or isinstance(exc, InvalidAnswer))})
+                               and (_stale_leader(exc) or _timed_out(exc)
+                                    or isinstance(exc, InvalidAnswer))})
                 raise Again(failing[0][1])
             return results
 
@@ -516,7 +531,7 @@ class Admin:
             {tp: TopicPartition(tp.topic, tp.partition) for tp in tps},
             lambda todo, timeout: self.raw.list_offsets(
                 dict.fromkeys(todo, spec), isolation_level=isolation,
-                request_timeout=timeout),
+                request_timeout=min(timeout, OFFSETS_SLICE_S)),
             lambda tp: (f"{action} of {tp.topic}", f"DESCRIBE on TOPIC {tp.topic}"),
             key=lambda k: TP(k.topic, k.partition),
             invalid=None if by_time else _not_an_offset)

@@ -466,8 +466,10 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     `hand_over` (the `@continuous` DAG, whose next run takes over as this one ends): a loop
     that ends at the end of `for_s` leaves the Delta batch of its last stretch to the next
     run, which records it from the offset-map topic as its lanes reported it, and starts
-    no batch that would outlast it; so the next run's first cycle waits for no batch. A
-    loop that stops otherwise (`stop()`, a failed cycle) writes its last batch. Such a
+    no batch that would outlast it; so the next run's first cycle waits for no batch; and
+    so does one stopped by `stop()` (Airflow's SIGTERM, seconds before its SIGKILL). A loop
+    that stops otherwise (a failed cycle, or `stop()` without `hand_over`) writes its last
+    batch. Such a
     loop also follows a run: its first cycle copies what piled up at the turn and leaves
     the paced steps that move no record to the cycles after (`Pace.following`).
 
@@ -517,8 +519,10 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
             trimming.after_cycle()  # the loop's memory stays level (`ferry.heap`)
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
-        timed_out = not stop()
-        if timed_out and last is not None and owner is not None:
+        # Stopped by its supervisor, a run of the relay ends as at its end too: Airflow
+        # gives a task it sends SIGTERM seconds before SIGKILL, too few for a Delta append.
+        timed_out = not stop() or hand_over
+        if not stop() and last is not None and owner is not None:
             # at its end: whether the run after it is there already, to say it took over
             last.handed_to = relay.handed_to()
     finally:

@@ -1,0 +1,283 @@
+"""Airflow's own parts failing under a continuous flow (the tier's scheduler, dag-processor
+and api-server, `conftest.py`), against real brokers: the copy task's process and its
+supervisor SIGKILLed (Airflow finds a zombie and retries the task), the run marked failed
+from the REST API (the task is sent SIGTERM), the api-server the tasks heartbeat through
+stopped for a minute, the scheduler SIGKILLed and started again. The flow is the tier's
+`faults` (`@continuous`, runs `airflow_stack.FAULTS_SPAN_S` apart, each handing over to
+the next), copying a live stream (`tests.support.stream.Feeder`) as each fault strikes.
+
+Each test: the fault strikes while the flow's newest run copies; the flow carries on without
+a human, caught up within `RECOVERY_S` of the fault's end; the task log says what happened;
+and once the stream stops, every record is on the target once and in order, as the offset
+map says. The stream goes on from test to test into the one topic, so each test checks all
+that every fault before it left too."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]  # an Airflow dependency, without type hints
+import pytest
+
+from tests.scheduler.stack import Airflow, wait_for
+from tests.support.airflow_stack import HEARTBEAT_TIMEOUT_S, FlowUnderTest, Stack
+from tests.support.groups import positions
+from tests.support.kafka_data import assert_exact, create_topic
+from tests.support.stream import Feeder, caught_up, ends
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+RATE = 50
+"""Records a second the source receives while a fault strikes."""
+RECOVERY_S = 120.0
+"""How soon after a fault's end the flow must have copied what the source held then: a new
+run's task starts (the next run of the schedule, or a retry) and its first cycle copies,
+on a machine the suite's other workers load."""
+RUN_S = 600.0
+TASK = "mirror_continuously"
+
+
+@dataclass(frozen=True)
+class LiveTry:
+    """The task try of the flow's newest running run, copying."""
+
+    run_id: str
+    try_number: int
+    pid: int
+    """The task's process (its supervisor is the parent)."""
+
+
+class Faulted(Airflow):
+    """test_airflow_faults' view of the stack: its flow, the flow's one topic, the
+    components."""
+
+    def __init__(self, stack: Stack, topic: str) -> None:
+        super().__init__(stack.url)
+        self.stack, self.flow, self.topic = stack, stack.flows["faults"], topic
+        self.components = stack.components
+
+    @property
+    def dag_id(self) -> str:
+        return self.flow.dag_id
+
+    def runs(self) -> list[dict[str, Any]]:
+        found = self.api("GET", f"/dags/{self.dag_id}/dagRuns", limit="100")
+        return sorted(found["dag_runs"], key=lambda r: r["run_after"])
+
+    def task_try(self, run_id: str) -> dict[str, Any]:
+        return dict(self.api("GET", f"/dags/{self.dag_id}/dagRuns/{run_id}/taskInstances/{TASK}"))
+
+    def live(self) -> LiveTry | None:
+        """The newest running run's task try, once it is the only run copying (the run
+        before handed over) and its process is known; None before."""
+        running = [r for r in self.runs() if r["state"] == "running"]
+        if len(running) != 1:
+            return None
+        ti = self.task_try(running[0]["dag_run_id"])
+        if ti["state"] != "running" or not ti.get("pid"):
+            return None
+        return LiveTry(running[0]["dag_run_id"], int(ti["try_number"]), int(ti["pid"]))
+
+    def log(self, run_id: str, try_number: int) -> str:
+        return self.task_log(self.dag_id, run_id, TASK, try_number)
+
+
+def behind(clusters: dict[str, str], flow: FlowUnderTest, mark: list[int]) -> int:
+    """Records of `mark` (the source's ends at some time) not yet copied."""
+    remote = flow.flow.remote_topic(flow.topic)
+    at = positions(clusters, flow.flow, [(remote, p) for p in range(PARTITIONS)])
+    return sum(max(0, end - max(p, 0)) for end, p in zip(mark, at, strict=True))
+
+
+def gone(pid: int) -> bool | None:
+    """True once the process `pid` has exited."""
+    try:
+        return True if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE else None
+    except psutil.NoSuchProcess:
+        return True
+
+
+def lines_of(log: str, *words: str) -> str:
+    """The lines of `log` naming any of `words`, for a test's output."""
+    return "\n".join(line[:400] for line in log.splitlines()
+                     if any(w.lower() in line.lower() for w in words))
+
+
+def copies_to(clusters: dict[str, str], flow: FlowUnderTest, within: float,
+              what: str) -> float:
+    """Wait until the flow has copied what the source holds now; the seconds it took."""
+    mark, began = ends(clusters["source"], flow.topic, PARTITIONS), time.monotonic()
+    wait_for(f"the flow to copy {what}", within, lambda: True if behind(
+        clusters, flow, mark) == 0 else None, every=0.5)
+    return time.monotonic() - began
+
+
+@pytest.fixture(scope="module")
+def faulted(airflow_stack: Stack, clusters: dict[str, str]) -> Iterator[Faulted]:
+    """The flow's DAG unpaused over an idle topic, its first run copying; paused at the end,
+    its runs still going marked failed (as an operator ends them), and the stack's
+    components all running again (the tier's other modules use them)."""
+    flow = airflow_stack.flows["faults"]
+    create_topic(clusters["source"], flow.topic, PARTITIONS)
+    view = Faulted(airflow_stack, flow.topic)
+    view.api("PATCH", f"/dags/{view.dag_id}", {"is_paused": False})
+    try:
+        wait_for("the flow's first run to copy", RUN_S, view.live)
+        yield view
+    finally:
+        for name in ("api-server", "scheduler"):
+            if view.components.named(name).process.poll() is not None:
+                view.components.start(name)
+        wait_for("the api-server to answer", 120, lambda: _answers(view))
+        view.api("PATCH", f"/dags/{view.dag_id}", {"is_paused": True})
+        for run in view.runs():
+            if run["state"] in ("running", "queued"):
+                view.api("PATCH", f"/dags/{view.dag_id}/dagRuns/{run['dag_run_id']}",
+                         {"state": "failed"})
+
+
+def _answers(view: Airflow) -> bool | None:
+    with contextlib.suppress(OSError, AssertionError):
+        view.api("GET", "/monitor/health")
+        return True
+    return None
+
+
+@contextlib.contextmanager
+def streaming(view: Faulted, clusters: dict[str, str]) -> Iterator[Feeder]:
+    """The stream on while the block runs, the flow's newest run copying it at the start;
+    after it, the stream stopped, the flow caught up, and every record exact."""
+    with Feeder(clusters["source"], view.topic, rate=RATE, partitions=PARTITIONS) as feeder:
+        wait_for("a run of the flow to copy the stream", RUN_S, view.live)
+        copies_to(clusters, view.flow, RUN_S, "the stream's start")
+        yield feeder
+    wait_for("the flow to catch up once the stream stopped", RUN_S, lambda: True if caught_up(
+        clusters, view.flow.flow, view.topic, PARTITIONS)() else None, every=0.5)
+    assert_exact(view.flow.flow, clusters, view.topic, PARTITIONS)
+
+
+def test_a_copy_task_killed_with_its_supervisor_is_found_a_zombie_and_its_retry_hands_over(
+    faulted: Faulted, clusters: dict[str, str]
+) -> None:
+    with streaming(faulted, clusters):
+        # given: the flow's newest run copying the stream
+        live = wait_for("a run copying", RUN_S, faulted.live)
+        supervisor = psutil.Process(live.pid).parent()
+
+        # when: its task process and the supervisor above it are SIGKILLed, as an
+        # out-of-memory kill of the worker would (no heartbeat, no final state)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        os.kill(live.pid, signal.SIGKILL)
+        wait_for("the task's process to end", 30, lambda: gone(live.pid))
+
+        # then: the flow's next run copies on: caught up without a human
+        taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the kill")
+        # and Airflow took the try for a zombie once its heartbeats stopped, and retried it;
+        # the retry, of a run earlier than the one now copying, handed over at once
+        wait_for("the killed try's retry to end", HEARTBEAT_TIMEOUT_S + RUN_S, lambda: (
+            ti if (ti := faulted.task_try(live.run_id))["try_number"] > live.try_number
+            and ti["state"] in ("success", "failed") else None))
+        ended = faulted.task_try(live.run_id)
+        retry = faulted.log(live.run_id, live.try_number + 1)
+        assert f"try {live.try_number + 1} of this run" in retry, retry
+        assert "hands over to it and ends" in retry, retry
+        assert ended["state"] == "success", ended
+    print(f"caught up {taken:.1f}s after the kill; the retry's log:\n"
+          + lines_of(retry, "ferry.", "heartbeat"))
+
+
+def test_a_run_marked_failed_mid_copy_stops_its_loop_and_the_next_run_copies_on(
+    faulted: Faulted, clusters: dict[str, str]
+) -> None:
+    with streaming(faulted, clusters):
+        # given: the flow's newest run copying the stream
+        live = wait_for("a run copying", RUN_S, faulted.live)
+
+        # when: an operator marks the run failed (Airflow then sends its task SIGTERM)
+        faulted.api("PATCH", f"/dags/{faulted.dag_id}/dagRuns/{live.run_id}",
+                    {"state": "failed"})
+        wait_for("the task's process to end", 60, lambda: gone(live.pid))
+
+        # then: the flow's next run copies on
+        taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the failed run")
+        # and the task's log says that Airflow stopped it, and how the loop ended
+        log = wait_for("the stopped try's log", 60, lambda: (
+            text if "stopped by Airflow (SIGTERM" in (text := faulted.log(
+                live.run_id, live.try_number)) else None))
+        assert "Server indicated the task shouldn't be running anymore" in log, log
+    print(f"caught up {taken:.1f}s after the run's task ended; its log:\n"
+          + lines_of(log, "stopped", "sigterm", "terminat", "killed"))
+
+
+def test_the_api_server_down_for_a_minute_mid_copy_costs_no_record_and_the_flow_carries_on(
+    faulted: Faulted, clusters: dict[str, str]
+) -> None:
+    with streaming(faulted, clusters):
+        # given: the flow's newest run copying the stream
+        live = wait_for("a run copying", RUN_S, faulted.live)
+
+        # when: the api-server the tasks report to stops for 60 s
+        faulted.components.end("api-server", signal.SIGTERM)
+        time.sleep(60)
+        faulted.components.start("api-server")
+        wait_for("the api-server to answer again", 120, lambda: _answers(faulted))
+
+        # then: the flow carries on
+        taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the outage")
+        # and the try under way, whose supervisor ended it after its heartbeats failed
+        # (`[workers] max_failed_heartbeats`), says it was stopped, and how
+        log = faulted.log(live.run_id, live.try_number)
+        assert "stopped by Airflow (SIGTERM" in log, log
+        after = faulted.task_try(live.run_id)
+        assert (after["try_number"], after["state"]) != (live.try_number, "running"), after
+    print(f"caught up {taken:.1f}s after the api-server's return; the try then: "
+          f"{faulted.task_try(live.run_id)}; its log:\n"
+          + lines_of(log, "heartbeat", "stopped", "sigterm", "terminat", "killed"))
+
+
+def test_the_scheduler_killed_mid_copy_leaves_the_copy_going_and_picks_up_on_its_restart(
+    faulted: Faulted, clusters: dict[str, str]
+) -> None:
+    with streaming(faulted, clusters):
+        # given: the flow's newest run copying the stream
+        live = wait_for("a run copying", RUN_S, faulted.live)
+        workers = psutil.Process(faulted.components.named("scheduler").process.pid
+                                 ).children(recursive=False)
+
+        try:
+            # when: the scheduler is SIGKILLed (its executor's workers live on, orphaned)
+            faulted.components.end("scheduler", signal.SIGKILL)
+            # then: while it is down, the run under way copies on
+            copies_to(clusters, faulted.flow, RECOVERY_S, "while the scheduler is down")
+
+            # when: it is started again
+            started = time.time()
+            faulted.components.start("scheduler")
+
+            # then: the flow carries on, and the scheduler starts its runs again
+            taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the restart")
+            wait_for("a run started after the restart", RUN_S, lambda: True if any(
+                r["start_date"] and _epoch(r["start_date"]) > started
+                for r in faulted.runs()) else None)
+        finally:
+            # the orphaned workers wait for a scheduler that is gone: ended here
+            for worker in workers:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    worker.kill()
+    log = faulted.log(live.run_id, live.try_number)
+    print(f"caught up {taken:.1f}s after the scheduler's restart; the try then: "
+          f"{faulted.task_try(live.run_id)}; its log:\n"
+          + lines_of(log, "heartbeat", "stopped", "sigterm", "terminat", "killed", "hands over"))
+
+
+def _epoch(when: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
