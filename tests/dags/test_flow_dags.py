@@ -399,6 +399,32 @@ def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_sub
 
 
 @pytest.mark.integration
+def test_a_scheduled_run_of_a_small_plan_copies_in_its_cycle_task_and_starts_no_jvm(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # given: a flow on the default runner whose Spark is spark-submit (local[*]), 300
+    # records to copy: a minute of a trickle
+    two_partitions_of(clusters, topic_name, 300)
+    config = flow_config(tmp_path, clusters, topic_name)
+    flow = config.enabled_flows[0]
+
+    # when: its DAG runs
+    first = run_dag(config.path, flow.dag_id,
+                    spark_conn={"conn_type": "spark", "host": "local[*]"})
+
+    # then: `cycle` copied on the local runner, in its own process: no spark-submit task,
+    # no JVM, and the run recorded by its job
+    assert first["state"] == "success", first["log"][-4000:]
+    assert first["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
+    assert "copying 300 offsets with the local runner" in first["log"], first["log"][-4000:]
+    assert "SparkSubmit" not in first["log"] and "Spark session ready" not in first["log"]
+    assert "run recorded (by its job):" in first["log"]
+    assert_exact(flow, clusters, topic_name, 2)
+    assert sorted((e["uri"].rsplit("/", 1)[1], e["extra"]["records"])
+                  for e in first["asset_events"]) == [(flow.remote_topic(topic_name), 300)]
+
+
+@pytest.mark.integration
 @pytest.mark.spark
 def test_a_continuous_run_mirrors_cycle_after_cycle_for_its_span(
     clusters: dict[str, str], topic_name: str, tmp_path: Path, connect_url: str

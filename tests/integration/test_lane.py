@@ -142,7 +142,8 @@ def test_killed_mid_copy_then_rerun_leaves_every_record_exactly_once(
             [(f"k{i}".encode(), f"value-{i:08d}".encode() * 8, i % 4) for i in range(total)])
     # continuous: the loop's lanes are kept in its process (the local runner, a loop's
     # default), or run as tasks of the warm server, where they outlive the killed client
-    runner = "spark" if how == "continuous-spark-lanes" else "auto"
+    # (a spark-job run's plan is small enough for the local runner by default)
+    runner = "spark" if how in ("continuous-spark-lanes", "spark-job") else "auto"
     how = how.removesuffix("-spark-lanes")
     config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 3000\n"
                          f"ferry.copy.runner = {runner}\n")

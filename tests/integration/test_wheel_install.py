@@ -108,7 +108,8 @@ def test_an_airflow_worker_copies_on_a_spark_connect_server_and_names_the_extra_
     create_topic(clusters["source"], topic_name, 2)
     produce(clusters["source"], topic_name,
             [(f"k{i}".encode(), f"v{i}".encode(), i % 2) for i in range(300)])
-    config = flow_config(tmp_path, clusters, topic_name)
+    # (Spark's copies: a plan this small would go to the local runner by default)
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.copy.runner = spark\n")
     flow = config.enabled_flows[0]
     # given the Airflow install (no pyspark), a copy on a local master names the extra
     refused = installed.run("ferry", "mirror", config.path, "--flow", flow.name, "--master",

@@ -33,15 +33,17 @@ tests of one module cannot disturb the other's:
   Airflow does not have. The page is opened by VIEWER, a user with Airflow's viewer role;
   a scraper holds SCRAPE_TOKEN (`FERRY_METRICS_TOKEN`).
 
-The `spark_default` connection is spark local[*] (the stack's default), so every copy here
-runs through spark-submit, `cycle` -> `copy` -> `finish`, not through the session's warm
-Spark Connect server. The hand-off is what the timeout test, the retried mirror, the
-connected flow (its connections' snapshot beside the plan) and the refused failover and
-adoption (a run long enough to be still in progress) are about. The two tests left,
-downstream Assets and a flow's run after an adoption, could copy through the warm server,
-but a stack has one `spark_default` for every flow, and the flow DAG takes a flow's own
-`ferry.spark.master = sc://...` only when that connection is missing, when spark-submit's
-hand-off fails instead (no master for its job files).
+The `spark_default` connection is spark local[*] (the stack's default), and the one-off
+flows set `ferry.copy.runner = spark` (their plans are small enough for the local runner by
+default), so every one-off copy here runs through spark-submit, `cycle` -> `copy` ->
+`finish`, not through the session's warm Spark Connect server; the continuous flows' loops
+copy on the local runner, as by default. The hand-off is what the timeout test, the
+retried mirror, the connected flow (its connections' snapshot beside the plan) and the
+refused failover and adoption (a run long enough to be still in progress) are about. The
+two tests left, downstream Assets and a flow's run after an adoption, could copy through
+the warm server, but a stack has one `spark_default` for every flow, and the flow DAG takes
+a flow's own `ferry.spark.master = sc://...` only when that connection is missing, when
+spark-submit's hand-off fails instead (no master for its job files).
 
 Tests trigger runs and read states, XComs and task logs through the REST API. After start-up,
 and again once the session's tests have run, the stack fails if any process of Airflow
@@ -222,6 +224,11 @@ def _config(base: Path, clusters: dict[str, str],
               f"{faults}.ferry.continuous.run.seconds = {FAULTS_SPAN_S}",
               f"{faults}.ferry.continuous.handover.seconds = {RELAY_HANDOVER_S}",
               f"{faults}.ferry.task.retry.delay.seconds = {FAULTS_RETRY_DELAY_S}",
+              # the tier's one-off runs are about spark-submit's hand-off (see above),
+              # which their small plans would not get by default; the continuous flows'
+              # loops copy on the local runner, as by default
+              "ferry.copy.runner = spark", f"{relay}.ferry.copy.runner = auto",
+              f"{faults}.ferry.copy.runner = auto",
               "ferry.schedule = none", "replication.factor = 1",
               "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
               # The brokers are shared: another test's `heartbeats` topic is not these flows'.

@@ -217,6 +217,7 @@ def flow_config(tmp: Path, clusters: dict[str, str], topics: str, extra: str = "
     master = runner.warm_master() if "ferry.spark.master" not in extra else None
     if master is not None:  # copies through the session's warm Spark (tests/support/runner.py)
         extra = f"ferry.spark.master = {master}\n" + extra
+    extra = runner.runner_settings(extra) + extra
     path.write_text(
         f"clusters = {source}, {target}\n{source}.bootstrap.servers = {clusters['source']}\n"
         f"{target}.bootstrap.servers = {clusters['target']}\n{source}->{target}.enabled = true\n"

@@ -23,3 +23,14 @@ def warm_master() -> str | None:
     """The session's Spark Connect server (`sc://127.0.0.1:PORT`), started now if it is
     not yet; None when the test runs its copies through spark-submit."""
     return _master() if _master is not None else None
+
+
+def runner_settings(extra: str) -> str:
+    """Config lines for a test marked `spark_submit`: `ferry.copy.runner = spark`, since such
+    a test tests Spark's copies, which a small plan would not get by default (the local
+    runner copies plans of at most `ferry.copy.local.max.records` that would otherwise
+    start spark-submit). Nothing for a test on the warm server (a warm Spark copies every
+    plan), or one whose `extra` sets its runner itself."""
+    if _master is not None or "ferry.copy.runner" in extra:
+        return ""
+    return "ferry.copy.runner = spark\n"

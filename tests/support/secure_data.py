@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 from ferry.config import Config, Flow, load_config
 from ferry.core.internal import offset_map_topic, positions_group, run_group
 from ferry.local.cluster import SecureClusters
+from tests.support import runner
 
 SOURCE, TARGET = "ssource", "starget"
 ALLOW = AclPermissionType.ALLOW
@@ -85,7 +86,7 @@ replication.factor = 1
 checkpoints.topic.replication.factor = 1
 emit.heartbeats.enabled = false
 ferry.state.dir = {tmp / 'state'}
-""" + extra)
+""" + runner.runner_settings(extra) + extra)
     return load_config(path)
 
 

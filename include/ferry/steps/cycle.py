@@ -214,12 +214,29 @@ class Cycle:
         behind = self._records_behind()
         lag = None if behind else offset_map_lag(self.flow, self.clusters.target)
         work = needs_job(prepared, lag or 0)
+        if work and self.loops is None and self.runner is None:
+            self.copies_with = self._runner_for_plan(prepared.plan.span)
         if not work:
             log.info("nothing to copy: idle run, no job started", extra={"flow": self.flow.name})
         writes = work and (self.runner.reads_plan_file if self.runner is not None
                            else self.copies_with == "spark")
         return Planned(prepared, lag, write_plan(self.flow, prepared) if writes else None,
                        work=work)
+
+    def _runner_for_plan(self, offsets: int) -> Runner:
+        """A run of its own, its plan made: the local runner for a plan of at most
+        `ferry.copy.local.max.records` offsets that would otherwise start spark-submit."""
+        from ferry.spark.connect import is_connect
+
+        runner = runner_for(self.flow.ferry.copy_runner, looping=False, planned=offsets,
+                            local_max=self.flow.ferry.copy_local_max_records,
+                            starts_spark=not is_connect(self.master))
+        if runner != self.copies_with:
+            log.info("copying %d offsets with the local runner: at most "
+                     "ferry.copy.local.max.records (%d), less than starting Spark for them "
+                     "costs", offsets, self.flow.ferry.copy_local_max_records,
+                     extra={"flow": self.flow.name})
+        return runner
 
     @property
     def copies_in_process(self) -> bool:

@@ -21,6 +21,7 @@ from ferry.core.plan_file import PlanFile
 from ferry.core.positions import encode_position
 from ferry.core.tables import RangeOutcome
 from ferry.steps.cycle import PLAN_HISTORY, Clusters, Cycle, plans_dir, run
+from tests.unit.steps.conftest import ConfigWith
 from tests.unit.steps.fakes import FakeCluster, MemoryStore
 
 MAP_TOPIC = "ferry-offset-map.A.internal"
@@ -54,6 +55,14 @@ class Jobs:
                  "range_end": r["end"], "records": self.records, "bytes": 10 * self.records,
                  "outcome": RangeOutcome.COPIED} for r in plan["ranges"]]
         return Copied(self.exit_code, run_summary(plan["run_id"], runs, 0))
+
+
+@pytest.fixture
+def config(config_with: ConfigWith) -> Config:
+    """A->B mirroring every topic, its copies Spark's (`ferry.copy.runner = spark`): these
+    tests hand their plans to a stand-in for the Spark job (`Jobs`), and plans this small
+    would go to the local runner by default (the last tests here)."""
+    return config_with("ferry.copy.runner = spark\n")
 
 
 @pytest.fixture
@@ -227,20 +236,28 @@ def test_a_cycle_runs_its_copy_through_the_runner_it_is_given(
     assert result.copied == recorded == run_summary("r1", [], 0)
 
 
-@pytest.mark.parametrize(("setting", "looping", "runner"), [
-    ("auto", False, "spark"),
-    ("auto", True, "local"),
-    ("local", False, "local"),
-    ("local", True, "local"),
-    ("spark", False, "spark"),
-    ("spark", True, "spark"),
+@pytest.mark.parametrize(("setting", "looping", "planned", "starts_spark", "runner"), [
+    ("auto", False, None, True, "spark"),     # a run of its own, before its plan
+    ("auto", True, None, True, "local"),      # a continuous loop
+    ("auto", True, 10**9, True, "local"),     # ... whatever it copies
+    # a run of its own, its plan known: a small one copies here rather than start Spark
+    ("auto", False, 100, True, "local"),
+    ("auto", False, 1_000, True, "local"),    # at the limit
+    ("auto", False, 1_001, True, "spark"),    # a backlog: Spark's
+    ("auto", False, 100, False, "spark"),     # a warm Spark Connect server: started already
+    ("local", False, None, True, "local"),
+    ("local", False, 10**9, True, "local"),
+    ("local", True, None, True, "local"),
+    ("spark", False, 100, True, "spark"),
+    ("spark", True, None, True, "spark"),
 ])
-def test_the_copy_runner_is_chosen_by_ferry_copy_runner_and_whether_the_run_loops(
-    setting: str, looping: bool, runner: str
+def test_the_copy_runner_is_chosen_by_ferry_copy_runner_the_loop_and_the_plans_size(
+    setting: str, looping: bool, planned: int | None, starts_spark: bool, runner: str
 ) -> None:
     from ferry.core.runners import runner_for
 
-    assert runner_for(setting, looping) == runner
+    assert runner_for(setting, looping, planned, local_max=1_000,
+                      starts_spark=starts_spark) == runner
 
 
 @pytest.mark.parametrize("call", ["write_positions", "read_checkpoints", "write_checkpoints",
@@ -259,3 +276,26 @@ def test_a_flows_own_target_state_is_never_touched_through_another_cluster(
     with pytest.raises(ValueError, match="cluster A is not the target of flow A->B"):
         result = getattr(source, call)(flow, *arguments)
         list(result or ())  # map_entries reads lazily
+
+
+@pytest.mark.parametrize(("limit", "master", "runner"), [
+    ("", "local[1]", "local"),                          # 12 offsets, spark-submit's start saved
+    ("ferry.copy.local.max.records = 11\n", "local[1]", "spark"),   # over the limit: Spark
+    ("", "sc://127.0.0.1:15002", "spark"),              # a warm Spark copies every plan
+])
+def test_a_run_of_its_own_copies_a_small_plan_itself_rather_than_start_spark(
+    config_with: ConfigWith, jobs: Jobs, limit: str, master: str, runner: str
+) -> None:
+    # given: the default runner (auto), a plan of 12 offsets
+    config = config_with(limit)
+    cycle = Cycle(config, config.flow("A->B"), "r1", master=master, clusters=clusters(5, 0, 7))
+
+    # when: the run is planned
+    result = cycle.start()
+
+    # then: the runner is chosen by the plan's size and the Spark it would start; a plan
+    # file is written only for Spark's job
+    assert result.planned is not None and result.planned.prepared.plan.span == 12
+    assert cycle.copies_with == runner
+    assert cycle.copies_in_process is (runner == "local" or master.startswith("sc://"))
+    assert (result.planned.plan_path is not None) is (runner == "spark")
