@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -337,37 +338,68 @@ def worst_behind(follower: Follower, since: int) -> str:
     return f"{max(late):.1f}" if late else "-"
 
 
+@dataclass(frozen=True)
+class Mirrored:
+    """A stream mirrored by Ferry (and MirrorMaker 2) between two replicated clusters."""
+
+    root: Path
+    """The clusters' directory (for `bounce`)."""
+    clusters: dict[str, str]
+    server: Any
+    """The local Spark Connect server Ferry copies through."""
+    stream: Stream
+    followers: dict[str, Follower]
+    """Mirror name -> a reader of its remote topic."""
+    ferry: Supervised
+    mm2: Supervised | None
+
+
+def mirrored_stream(stack: contextlib.ExitStack[Any], work: Path, rate: int,
+                    with_mm2: bool = True) -> Mirrored:
+    """Two clusters of three nodes under `work/kafka` and `stream` on the source, a Spark
+    Connect server under `work/spark`, the stream at `rate` records/s, a follower of each
+    mirror's remote topic, and the mirrors started under their service managers (Ferry,
+    and MM2 with `with_mm2`); `stack` stops them all, in reverse."""
+    root = work / "kafka"
+    clusters = stack.enter_context(replicated_clusters(root))
+    admin = AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
+    del admin  # its connections would log through the source's bounces
+    server = spark_server.up(work / "spark")
+    stack.callback(spark_server.down, work / "spark")
+
+    stream = Stream(clusters["source"], rate)
+    stream.start()
+    stack.callback(stream.join, 330)
+    stack.callback(stream.stop.set)
+    mirrors = {"ferry": FERRY_REMOTE, **({"mm2": MM2_REMOTE} if with_mm2 else {})}
+    followers = {name: Follower(clusters["target"], topic) for name, topic in mirrors.items()}
+    for follower in followers.values():
+        follower.start()
+        stack.callback(follower.join, 10)
+        stack.callback(follower.stop.set)
+
+    config = write_config(work / "ferry.properties", clusters, TOPIC, work / "state",
+                          FERRY_TOPICS)
+    ferry = Supervised("ferry", ferry_launcher(config, server.url, work))
+    stack.callback(ferry.stop, 300)
+    mm2 = None
+    if with_mm2:
+        mm2 = Supervised("MM2", mm2_launcher(work, clusters))
+        stack.callback(mm2.stop, 60)
+    return Mirrored(root, clusters, server, stream, followers, ferry, mm2)
+
+
 def run(work: Path, rate: int, warmup: float) -> None:
     """The whole bench in `work` (clusters under `work/kafka`, the server under
     `work/spark`, the mirrors' logs beside); prints as it goes, then the table."""
     print(f"bounce: {rate} records/s over {PARTITIONS} partitions (RF {REPLICAS}, min ISR 2); "
           "Ferry continuous and MirrorMaker 2 side by side", flush=True)
-    root = work / "kafka"
     with contextlib.ExitStack() as stack:
-        clusters = stack.enter_context(replicated_clusters(root))
-        admin = AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
-        del admin  # its connections would log through the source's bounces
-        server = spark_server.up(work / "spark")
-        stack.callback(spark_server.down, work / "spark")
-
-        stream = Stream(clusters["source"], rate)
-        stream.start()
-        stack.callback(stream.join, 330)
-        stack.callback(stream.stop.set)
-        followers = {name: Follower(clusters["target"], topic)
-                     for name, topic in (("ferry", FERRY_REMOTE), ("mm2", MM2_REMOTE))}
-        for follower in followers.values():
-            follower.start()
-            stack.callback(follower.join, 10)
-            stack.callback(follower.stop.set)
-
-        config = write_config(work / "ferry.properties", clusters, TOPIC, work / "state",
-                              FERRY_TOPICS)
-        ferry = Supervised("ferry", ferry_launcher(config, server.url, work))
-        stack.callback(ferry.stop, 300)
-        mm2 = Supervised("MM2", mm2_launcher(work, clusters))
-        stack.callback(mm2.stop, 60)
+        mirrored = mirrored_stream(stack, work, rate)
+        root, clusters, stream = mirrored.root, mirrored.clusters, mirrored.stream
+        followers, ferry, mm2 = mirrored.followers, mirrored.ferry, mirrored.mm2
+        assert mm2 is not None
 
         wait_until("Ferry's first cycle and MM2's first records",
                    lambda: bool(cycles(work)) and bool(followers["mm2"].behind),

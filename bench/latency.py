@@ -20,6 +20,10 @@ cannot share on a small machine). `--mode` says how Ferry runs:
   during the measurement), its `spark_default` connection of type `spark_connect`;
 - `schedule`: the same Airflow, the DAG every minute (`ferry.schedule = * * * * *`).
 
+`--spark submit` (Airflow modes) makes `spark_default` spark `local[*]`, what a scheduled
+DR sync gets out of the box: a run copies through spark-submit, or, for a plan of at most
+`ferry.copy.local.max.records`, on the local runner in its `cycle` task.
+
 A reader follows both remote topics (read_committed) and takes each record's latency as its
 arrival time minus its CreateTime (both mirrors keep it). Records produced during
 `--warmup` are left out of the percentiles; all are counted for lost and doubled. Printed
@@ -281,6 +285,9 @@ def main() -> int:
     parser.add_argument("--no-mm2", action="store_true")
     parser.add_argument("--warmup", type=float, default=60)
     parser.add_argument("--mode", choices=("cli", "continuous", "schedule"), default="cli")
+    parser.add_argument("--spark", choices=("connect", "submit"), default="connect",
+                        help="Airflow modes: spark_default the local Spark Connect server "
+                             "(default) or spark local[*] (spark-submit)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ferry-latency-") as name, \
             local_clusters(Path(name) / "kafka") as clusters:
@@ -314,9 +321,11 @@ def main() -> int:
                 stack.callback(_stopped, ferry)
             else:
                 host, port = server.url.removeprefix("sc://").split(":")
-                airflow, _ = stack.enter_context(running(
-                    tmp, Path(config), [DAG_ID],
-                    {"conn_type": "spark_connect", "host": host, "port": int(port)}))
+                spark_conn: dict[str, object] = (
+                    {"conn_type": "spark", "host": "local[*]"} if args.spark == "submit"
+                    else {"conn_type": "spark_connect", "host": host, "port": int(port)})
+                airflow, _ = stack.enter_context(running(tmp, Path(config), [DAG_ID],
+                                                         spark_conn))
                 airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
             mirror_maker = None if args.no_mm2 else mm2_dedicated(tmp, clusters, "mm2src",
                                                                     TOPIC)
@@ -346,7 +355,9 @@ def main() -> int:
                 airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
                 dag_runs(airflow, DAG_ID)
         warm_until = int(args.warmup * rate)
-        names = {"ferry": LABELS[args.mode], "mm2": "MirrorMaker 2 (dedicated)"}
+        label = LABELS[args.mode] + (", spark local[*]" if args.mode != "cli"
+                                     and args.spark == "submit" else "")
+        names = {"ferry": label, "mm2": "MirrorMaker 2 (dedicated)"}
         for name, follower in followers.items():
             summary(names[name], follower, sent, warm_until)
         for name, follower in followers.items():

@@ -49,12 +49,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bounce import (
     CATCH_UP_TIMEOUT_S,
     FERRY_REMOTE,
-    FERRY_TOPICS,
     MM2_REMOTE,
     PARTITIONS,
     QUIET_S,
@@ -68,16 +66,14 @@ from bench.bounce import (
     bounce,
     compare,
     failed,
-    ferry_launcher,
     log_counts,
-    mm2_launcher,
+    mirrored_stream,
     read_partition,
-    replicated_clusters,
     wait_until,
     worst_behind,
 )
-from bench.common import work_dir, write_config
-from ferry.local import cluster, spark_server
+from bench.common import work_dir
+from ferry.local import cluster
 
 SAMPLE_S = 30.0
 """How often the memory and the lag are sampled (a row of `rss.csv`)."""
@@ -350,35 +346,12 @@ def run(work: Path, rate: int, duration: float, every: float, baseline: float,
     print(f"soak: {rate} records/s over {PARTITIONS} partitions (RF {REPLICAS}, min ISR 2) "
           f"for {duration:.0f} s, a broker bounced every {every:.0f} s; Ferry continuous"
           + (" and MirrorMaker 2 side by side" if with_mm2 else ""), flush=True)
-    root = work / "kafka"
-    mirrors = {"ferry": FERRY_REMOTE, **({"mm2": MM2_REMOTE} if with_mm2 else {})}
     with contextlib.ExitStack() as stack:
-        clusters = stack.enter_context(replicated_clusters(root))
-        admin = AdminClient({"bootstrap.servers": clusters["source"], "log_level": 0})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS)])[TOPIC].result(60)
-        del admin  # its connections would log through the source's bounces
-        server = spark_server.up(work / "spark")
-        stack.callback(spark_server.down, work / "spark")
-
-        stream = Stream(clusters["source"], rate)
-        stream.start()
-        stack.callback(stream.join, 330)
-        stack.callback(stream.stop.set)
-        followers = {name: Follower(clusters["target"], topic)
-                     for name, topic in mirrors.items()}
-        for follower in followers.values():
-            follower.start()
-            stack.callback(follower.join, 10)
-            stack.callback(follower.stop.set)
-
-        config = write_config(work / "ferry.properties", clusters, TOPIC, work / "state",
-                              FERRY_TOPICS)
-        ferry = Supervised("ferry", ferry_launcher(config, server.url, work))
-        stack.callback(ferry.stop, 300)
-        mm2 = None
-        if with_mm2:
-            mm2 = Supervised("MM2", mm2_launcher(work, clusters))
-            stack.callback(mm2.stop, 60)
+        mirrored = mirrored_stream(stack, work, rate, with_mm2)
+        root, server, stream = mirrored.root, mirrored.server, mirrored.stream
+        clusters, followers = mirrored.clusters, mirrored.followers
+        ferry, mm2 = mirrored.ferry, mirrored.mm2
+        mirrors = {"ferry": FERRY_REMOTE, **({"mm2": MM2_REMOTE} if with_mm2 else {})}
         log = CycleLog(work / "cycles.jsonl")
         monitor = Monitor(work / "rss.csv", ferry, server.pid, stream, followers["ferry"], log)
         monitor.start()

@@ -375,53 +375,37 @@ def test_dag_mirrors_sample_topics_then_only_new_records_then_idles(
 
 
 @pytest.mark.integration
-@pytest.mark.spark
-def test_a_spark_connect_connection_copies_through_the_warm_server_not_spark_submit(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+@pytest.mark.parametrize("spark", [
+    # a spark_connect connection: the copy runs through the session's warm server
+    pytest.param("warm", marks=pytest.mark.spark),
+    # spark-submit's local[*], and 300 records, a minute of a trickle: the local runner
+    "submit",
+])
+def test_a_run_copies_in_its_cycle_task_through_a_warm_spark_or_a_small_plan_without_a_jvm(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path, spark: str
 ) -> None:
     two_partitions_of(clusters, topic_name, 300)
     config = flow_config(tmp_path, clusters, topic_name)
     flow = config.enabled_flows[0]
-    conn = spark_connection()  # the session's warm Spark Connect server
+    conn = spark_connection() if spark == "warm" else {"conn_type": "spark", "host": "local[*]"}
 
     first = run_dag(config.path, flow.dag_id, spark_conn=conn)
 
-    # one task process ran the whole cycle, copy included
+    # one task process ran the whole cycle, copy included: no spark-submit task
     assert first["state"] == "success", first["log"][-4000:]
     assert first["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
     assert "SparkSubmit" not in first["log"]
     assert "run recorded (by its job):" in first["log"]  # the job's own result, no read-back
+    if spark == "submit":  # no JVM at all: the lanes ran as threads of the task's process
+        assert "copying 300 offsets with the local runner" in first["log"], first["log"][-4000:]
+        assert "Spark session ready" not in first["log"]
     assert_exact(flow, clusters, topic_name, 2)
+    assert sorted((e["uri"].rsplit("/", 1)[1], e["extra"]["records"])
+                  for e in first["asset_events"]) == [(flow.remote_topic(topic_name), 300)]
     idle = run_dag(config.path, flow.dag_id, spark_conn=conn)
     assert idle["state"] == "success"
     assert idle["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
     assert "ferry copy job" not in idle["log"]
-
-
-@pytest.mark.integration
-def test_a_scheduled_run_of_a_small_plan_copies_in_its_cycle_task_and_starts_no_jvm(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
-) -> None:
-    # given: a flow on the default runner whose Spark is spark-submit (local[*]), 300
-    # records to copy: a minute of a trickle
-    two_partitions_of(clusters, topic_name, 300)
-    config = flow_config(tmp_path, clusters, topic_name)
-    flow = config.enabled_flows[0]
-
-    # when: its DAG runs
-    first = run_dag(config.path, flow.dag_id,
-                    spark_conn={"conn_type": "spark", "host": "local[*]"})
-
-    # then: `cycle` copied on the local runner, in its own process: no spark-submit task,
-    # no JVM, and the run recorded by its job
-    assert first["state"] == "success", first["log"][-4000:]
-    assert first["tasks"] == {"cycle": "success", "copy": "skipped", "finish": "skipped"}
-    assert "copying 300 offsets with the local runner" in first["log"], first["log"][-4000:]
-    assert "SparkSubmit" not in first["log"] and "Spark session ready" not in first["log"]
-    assert "run recorded (by its job):" in first["log"]
-    assert_exact(flow, clusters, topic_name, 2)
-    assert sorted((e["uri"].rsplit("/", 1)[1], e["extra"]["records"])
-                  for e in first["asset_events"]) == [(flow.remote_topic(topic_name), 300)]
 
 
 @pytest.mark.integration
