@@ -144,7 +144,8 @@ class Cycle:
         self.loops = loops
         self.owner = owner
         self.copies_with: Runner = runner_for(flow.ferry.copy_runner, looping=loops is not None)
-        """Which runner copies when no `runner` is given (`ferry.core.runners`)."""
+        """Which runner copies when no `runner` is given (`ferry.core.runners`); for a run
+        of its own, chosen again by `plan` once the plan's size is known."""
         self._synced: SyncReport | None = None
         """This cycle's sync: the plan takes its topics instead of listing them again."""
 
