@@ -227,12 +227,15 @@ def test_the_api_server_down_for_a_minute_mid_copy_costs_no_record_and_the_flow_
 
         # then: the flow carries on
         taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the outage")
-        # and the try under way, whose supervisor ended it after its heartbeats failed
-        # (`[workers] max_failed_heartbeats`), says it was stopped, and how
+        # and the try under way, when Airflow ended it (its supervisor after 3 failed
+        # heartbeats, `[workers] max_failed_heartbeats`, their retries a random minute or
+        # so; or, once the api-server was back, because the scheduler had taken it for a
+        # zombie meanwhile), says it was stopped, and how; a try Airflow let live through
+        # the outage copied on
         log = faulted.log(live.run_id, live.try_number)
-        assert "stopped by Airflow (SIGTERM" in log, log
         after = faulted.task_try(live.run_id)
-        assert (after["try_number"], after["state"]) != (live.try_number, "running"), after
+        if (after["try_number"], after["state"]) != (live.try_number, "running"):
+            assert "stopped by Airflow (SIGTERM" in log, log
     print(f"caught up {taken:.1f}s after the api-server's return; the try then: "
           f"{faulted.task_try(live.run_id)}; its log:\n"
           + lines_of(log, "heartbeat", "stopped", "sigterm", "terminat", "killed"))
