@@ -232,12 +232,15 @@ def test_the_api_server_down_for_a_minute_mid_copy_costs_no_record_and_the_flow_
         # so; or, once the api-server was back, because the scheduler had taken it for a
         # zombie meanwhile), says it was stopped, and how; a try Airflow let live through
         # the outage copied on
-        log = faulted.log(live.run_id, live.try_number)
         after = faulted.task_try(live.run_id)
+        log = faulted.log(live.run_id, live.try_number)
         if (after["try_number"], after["state"]) != (live.try_number, "running"):
-            assert "stopped by Airflow (SIGTERM" in log, log
+            # (a try ended by the scheduler is sent SIGTERM at its next heartbeat)
+            log = wait_for("the stopped try to say so", 60, lambda: (
+                text if "stopped by Airflow (SIGTERM" in (text := faulted.log(
+                    live.run_id, live.try_number)) else None))
     print(f"caught up {taken:.1f}s after the api-server's return; the try then: "
-          f"{faulted.task_try(live.run_id)}; its log:\n"
+          f"{after['try_number']} {after['state']}; its log:\n"
           + lines_of(log, "heartbeat", "stopped", "sigterm", "terminat", "killed"))
 
 
