@@ -138,7 +138,7 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     # the cluster's metadata (librdkafka retires the broker it cached as coordinator), the
     # writer commits, and the node comes back as a rolling restart brings it back
     from ferry.local.layout import states_in
-    from ferry.local.probe import registered, under_replicated
+    from ferry.local.probe import registered
     from ferry.local.process import start_node, stop_node
 
     group = positions_group(flow)
@@ -152,8 +152,7 @@ def test_a_writer_whose_positions_coordinator_restarted_cleanly_replaces_its_stu
     release.set()
     time.sleep(2)  # the commit is under way while the node is away
     state = start_node(state, coordinator)
-    wait_until(lambda: registered(clusters["target"]) == 3
-               and under_replicated(clusters["target"]) == 0, "the cluster is whole again", 120)
+    whole_again(clusters["target"], 120)
     writer.thread.join(90)  # type: ignore[attr-defined]
 
     # then: the commit that never returned is abandoned, a new producer of the same id
@@ -206,9 +205,7 @@ def test_a_remote_partition_short_of_in_sync_replicas_in_a_restart_is_waited_out
         finally:
             timed_out.set()  # the node comes back whatever happened
             restart.join()
-            wait_until(lambda: registered(clusters["target"]) == 3
-                       and under_replicated(clusters["target"]) == 0,
-                       "the cluster is whole again", 180)
+            whole_again(clusters["target"])
 
     # then: the cycle waited it out, its timed-out batches aborted and copied again by new
     # producers of the id, and every record is on the target once, in order
@@ -227,7 +224,7 @@ def test_an_offsets_look_up_whose_leader_was_killed_is_answered_by_the_next_lead
     from ferry.core.planner import TopicPartition as TP
     from ferry.kafka.admin import Admin
     from ferry.local.layout import states_in
-    from ferry.local.probe import registered, under_replicated
+    from ferry.local.probe import under_replicated
     from ferry.local.process import start_node, stop_node
     from tests.support.kafka_data import produce
 
@@ -253,14 +250,21 @@ def test_an_offsets_look_up_whose_leader_was_killed_is_answered_by_the_next_lead
         took = time.monotonic() - asked
     finally:
         start_node(state, 2)
-        wait_until(lambda: registered(clusters["source"]) == 3
-                   and under_replicated(clusters["source"]) == 0,
-                   "the cluster is whole again", 180)
+        whole_again(clusters["source"])
 
     # then: the next leader answered, within seconds (the brokers fence a silent node
     # after 3 s here), not after the request's whole timeout
     assert found == {tp: 10}
     assert took < 20, f"the look-up took {took:.1f}s"
+
+
+def whole_again(bootstrap: str, timeout: float = 180) -> None:
+    """Wait until all three nodes of the cluster are registered and every partition is
+    fully replicated."""
+    from ferry.local.probe import registered, under_replicated
+
+    wait_until(lambda: registered(bootstrap) == 3 and under_replicated(bootstrap) == 0,
+               "the cluster is whole again", timeout)
 
 
 @contextlib.contextmanager

@@ -113,6 +113,21 @@ class Airflow:
         run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None})
         return str(run["dag_run_id"])
 
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's runs (the first 100), oldest first (by `run_after`)."""
+        found = self.api("GET", f"/dags/{dag_id}/dagRuns", limit="100")
+        return sorted(found["dag_runs"], key=lambda r: r["run_after"])
+
+    def stop_dag(self, dag_id: str, timeout: float) -> None:
+        """Pause the DAG and end its runs still going as an operator would: marked failed,
+        each then waited for (its tasks are sent SIGTERM)."""
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": True})
+        for run in self.runs(dag_id):
+            if run["state"] in ("running", "queued"):
+                self.api("PATCH", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}",
+                         {"state": "failed"})
+                self.finished(dag_id, run["dag_run_id"], timeout)
+
     def run_state(self, dag_id: str, run_id: str) -> str:
         return str(self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"])
 
@@ -336,6 +351,11 @@ class Components(list[Component]):
         self[:] = [c for c in self if c.name != name] + [started]
         return started
 
+    @property
+    def names(self) -> list[str]:
+        """Every component's name, in start order."""
+        return list(self._args)
+
     def named(self, name: str) -> Component:
         return next(c for c in self if c.name == name)
 
@@ -521,7 +541,7 @@ def running(base: Path, config_path: Path, dag_ids: Iterable[str],
     components = Components(env, home, base, port)
     try:
         _migrate(env, home, base)
-        for name in _components(port):
+        for name in components.names:
             components.start(name)
         server = Airflow(f"http://127.0.0.1:{port}")
         _wait_ready(server, components, list(dag_ids))

@@ -28,9 +28,8 @@ import pytest
 
 from tests.scheduler.stack import Airflow, wait_for
 from tests.support.airflow_stack import HEARTBEAT_TIMEOUT_S, FlowUnderTest, Stack
-from tests.support.groups import positions
 from tests.support.kafka_data import assert_exact, create_topic
-from tests.support.stream import Feeder, caught_up, ends
+from tests.support.stream import Feeder, caught_up, ends, lag
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +60,7 @@ class Faulted(Airflow):
 
     def __init__(self, stack: Stack, topic: str) -> None:
         super().__init__(stack.url)
-        self.stack, self.flow, self.topic = stack, stack.flows["faults"], topic
+        self.flow, self.topic = stack.flows["faults"], topic
         self.components = stack.components
         self.killed: list[LiveTry] = []
         """The try the first test SIGKILLed (the last test checks its retry)."""
@@ -70,17 +69,13 @@ class Faulted(Airflow):
     def dag_id(self) -> str:
         return self.flow.dag_id
 
-    def runs(self) -> list[dict[str, Any]]:
-        found = self.api("GET", f"/dags/{self.dag_id}/dagRuns", limit="100")
-        return sorted(found["dag_runs"], key=lambda r: r["run_after"])
-
     def task_try(self, run_id: str) -> dict[str, Any]:
         return dict(self.api("GET", f"/dags/{self.dag_id}/dagRuns/{run_id}/taskInstances/{TASK}"))
 
     def live(self) -> LiveTry | None:
         """The newest running run's task try, once it is the only run copying (the run
         before handed over) and its process is known; None before."""
-        running = [r for r in self.runs() if r["state"] == "running"]
+        running = [r for r in self.runs(self.dag_id) if r["state"] == "running"]
         if len(running) != 1:
             return None
         ti = self.task_try(running[0]["dag_run_id"])
@@ -90,13 +85,6 @@ class Faulted(Airflow):
 
     def log(self, run_id: str, try_number: int) -> str:
         return self.task_log(self.dag_id, run_id, TASK, try_number)
-
-
-def behind(clusters: dict[str, str], flow: FlowUnderTest, mark: list[int]) -> int:
-    """Records of `mark` (the source's ends at some time) not yet copied."""
-    remote = flow.flow.remote_topic(flow.topic)
-    at = positions(clusters, flow.flow, [(remote, p) for p in range(PARTITIONS)])
-    return sum(max(0, end - max(p, 0)) for end, p in zip(mark, at, strict=True))
 
 
 def gone(pid: int) -> bool | None:
@@ -117,8 +105,8 @@ def copies_to(clusters: dict[str, str], flow: FlowUnderTest, within: float,
               what: str) -> float:
     """Wait until the flow has copied what the source holds now; the seconds it took."""
     mark, began = ends(clusters["source"], flow.topic, PARTITIONS), time.monotonic()
-    wait_for(f"the flow to copy {what}", within, lambda: True if behind(
-        clusters, flow, mark) == 0 else None, every=0.5)
+    wait_for(f"the flow to copy {what}", within, lambda: True if lag(
+        clusters, flow.flow, flow.topic, PARTITIONS, mark) == 0 else None, every=0.5)
     return time.monotonic() - began
 
 
@@ -139,11 +127,7 @@ def faulted(airflow_stack: Stack, clusters: dict[str, str]) -> Iterator[Faulted]
             if view.components.named(name).process.poll() is not None:
                 view.components.start(name)
         wait_for("the api-server to answer", 120, lambda: _answers(view))
-        view.api("PATCH", f"/dags/{view.dag_id}", {"is_paused": True})
-        for run in view.runs():
-            if run["state"] in ("running", "queued"):
-                view.api("PATCH", f"/dags/{view.dag_id}/dagRuns/{run['dag_run_id']}",
-                         {"state": "failed"})
+        view.stop_dag(view.dag_id, RUN_S)
 
 
 def _answers(view: Airflow) -> bool | None:
@@ -267,7 +251,7 @@ def test_the_scheduler_killed_mid_copy_leaves_the_copy_going_and_picks_up_on_its
             taken = copies_to(clusters, faulted.flow, RECOVERY_S, "past the restart")
             wait_for("a run started after the restart", RUN_S, lambda: True if any(
                 r["start_date"] and _epoch(r["start_date"]) > started
-                for r in faulted.runs()) else None)
+                for r in faulted.runs(faulted.dag_id)) else None)
         finally:
             # the orphaned workers wait for a scheduler that is gone: ended here
             for worker in workers:

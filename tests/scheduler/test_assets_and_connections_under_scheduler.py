@@ -80,9 +80,6 @@ class Scheduler(Airflow):
         run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
         return str(run["dag_run_id"])
 
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return list(self.api("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"])
-
     def asset_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         """The Asset events a run of `dag_id` added."""
         return list(self.api("GET", "/assets/events", source_dag_id=dag_id,

@@ -15,7 +15,6 @@ import sqlite3
 import threading
 import time
 import urllib.request
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
@@ -218,25 +217,17 @@ def test_a_continuous_flows_runs_overlap_and_each_hands_over_to_the_next(
     flow = standalone.relay
     create_topic(clusters["source"], flow.topic, 1)
 
-    def runs() -> list[dict[str, Any]]:
-        found = standalone.api("GET", f"/dags/{flow.dag_id}/dagRuns", limit="100")
-        return sorted(found["dag_runs"], key=lambda r: r["run_after"])
-
     # when: the scheduler runs the flow's DAG until two of its runs have ended
     standalone.api("PATCH", f"/dags/{flow.dag_id}", {"is_paused": False})
     try:
         wait_for("two runs of the continuous DAG to end", RUN_S, lambda: True if sum(
-            r["state"] == "success" for r in runs()) >= 2 else None, every=1.0)
-        found = runs()
+            r["state"] == "success" for r in standalone.runs(flow.dag_id)) >= 2 else None,
+            every=1.0)
+        found = standalone.runs(flow.dag_id)
     finally:
-        standalone.api("PATCH", f"/dags/{flow.dag_id}", {"is_paused": True})
         # the runs still going would copy on for RELAY_HANDOVER_S with nobody to hand
-        # over to: ended as an operator would, by marking them failed
-        for run in runs():
-            if run["state"] in ("running", "queued"):
-                standalone.api("PATCH", f"/dags/{flow.dag_id}/dagRuns/{run['dag_run_id']}",
-                               {"state": "failed"})
-                standalone.finished(flow.dag_id, run["dag_run_id"], RUN_S)
+        # over to: ended as an operator would
+        standalone.stop_dag(flow.dag_id, RUN_S)
 
     # then: each run that ended did so successfully, after the next run had started, and
     # handed over to it (the next one named itself the flow's newest after its first cycle)

@@ -76,12 +76,14 @@ def ends(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[int]:
         consumer.close()
 
 
-def lag(clusters: dict[str, str], flow: Any, topic: str, partitions: int = PARTITIONS) -> int:
-    """Records on the source not yet copied: the source's ends less the flow's committed
-    positions (read through the direct listeners)."""
+def lag(clusters: dict[str, str], flow: Any, topic: str, partitions: int = PARTITIONS,
+        mark: list[int] | None = None) -> int:
+    """Records on the source not yet copied: the source's ends (or `mark`, its ends at some
+    earlier time) less the flow's committed positions (read through the direct listeners)."""
     remote = flow.remote_topic(topic)
     at = positions(clusters, flow, [(remote, p) for p in range(partitions)])
-    return sum(ends(clusters["source"], topic, partitions)) - sum(max(p, 0) for p in at)
+    upto = mark if mark is not None else ends(clusters["source"], topic, partitions)
+    return sum(max(0, end - max(p, 0)) for end, p in zip(upto, at, strict=True))
 
 
 def caught_up(clusters: dict[str, str], flow: Any, topic: str,

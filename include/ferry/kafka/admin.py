@@ -68,18 +68,17 @@ def _topic(key: object) -> str | None:
     return key.topic if isinstance(key, TP) else key if isinstance(key, str) else None
 
 
-def _stale_leader(failure: BaseException) -> bool:
+def _code(failure: BaseException) -> int | None:
+    """The Kafka error code a failed request carries, if any."""
     error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
-    return isinstance(error, KafkaError) and error.code() in STALE_LEADER
+    return error.code() if isinstance(error, KafkaError) else None
 
 
-def _timed_out(failure: BaseException) -> bool:
-    """A request that got no answer in time: its leader may have died, and the client's
-    cached metadata may still name it."""
-    error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
-    return isinstance(failure, TimeoutError) or (
-        isinstance(error, KafkaError)
-        and error.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT))
+def _metadata_suspect(failure: BaseException) -> bool:
+    """A failure after which the topic's cached metadata may be wrong: a stale leader, or no
+    answer in time (its leader may have died, and the cache may still name it)."""
+    return isinstance(failure, TimeoutError) or _code(failure) in (
+        *STALE_LEADER, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
 
 
 class InvalidAnswer(Exception):
@@ -285,7 +284,7 @@ class Admin:
                 pending.pop(k, None)
             if failing:
                 self._refresh({t for k, exc in failing if (t := _topic(k)) is not None
-                               and (_stale_leader(exc) or _timed_out(exc)
+                               and (_metadata_suspect(exc)
                                     or isinstance(exc, InvalidAnswer))})
                 raise Again(failing[0][1])
             return results

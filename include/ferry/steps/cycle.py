@@ -233,9 +233,9 @@ class Cycle:
                             local_max=self.flow.ferry.copy_local_max_records,
                             starts_spark=not is_connect(self.master))
         if runner != self.copies_with:
-            log.info("copying %d offsets with the local runner: at most "
-                     "ferry.copy.local.max.records (%d), less than starting Spark for them "
-                     "costs", offsets, self.flow.ferry.copy_local_max_records,
+            log.info("copying %d offsets with the local runner, not spark-submit: at most "
+                     "ferry.copy.local.max.records (%d), so copying them here costs less "
+                     "than starting Spark", offsets, self.flow.ferry.copy_local_max_records,
                      extra={"flow": self.flow.name})
         return runner
 
@@ -512,7 +512,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
     loops = loops or _new_runtime()
     loop = _Looped(flow, loops, runner, following=hand_over, owner=owner,
                    left_behind=left_behind, clusters=clusters)
-    timed_out = False
+    ends_as_relay = False  # the last Delta batch left to the next run (`hand_over`)
     if hand_over and deadline is not None:
         loops.end_at(deadline)
     relay = _Relay(flow, owner, newest)
@@ -523,7 +523,7 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
         while not stop() and (deadline is None or time.monotonic() < deadline):
             if (handed := relay.handed_to()) is not None:
                 last = last or CycleResult(flow.name, owner.run if owner else "")
-                last.handed_to, timed_out = handed, True
+                last.handed_to, ends_as_relay = handed, True
                 return last
             started = time.monotonic()
             last = loop.cycle(config_path, config, master, on_cycle)
@@ -531,21 +531,23 @@ def run_continuously(config_path: str, config: Config, flow: Flow,
                 continue
             if not last.ok:
                 last.handed_to = relay.handed_to()
-                timed_out = last.handed_to is not None
+                ends_as_relay = last.handed_to is not None
                 return last
             relay.named(last.run_id)
             trimming.after_cycle()  # the loop's memory stays level (`ferry.heap`)
             _pause(rest(started, pause_s, flow.ferry.continuous_interval_seconds),
                    deadline, stop)
-        # Stopped by its supervisor, a run of the relay ends as at its end too: Airflow
-        # gives a task it sends SIGTERM seconds before SIGKILL, too few for a Delta append.
-        timed_out = not stop() or hand_over
-        if not stop() and last is not None and owner is not None:
+        # At its end, or stopped by its supervisor: a run of the relay ends as at its end
+        # either way, since Airflow gives a task it sends SIGTERM seconds before SIGKILL,
+        # too few for a Delta append.
+        stopped = stop()
+        ends_as_relay = not stopped or hand_over
+        if not stopped and last is not None and owner is not None:
             # at its end: whether the run after it is there already, to say it took over
             last.handed_to = relay.handed_to()
     finally:
         relay.close()
-        loops.close(hand_over=hand_over and timed_out)
+        loops.close(hand_over=hand_over and ends_as_relay)
     return last
 
 
