@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from ferry.airflow.plugin import Collectors, create_app
 from ferry.observe.metrics import TOKEN_ENV, Family
+from tests.support.monitoring import value_of
 
 SCRAPE = {"Authorization": "Bearer scrape-token"}
 
@@ -91,8 +92,8 @@ def test_a_cluster_silent_while_a_collection_hangs_is_scraped_down(config: str) 
         with TestClient(create_app(collectors)) as client:
             # when: scraped while the collection hangs; then: the flow is served down
             deadline = time.monotonic() + 10
-            while 'ferry_flow_up{source="A",target="B"} 0' not in client.get(
-                    "/metrics", headers=SCRAPE).text:
+            while value_of(client.get("/metrics", headers=SCRAPE).text, "ferry_flow_up",
+                           source="A", target="B") != 0:
                 assert time.monotonic() < deadline, "the silent source was never served down"
                 time.sleep(0.05)
     finally:

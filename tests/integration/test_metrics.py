@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psutil  # type: ignore[import-untyped]  # an Airflow dependency, without type hints
 import pytest
 
 from ferry.cli.main import main
@@ -30,6 +31,7 @@ from ferry.state.reader import rows
 from ferry.state.writer import append
 from ferry.steps.lag import record_lag
 from tests.support.kafka_data import create_topic, down_cluster, flow_config, produce, run_cycle
+from tests.support.monitoring import PROMETHEUS_ACCEPT, value_of
 
 pytestmark = pytest.mark.integration
 
@@ -283,9 +285,9 @@ def test_with_the_target_down_every_scrape_answers_within_a_second_and_the_flow_
             # age of what was served
             assert {s for s, _, _ in answers} == {200}, answers[-1][1]
             assert max(took for _, _, took in answers) < 1.0, answers
-            lines = answers[-1][1].splitlines()
-            assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 0' in lines
-            assert any(line.startswith("ferry_metrics_age_seconds ") for line in lines)
+            last = answers[-1][1]
+            assert value_of(last, "ferry_flow_up", source=flow.source, target=flow.target) == 0
+            assert value_of(last, "ferry_metrics_age_seconds") is not None
             # and status says so within the same budget, naming the cluster
             done = subprocess.run([str(Path(sys.executable).parent / "ferry"), "status",
                                    config.path], capture_output=True, text=True, timeout=60,
@@ -314,15 +316,24 @@ def serving(clusters: dict[str, str], topic_name: str, tmp_path: Path
         stop(process)
 
 
-def get(url: str, authorization: str | None = None) -> tuple[int, str]:
+def get(url: str, authorization: str | None = None, accept: str | None = None
+        ) -> tuple[int, str]:
+    return get_typed(url, authorization, accept)[:2]
+
+
+def get_typed(url: str, authorization: str | None = None, accept: str | None = None
+              ) -> tuple[int, str, str]:
+    """(status, body, content type) of a GET."""
     request = urllib.request.Request(url)
     if authorization:
         request.add_header("Authorization", authorization)
+    if accept:
+        request.add_header("Accept", accept)
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, answer.read().decode()
+            return answer.status, answer.read().decode(), answer.headers["Content-Type"]
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+        return exc.code, exc.read().decode(), exc.headers["Content-Type"]
 
 
 def scrapes(url: str, authorization: str | None = None
@@ -335,7 +346,7 @@ def scrapes(url: str, authorization: str | None = None
         started = time.monotonic()
         status, body = get(url, authorization)
         answers.append((status, body, time.monotonic() - started))
-        if status != 200 or "ferry_metrics_collected 0" not in body:
+        if status != 200 or value_of(body, "ferry_metrics_collected") != 0:
             break
         time.sleep(0.2)
     return answers
@@ -355,10 +366,34 @@ def test_metrics_serve_answers_only_scrapes_with_the_token_and_never_logs_it(
     assert "# TYPE ferry_lag_records gauge" in body
     (lag,) = [line for line in body.splitlines()
               if line.startswith("ferry_lag_records{") and f'.{topic_name}"' in line]
-    assert lag.endswith(" 5")
+    assert float(lag.rsplit(" ", 1)[1]) == 5
     process.terminate()
     _, logged = process.communicate(timeout=15)
     assert token not in logged
+
+
+def test_a_scrape_as_prometheus_sends_it_gets_openmetrics_with_the_servers_process_series(
+    serving: tuple[str, str, subprocess.Popen[str]], topic_name: str,
+) -> None:
+    url, token, process = serving
+    scrapes(url, f"Bearer {token}")  # the first collection ended
+
+    # when: scraped with the Accept header Prometheus sends
+    status, body, kind = get_typed(url, f"Bearer {token}", PROMETHEUS_ACCEPT)
+
+    # then: OpenMetrics, ending in its EOF line, with the flow's lag and the serving
+    # process's own series (its memory, CPU and start)
+    assert status == 200 and kind.startswith("application/openmetrics-text; version=1.0.0")
+    assert body.endswith("# EOF\n")
+    lags = [line for line in body.splitlines()
+            if line.startswith("ferry_lag_records{") and f'.{topic_name}"' in line]
+    assert len(lags) == 1 and float(lags[0].rsplit(" ", 1)[1]) == 5
+    rss = value_of(body, "process_resident_memory_bytes")
+    assert rss is not None and rss > 10 * 2**20
+    assert value_of(body, "process_start_time_seconds") == pytest.approx(
+        psutil.Process(process.pid).create_time(), abs=2)
+    # and a scrape that asks for nothing gets the text format
+    assert get_typed(url, f"Bearer {token}")[2].startswith("text/plain; version=0.0.4")
 
 
 def test_with_both_clusters_unreachable_a_scrape_within_seconds_of_start_says_the_flow_is_down(
@@ -385,8 +420,8 @@ def test_with_both_clusters_unreachable_a_scrape_within_seconds_of_start_says_th
     assert {s for s, _, _ in answers} == {200}
     assert max(took for _, _, took in answers) < 1.0, answers
     assert first_known < 10.0, first_known
-    lines = answers[-1][1].splitlines()
-    assert f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} 0' in lines
-    assert f'ferry_cluster_up{{cluster="{flow.source}"}} 0' in lines
-    assert f'ferry_cluster_up{{cluster="{flow.target}"}} 0' in lines
-    assert "ferry_metrics_collected 1" in lines
+    last = answers[-1][1]
+    assert value_of(last, "ferry_flow_up", source=flow.source, target=flow.target) == 0
+    assert value_of(last, "ferry_cluster_up", cluster=flow.source) == 0
+    assert value_of(last, "ferry_cluster_up", cluster=flow.target) == 0
+    assert value_of(last, "ferry_metrics_collected") == 1

@@ -23,6 +23,7 @@ from ferry.kafka.lane import Lane
 from ferry.logs import CLIENT_LOGGER, Repeats
 from ferry.steps.cycle import CycleResult, run_continuously
 from tests.support.kafka_data import assert_exact, create_topic, flow_config, produce
+from tests.support.monitoring import value_of
 from tests.support.polling import wait_until
 from tests.support.stream import PARTITIONS, RATE, Feeder, caught_up, lag, records
 from tests.support.toxiproxy import Toxiproxy
@@ -99,7 +100,7 @@ class Scraper:
     def __init__(self, config_path: str, flow: Any) -> None:
         from tests.integration.test_metrics import serve
 
-        self.line = f'ferry_flow_up{{source="{flow.source}",target="{flow.target}"}} '
+        self.pair = {"source": flow.source, "target": flow.target}
         started, self.process = serve(config_path, "--refresh", "1")
         self.url = started["serving"]
         self.seen: list[tuple[float, int | None]] = []
@@ -112,9 +113,8 @@ class Scraper:
 
         while not self._stop.wait(1.0):
             _, body = get(self.url)
-            up = next((int(float(line[len(self.line):])) for line in body.splitlines()
-                       if line.startswith(self.line)), None)
-            self.seen.append((time.monotonic(), up))
+            up = value_of(body, "ferry_flow_up", **self.pair)
+            self.seen.append((time.monotonic(), None if up is None else int(up)))
 
     def between(self, start: float, end: float) -> list[int | None]:
         return [up for at, up in self.seen if start <= at <= end]

@@ -5,6 +5,7 @@ whose test failed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,15 +26,29 @@ class Standalone(Airflow):
         self.relay = stack.flows["relay"]
 
 
+_FAILED: dict[str, list[str]] = {}
+"""Module file -> what pytest reported of each of its failed tests (this worker's)."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        _FAILED.setdefault(report.fspath, []).append(
+            f"{report.nodeid} ({report.when}, {time.strftime('%H:%M:%S')}):\n"
+            f"{report.longreprtext}\n")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def logs_of_a_failed_module(airflow_stack: Stack,
                             request: pytest.FixtureRequest) -> Iterator[None]:
-    """Once a module whose test failed ends: the stack's logs so far, into test-artifacts/
-    under the module's name (the stack goes on for the next module)."""
+    """Once a module whose test failed ends: the stack's logs so far, and its failures as
+    pytest reported them, into test-artifacts/ under the module's name (the stack goes on
+    for the next module)."""
     failures = request.session.testsfailed
     yield
     if request.session.testsfailed != failures:
-        keep_logs(airflow_stack.home, request.module.__name__.rsplit(".", 1)[-1])
+        path = str(request.path.relative_to(request.config.rootpath))
+        keep_logs(airflow_stack.home, request.module.__name__.rsplit(".", 1)[-1],
+                  "\n".join(_FAILED.pop(path, [])))
 
 
 @pytest.fixture(scope="module")

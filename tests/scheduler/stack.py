@@ -508,10 +508,14 @@ def _stop(components: list[Component], base: Path) -> None:
             component.process.wait(10)
 
 
-def keep_logs(home: Path, module: str) -> None:
-    """The components' logs and the task logs, into test-artifacts/."""
+def keep_logs(home: Path, module: str, failures: str = "") -> None:
+    """The components' logs and the task logs, into test-artifacts/; `failures`: the
+    module's failed tests as pytest reported them (kept beside the logs, since a CI run's
+    output may be lost)."""
     target = ARTIFACTS / f"scheduler-{module}-{datetime.now():%Y%m%d-%H%M%S}"
     target.mkdir(parents=True, exist_ok=True)
+    if failures:
+        (target / "failures.txt").write_text(failures)
     for log in home.glob("*.log"):
         shutil.copy(log, target / log.name)
     if (home / "logs").is_dir():

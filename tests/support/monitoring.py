@@ -10,9 +10,14 @@ from typing import Any
 import yaml
 
 from ferry.observe.collector import Collector
-from ferry.observe.metrics import families, render
+from ferry.observe.exposition import expose
+from ferry.observe.metrics import Family, families
 from ferry.observe.snapshot import FlowSnapshot
 from ferry.observe.status import FlowStatus, PartitionStatus
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.9,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+"""The Accept header of a Prometheus scrape (its default `scrape_protocols`, roughly)."""
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -30,6 +35,11 @@ def exposition(latest: list[dict[str, Any]] | None = None) -> str:
     """The text a scrape returns for a flow that has every kind of history: copied ranges,
     translated groups, a gap, a verify, and live lag and heartbeats. `latest`: the `runs`
     rows of a run after the one that copied (as its copy job wrote them)."""
+    return expose(scraped(latest))[0].decode()
+
+
+def scraped(latest: list[dict[str, Any]] | None = None) -> list[Family]:
+    """The families behind `exposition(latest)`."""
     status = FlowStatus("a->b", "a", "b", [PartitionStatus("orders", 0, 120, 100, 20, 35.5,
                                                            "a.orders", 604800.0)],
                         heartbeat_latency_s=0.25, heartbeat_age_s=4.0,
@@ -52,8 +62,21 @@ def exposition(latest: list[dict[str, Any]] | None = None) -> str:
     served.collect_once()
     found = served.latest()
     assert found is not None
-    return render(found)
+    return found
 
 
 def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in RULES["groups"] for rule in group["rules"]]
+
+
+def value_of(body: str, name: str, **labels: str) -> float | None:
+    """The value of the sample `name{labels}` in a scrape's text (either format), read by
+    Prometheus's own parser; None when the scrape has no such sample."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics,
+    )
+    from prometheus_client.parser import text_string_to_metric_families as text
+
+    parse = openmetrics if body.rstrip().endswith("# EOF") else text
+    return next((s.value for family in parse(body) for s in family.samples
+                 if s.name == name and s.labels == labels), None)

@@ -27,13 +27,17 @@ from urllib.parse import urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Collection
-
-    from fastapi.responses import Response
 
     from ferry.observe.collector import Collector
     from ferry.observe.metrics import Family
@@ -182,7 +186,7 @@ def create_app(collectors: Collectors | None = None) -> FastAPI:
     `collectors` (by default its own), closed at the app's end (Airflow runs the lifespan
     of the apps it mounts)."""
     from ferry.errors import ConfigError
-    from ferry.observe.metrics import CONTENT_TYPE, TOKEN_ENV, render, token_allows
+    from ferry.observe.metrics import TOKEN_ENV, token_allows
 
     kept = collectors if collectors is not None else Collectors()
 
@@ -249,7 +253,10 @@ def create_app(collectors: Collectors | None = None) -> FastAPI:
             found = await run_in_threadpool(kept.of(config_path()).served, FIRST_WAIT_S)
         except ConfigError as exc:
             return PlainTextResponse(f"ferry: {exc}\n", status_code=500)
-        return PlainTextResponse(render(found), media_type=CONTENT_TYPE)
+        from ferry.observe.exposition import expose
+
+        body, kind = expose(found, request.headers.get("accept"))
+        return Response(body, media_type=kind)
 
     return app
 

@@ -57,7 +57,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from ferry.config import load_config
     from ferry.observe.collect import metric_families
-    from ferry.observe.metrics import TOKEN_ENV, render, to_json
+    from ferry.observe.metrics import TOKEN_ENV, to_json
 
     if args.serve:
         from ferry.observe.serve import parse_listen, serve
@@ -80,7 +80,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"metrics": to_json(found)}, indent=2))
     else:
-        sys.stdout.write(render(found))
+        from ferry.observe.exposition import expose
+
+        sys.stdout.write(expose(found, process=False)[0].decode())
     return EXIT_OK
 
 

@@ -10,7 +10,8 @@ Ferry exports the same names and labels, so dashboards and alerts built for MM2 
 working, plus what MM2 lacks (`ferry_*`: lag per partition in records and seconds, the last
 run, heartbeats, gaps, verify results).
 
-Exposition format: https://prometheus.io/docs/instrumenting/exposition_formats/ (text 0.0.4).
+The exposition itself (text format or OpenMetrics, with `process_*`) is
+`ferry.observe.exposition`, on `prometheus_client`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from ferry.observe.snapshot import (
     run_summaries,
 )
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TOKEN_ENV = "FERRY_METRICS_TOKEN"
 """The environment variable holding the scrape token (never logged)."""
 
@@ -43,12 +43,14 @@ STRIMZI_CHECKPOINT = "kafka_connect_mirror_mirrorcheckpointconnector_"
 """The names Strimzi's MM2 metrics config gives the same attributes (its dashboards query
 them): served beside the generic exporter rule's names."""
 
-# name -> (type, help). The order here is the order of the exposition.
+# name -> (type, help). The order here is the order of the exposition. MM2's counters are
+# `untyped`, as the JMX exporter's rules expose them: a `counter` must end in `_total`
+# (`prometheus_client` and OpenMetrics name counters so).
 DEFINITIONS: dict[str, tuple[str, str]] = {
     SOURCE + "record_count": (
-        "counter", "Records mirrored to the remote topic partition (MM2 record-count)."),
+        "untyped", "Records mirrored to the remote topic partition (MM2 record-count)."),
     SOURCE + "byte_count": (
-        "counter", "Bytes (key + value) mirrored to the remote topic partition "
+        "untyped", "Bytes (key + value) mirrored to the remote topic partition "
                    "(MM2 byte-count counts values only)."),
     SOURCE + "replication_latency_ms": (
         "gauge", "Latest run: ms from the timestamp of the oldest record of the partition's "
@@ -164,7 +166,7 @@ class Sample:
 class Family:
     name: str
     kind: str
-    """`counter` or `gauge`."""
+    """`counter` (its name ends in `_total`), `gauge` or `untyped`."""
     help: str
     samples: tuple[Sample, ...]
 
@@ -202,18 +204,9 @@ class Registry:
                 for name, (kind, text) in DEFINITIONS.items() if name in self.found]
 
 
-def escape_label(value: str) -> str:
-    """A label value inside double quotes: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def escape_help(text: str) -> str:
-    """HELP text: backslash and newline escaped (quotes stay)."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
 def format_value(value: float) -> str:
-    """Integers without a decimal point, NaN and infinities as Prometheus spells them."""
+    """Integers without a decimal point, NaN and infinities as Prometheus spells them (for
+    JSON, which has no NaN)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -221,19 +214,6 @@ def format_value(value: float) -> str:
     if value.is_integer() and abs(value) < 2**53:
         return str(int(value))
     return repr(value)
-
-
-def render(families: Iterable[Family]) -> str:
-    """The text exposition: HELP and TYPE lines, then one line per sample."""
-    lines = []
-    for family in families:
-        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
-        lines.append(f"# TYPE {family.name} {family.kind}")
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{escape_label(v)}"' for k, v in sample.labels)
-            lines.append(f"{family.name}{{{labels}}} {format_value(sample.value)}"
-                         if labels else f"{family.name} {format_value(sample.value)}")
-    return "\n".join(lines) + "\n" if lines else ""
 
 
 def to_json(families: Iterable[Family]) -> list[dict[str, Any]]:

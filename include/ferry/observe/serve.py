@@ -1,5 +1,6 @@
 """`ferry metrics --serve HOST:PORT`: a Prometheus endpoint for setups without the Airflow
-plugin (stdlib HTTP server). The clusters and the state tables are read in the background
+plugin (stdlib HTTP server; the text format or OpenMetrics, by the scrape's `Accept`,
+`ferry.observe.exposition`). The clusters and the state tables are read in the background
 every `refresh_s` seconds (`ferry.observe.collector`); a scrape answers at once with the
 latest collection and its age (`ferry_metrics_collected 0` alone until the first one ends,
 within seconds: a cluster that does not answer is probed, not waited for).
@@ -52,7 +53,8 @@ def serve(config_file: str, host: str, port: int, token: str | None,
     """Serve `/metrics` until interrupted; `ready` gets the URL once the socket listens."""
     from ferry.config import load_config
     from ferry.observe.collect import metric_families, silent_clusters
-    from ferry.observe.metrics import CONTENT_TYPE, render, token_allows
+    from ferry.observe.exposition import expose
+    from ferry.observe.metrics import token_allows
 
     collector = Collector(lambda: metric_families(load_config(config_file)), refresh_s,
                           silent=lambda: silent_clusters(load_config(config_file)))
@@ -78,11 +80,12 @@ def serve(config_file: str, host: str, port: int, token: str | None,
             except ConfigError as exc:
                 self._reply(500, "text/plain; charset=utf-8", f"ferry: {exc}\n")
                 return
-            self._reply(200, CONTENT_TYPE, render(found))
+            body, kind = expose(found, self.headers.get("Accept"))
+            self._reply(200, kind, body)
 
-        def _reply(self, code: int, kind: str, body: str,
+        def _reply(self, code: int, kind: str, body: str | bytes,
                    headers: dict[str, str] | None = None) -> None:
-            data = body.encode()
+            data = body.encode() if isinstance(body, str) else body
             self.send_response(code)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
