@@ -351,8 +351,9 @@ def bounce_node(root: Path, alias: str, node_id: int, hard: bool,
     # node still starting): not known to be whole, so not a reason to go on.
     while registered(state.bootstrap) < state.brokers or under_replicated(state.bootstrap) != 0:
         if not is_our_broker(state, node_id):
+            log = state.node(node_id).dir / "broker.log"
             raise TerminalError(f"cluster {alias} node {node_id} exited after its restart; "
-                                f"see {state.node(node_id).dir / 'broker.log'}")
+                                f"its log ends: {_tail(log)} (see {log})")
         if time.monotonic() > deadline:
             raise TerminalError(f"cluster {alias} was not fully replicated again "
                                 f"{timeout:.0f} s after node {node_id} stopped")
