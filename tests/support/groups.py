@@ -38,9 +38,11 @@ def target_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> d
 
 
 def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:
+    """The group's committed offsets of `tps` (-1001: none). A new client finds the group's
+    coordinator first: on brokers the whole suite loads that took more than 10 s."""
     consumer = Consumer(conf(bootstrap, **{"group.id": group}))
     try:
         return [tp.offset for tp in consumer.committed(
-            [TopicPartition(t, p) for t, p in tps], timeout=10)]
+            [TopicPartition(t, p) for t, p in tps], timeout=30)]
     finally:
         consumer.close()
