@@ -285,3 +285,69 @@ def test_a_slow_link_to_the_target_for_minutes_loses_and_doubles_nothing(
     assert all(r.ok for r in faulted.reported)
     # (a batch crawling to the target for over 10 s is said, once a batch and writer)
     assert len(faulted.loud()) <= 12, faulted.loud()
+
+
+SILENT_AT = {
+    # the link stops forwarding before the writer starts: its first look at the topic's
+    # metadata waits on the source
+    "its-metadata": "before the writer starts",
+    # the link stops forwarding once the writer knows the topic, before its first fetch
+    "its-reads": "once the writer has read the topic's metadata",
+}
+
+
+@pytest.mark.parametrize("at", SILENT_AT)
+def test_a_writer_whose_source_goes_silent_says_so_within_seconds_and_copies_on_its_return(
+    clusters: dict[str, str], network: Toxiproxy, topic_name: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, at: str
+) -> None:
+    from ferry.kafka import lane_topics
+    from ferry.steps.plan import prepare
+
+    # given: a writer's range planned over records on the source, reached through the proxy
+    create_topic(clusters["source"], topic_name, 1)
+    produce(clusters["source"], topic_name, [(None, b"v" * 100, 0)] * 2_000)
+    flow = flow_config(tmp_path, dict(network.bootstrap), topic_name,
+                       "ferry.writers = 1\nferry.copy.runner = local\n").enabled_flows[0]
+    prepared = prepare(flow, run_id="silent")
+    learned, silent = threading.Event(), threading.Event()
+    if at == "its-reads":  # the writer waits, its metadata read, until the link is silent
+        learn = lane_topics.learn_topics
+
+        def learn_then_wait(lane: Lane, consumer: Any, topics: Any) -> None:
+            learn(lane, consumer, topics)
+            learned.set()
+            assert silent.wait(60)
+
+        monkeypatch.setattr(lane_topics, "learn_topics", learn_then_wait)
+    else:
+        learned.set()
+    done: list[object] = []
+    writer = threading.Thread(target=lambda: done.append(
+        Lane(flow, prepared.plan.ranges, "silent").run()), daemon=True)
+    caplog.set_level(logging.INFO, logger="ferry")
+
+    # when: the link to the source stops forwarding (SILENT_AT) for 15 s
+    if at == "its-reads":
+        writer.start()
+    assert learned.wait(60)
+    with network.black_hole("source"):
+        silent.set()
+        if not writer.is_alive():
+            writer.start()
+        time.sleep(15)
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+    # then: within seconds, one line names the source and what the writer waits for
+    assert said, (f"15 s of silence from the source {SILENT_AT[at]}, and the writer said "
+                  f"nothing: {[r.getMessage()[:200] for r in caplog.records][-8:]}, {done}")
+    assert all(f"cluster {flow.source}" in line for line in said), said
+    assert len(said) <= 2, said
+    # and once the link is back the writer copies the range, and says how the wait ended
+    writer.join(120)
+    assert done, "the writer did not finish after the link came back"
+    assert_exact(flow, clusters, topic_name, 1)
+    ended = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
+             and f"cluster {flow.source}" in r.getMessage()]
+    assert ended, [r.getMessage() for r in caplog.records][-10:]
+    print("said:", said, "then:", ended)

@@ -151,6 +151,11 @@ class Lane:
         self.transactions = 0
         self.total = sum(p.end - p.start for p in self.parts.values())
         self.copied = 0
+        self.reads = Silence(self.log, flow.source, f"writer {self.lane}'s reads",
+                             {"flow": flow.name, "lane": self.lane})
+        """Records planned but not coming across batches (a source that takes the fetches
+        and does not answer): said once after SILENT_S, not only when STALL_S fails the
+        batch."""
         self.diagnose = False
         self.refused: Refusal | None = None
         """The first refusal (or record left unacknowledged) the target reported."""
@@ -407,6 +412,7 @@ class Lane:
             if self.diagnose:  # the re-run went through: back to batching
                 self.diagnose = False
                 producer = lane_recovery.restart(self, consumer, active)
+        self.reads.ended(answered=True)
 
     def _batch(self, producer: Producer, consumer: Consumer, metadata: Any,
                active: list[Part]) -> None:
@@ -423,6 +429,7 @@ class Lane:
             # more than the ranges still hold, so a small range's last batch returns as its
             # records arrive instead of waiting out POLL_S for a full BATCH
             left = sum(p.end - p.covered_end for p in active if not p.done)
+            self.reads.saw(left)
             messages = consumer.consume(max(1, min(BATCH, limit_records - records, left)),
                                         POLL_S)
             if not messages:

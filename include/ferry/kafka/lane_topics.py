@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from ferry.config import Flow
+from ferry.core.silence import SILENT_S, WATCH
 from ferry.errors import TerminalError
 from ferry.kafka import metadata
 from ferry.kafka.delivery import CALL_TIMEOUT_S
@@ -75,13 +76,22 @@ def learn_topics(lane: Lane, consumer: Consumer, topics: Collection[str]) -> Non
     """Ask for the topics' metadata before assigning them. A new client that is assigned a
     topic it has no metadata for fetches nothing until its periodic refresh of unknown
     topics (once a second in librdkafka): about half a second lost in every lane. On an
-    error the refresh still comes; nothing is lost but that time."""
+    error the refresh still comes; nothing is lost but that time. A source that does not
+    answer makes the call wait its whole timeout: said once after `SILENT_S` (`WATCH`)."""
+    extra = {"flow": lane.flow.name, "lane": lane.lane}
     for topic in sorted(topics):
+        asked = time.monotonic()
         try:
-            consumer.list_topics(topic, timeout=CALL_TIMEOUT_S)
+            with WATCH.call(lane.log, lane.flow.source,
+                            f"writer {lane.lane} reading the metadata of {topic}", extra):
+                consumer.list_topics(topic, timeout=CALL_TIMEOUT_S)
         except KafkaException as exc:
-            lane.log.debug("metadata of %s not read ahead: %s", topic, exc,
-                           extra={"flow": lane.flow.name, "lane": lane.lane})
+            # after a wait that was said (SILENT_S), how it ended is said too
+            waited = time.monotonic() - asked
+            lane.log.log(logging.INFO if waited >= SILENT_S else logging.DEBUG,
+                         "cluster %s: writer %s: no metadata of %s after %.0f s (%s); it "
+                         "reads on", lane.flow.source, lane.lane, topic, waited, exc,
+                         extra=extra)
 
 
 def learn_targets(lane: Lane, producer: Producer, skip: Collection[str] = ()) -> None:
