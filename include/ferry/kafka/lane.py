@@ -151,7 +151,11 @@ class Lane:
         self.transactions = 0
         self.total = sum(p.end - p.start for p in self.parts.values())
         self.copied = 0
-        self.reads = self._reads()
+        self.reads = Silence(self.log, flow.source, f"writer {self.lane}'s reads",
+                             {"flow": flow.name, "lane": self.lane})
+        """Records planned but not coming across the copy's batches (a source that takes
+        the fetches and does not answer): said once after SILENT_S, not only when STALL_S
+        fails the batch. Its clock starts at the copy's first look (a lane copies once)."""
         self.diagnose = False
         self.refused: Refusal | None = None
         """The first refusal (or record left unacknowledged) the target reported."""
@@ -346,15 +350,7 @@ class Lane:
 
     # -- the copy loop ------------------------------------------------------------------
 
-    def _reads(self) -> Silence:
-        """Records planned but not coming across a copy's batches (a source that takes the
-        fetches and does not answer): said once after SILENT_S, not only when STALL_S
-        fails the batch."""
-        return Silence(self.log, self.flow.source, f"writer {self.lane}'s reads",
-                       {"flow": self.flow.name, "lane": self.lane})
-
     def _copy(self, producer: Producer, consumer: Consumer, metadata: Any) -> None:
-        self.reads = self._reads()  # from this copy's start
         if self.progress is not None:
             self.progress(0, self.total)
         for part in self.parts.values():  # stall time counts from here

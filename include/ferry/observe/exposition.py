@@ -47,22 +47,17 @@ def _metric(family: Family) -> Metric:
     if family.kind == "counter":
         if not family.name.endswith("_total"):
             raise ValueError(f"counter {family.name} must end in _total")
-        metric = CounterMetricFamily(family.name, family.help,
-                                     labels=_label_names(family))
+        metric = CounterMetricFamily(family.name, family.help)
     elif family.kind == "gauge":
-        metric = GaugeMetricFamily(family.name, family.help, labels=_label_names(family))
+        metric = GaugeMetricFamily(family.name, family.help)
     elif family.kind == "untyped":
-        metric = UnknownMetricFamily(family.name, family.help, labels=_label_names(family))
+        metric = UnknownMetricFamily(family.name, family.help)
     else:
         raise ValueError(f"metric {family.name}: unknown kind {family.kind!r}")
     for sample in family.samples:
         metric.add_sample(metric.name + ("_total" if family.kind == "counter" else ""),
                           dict(sample.labels), sample.value)
     return metric
-
-
-def _label_names(family: Family) -> list[str]:
-    return sorted({name for sample in family.samples for name, _ in sample.labels})
 
 
 def expose(families: Sequence[Family], accept: str | None = None,
