@@ -339,10 +339,15 @@ def test_a_writer_whose_source_goes_silent_says_so_within_seconds_and_copies_on_
         said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
     # then: within seconds, one line names the source and what the writer waits for
-    assert said, (f"15 s of silence from the source {SILENT_AT[at]}, and the writer said "
-                  f"nothing: {[r.getMessage()[:200] for r in caplog.records][-8:]}, {done}")
-    assert all(f"cluster {flow.source}" in line for line in said), said
-    assert len(said) <= 2, said
+    # (a busy target may also be slow to lead the offset-map topic the writer creates:
+    # that is said too, naming the target, and is not the silence)
+    of_source = [line for line in said if f"cluster {flow.source}" in line]
+    assert of_source, (f"15 s of silence from the source {SILENT_AT[at]}, and the writer said "
+                       f"nothing of it: {[r.getMessage()[:200] for r in caplog.records][-8:]}, "
+                       f"{done}")
+    assert len(of_source) <= 2, of_source
+    assert not [line for line in said if line not in of_source and "do not answer" in line], \
+        said
     # and once the link is back the writer copies the range, and says how the wait ended
     writer.join(120)
     assert done, "the writer did not finish after the link came back"
