@@ -167,19 +167,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def copy_runner(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The Spark this test's copies run on (`tests.support.runner`): the session's warm
-    Spark Connect server, started on first use; spark-submit for tests marked
-    `spark_submit` and in the broker-free tier."""
+    """The runner this test's copies run on (`tests.support.runner`): spark-submit for
+    tests marked `spark_submit` and in the broker-free tier; the session's warm Spark
+    Connect server, started on first use, for tests marked `spark`; the local runner
+    for the rest."""
     from tests.support import runner
 
     if request.node.get_closest_marker("spark_submit") or request.node.get_closest_marker("unit"):
-        runner.use(None)
+        runner.use("submit")
+    elif request.node.get_closest_marker("spark"):
+        runner.use("warm", lambda: str(request.getfixturevalue("connect_url")))
     else:
-        runner.use(lambda: str(request.getfixturevalue("connect_url")))
+        runner.use("local")
     try:
         yield
     finally:
-        runner.use(None)
+        runner.use("submit")
 
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
