@@ -43,7 +43,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
@@ -55,7 +54,7 @@ from ferry.core.lanes import writer_of
 from ferry.core.planner import Range
 from ferry.core.positions import encode_position
 from ferry.core.silence import WATCH, Silence
-from ferry.core.tables import RangeOutcome, RangeResult
+from ferry.core.tables import RangeOutcome
 from ferry.core.takeover import Named
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
 from ferry.kafka import lane_entries, lane_positions, lane_recovery, lane_topics
@@ -71,7 +70,7 @@ from ferry.kafka.lane_clients import (
     new_reader,
 )
 from ferry.kafka.lane_errors import LaneErrors, is_fenced, unanswered
-from ferry.kafka.lane_state import Part, Refusal, parts_of
+from ferry.kafka.lane_state import LaneResult, Part, Refusal, offset_of, parts_of
 from ferry.kafka.metadata import unknown_partition
 from ferry.kafka.retry import retrying, transient
 from ferry.kafka.runs import ReadsNewest
@@ -86,25 +85,6 @@ POLL_S = 0.05
 """consume() waits out its whole timeout unless the batch fills: short, so the last batch of
 a range (and a small range) does not wait for records that will not come."""
 STALL_S = 120.0
-
-
-@dataclass
-class LaneResult:
-    lane: int
-    ranges: list[RangeResult]
-    transactions: int = 0
-    seconds: float = 0.0
-
-    @property
-    def records(self) -> int:
-        return sum(r.records for r in self.ranges)
-
-
-def _offset(message: Message) -> int:
-    """A delivered or consumed record's offset (never None for those)."""
-    offset = message.offset()
-    assert offset is not None
-    return offset
 
 
 class Lane:
@@ -502,7 +482,7 @@ class Lane:
         key = (message.topic(), message.partition())
         part = parts.get(key)  # type: ignore[arg-type]
         if error.code() == KafkaError._PARTITION_EOF:
-            if part is not None and not part.done and _offset(message) >= part.end:
+            if part is not None and not part.done and offset_of(message) >= part.end:
                 part.done, part.txn.touched = True, True
                 part.moved()
             return
@@ -524,7 +504,7 @@ class Lane:
         (CreateTime or LogAppendTime) kept; 0 asks for none when the source had none. With
         `report`, its delivery report notes the target offset (`_reporter`)."""
         kind, ts = message.timestamp()
-        on_delivery = self._reporter(part, _offset(message)) if report else None
+        on_delivery = self._reporter(part, offset_of(message)) if report else None
         while True:
             try:  # positional, no keyword dict per record; the 5th is `callback` (a None
                 # `callback` would hide an `on_delivery`)
@@ -538,7 +518,7 @@ class Lane:
                     raise WriterTaken(self.explain.fenced(exc.args[0].str())) from None
                 if unknown_partition(exc) and lane_topics.learn_partition(self, producer, part):
                     continue  # nothing was queued: the same record goes now
-                offset = _offset(message)
+                offset = offset_of(message)
                 self.delivery.refused_on_send(
                     self, part, offset, self.explain.refusal(part, offset, exc.args[0]))
         part.txn.sent += 1
@@ -559,7 +539,7 @@ class Lane:
                     self.refused = Refusal(self.explain.refusal(part, source_offset, err),
                                            unanswered(err))
                 return
-            offset = _offset(msg)
+            offset = offset_of(msg)
             if txn.first_target is None or offset < txn.first_target:
                 txn.first_target = offset
             if txn.last_target is None or offset > txn.last_target:

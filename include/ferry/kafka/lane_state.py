@@ -3,7 +3,8 @@
 `Part` is what a lane knows of one source partition across transactions (where its
 committed position is, whether it is done, who owned it). `Txn` is what the open
 transaction did on it; a commit or an abort replaces it whole, so nothing of a transaction
-outlives it by accident. No client calls here: the lane does those.
+outlives it by accident. `LaneResult` is what the writer's run hands back. No client calls
+here: the lane does those.
 
 Positions carry JSON commit metadata (`position_metadata`): the remote partition's end
 after what was recorded, the transactional id that committed it and the source topic's ID.
@@ -182,3 +183,23 @@ def parts_of(ranges: Sequence[Range], remote_topic: Callable[[str], str]
                               source_id=r.source_id, target_id=r.target_id,
                               covered=r.start, skip_from=r.skip_from)
     return parts
+
+
+@dataclass
+class LaneResult:
+    """What one writer's run copied: its ranges' results, transactions and time."""
+    lane: int
+    ranges: list[RangeResult]
+    transactions: int = 0
+    seconds: float = 0.0
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.ranges)
+
+
+def offset_of(message: Message) -> int:
+    """A delivered or consumed record's offset (never None for those)."""
+    offset = message.offset()
+    assert offset is not None
+    return offset
