@@ -202,7 +202,7 @@ def mm2_dedicated(tmp: Path, clusters: dict[str, str], alias: str, topics: str,
     """MirrorMaker 2 in dedicated mode (the `connect-mirror` jars Ferry fetches from Maven
     Central) mirroring `topics` from the source cluster, named `alias`, to the target.
     `extra`: more properties (later ones win)."""
-    from ferry.spark.jars import kafka_jars, log4j_config
+    from ferry.jars import kafka_jars, log4j_config
 
     config = tmp / f"mm2-{alias}.properties"
     config.write_text(

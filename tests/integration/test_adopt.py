@@ -27,8 +27,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from ferry.config import Flow
 from ferry.core.internal import offset_map_topic
 from ferry.core.offsetmap import decode, lookup
+from ferry.jars import kafka_jars, log4j_config
 from ferry.kafka.retry import transient
-from ferry.spark.jars import kafka_jars, log4j_config
 from tests.support.groups import commit_group, committed, positions
 from tests.support.kafka_data import (
     COMPACTION_EXCLUDE,

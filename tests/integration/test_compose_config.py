@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.spark.jars import cache_dir
+from ferry.jars import cache_dir
 
 pytestmark = pytest.mark.integration
 

@@ -94,7 +94,7 @@ def test_the_spark_side_mirrors_exactly_at_both_ends_of_the_declared_ranges(
 
 def _jars() -> Path:
     """The Delta jars the suite's set-up fetched (this test fetches nothing)."""
-    from ferry.spark.jars import cache_dir
+    from ferry.jars import cache_dir
 
     jars = Path(os.environ.get("FERRY_CACHE_DIR") or cache_dir()) / "jars"
     assert jars.is_dir(), f"{jars}: the Delta jars are not fetched (scripts/setup.sh does)"

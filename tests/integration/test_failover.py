@@ -283,7 +283,7 @@ def test_mm2s_own_client_reads_ferrys_checkpoints_like_ferry_translate(
 ) -> None:
     import subprocess
 
-    from ferry.spark.jars import kafka_jars, log4j_config
+    from ferry.jars import kafka_jars, log4j_config
 
     create_topic(clusters["source"], topic_name, 3)
     produce_transactions(clusters["source"], topic_name, [(30, True), (5, False), (30, True)],

@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from ferry.jars import kafka_jars
 from ferry.local import classdata
-from ferry.spark.jars import kafka_jars
 
 pytestmark = pytest.mark.integration
 

@@ -70,7 +70,7 @@ def test_later_spark_submit_jobs_start_from_the_class_data_archive_the_first_one
     clusters: dict[str, str], topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given: a cache without a class-data archive (the jars the setup fetched)
-    from ferry.spark.jars import cache_dir
+    from ferry.jars import cache_dir
 
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -141,7 +141,7 @@ def test_one_command_runs_every_flow_and_the_heartbeats_of_pairs_without_one_as_
 ) -> None:
     # given: a config as connect-mirror-maker.sh takes it: A->B mirrors a topic, B->A
     # mirrors nothing, and heartbeats are on (MM2's defaults); no Airflow anywhere
-    from ferry.spark.jars import kafka_jars, log4j_config
+    from ferry.jars import kafka_jars, log4j_config
 
     tag = os.urandom(3).hex()
     a, b = f"a{tag}", f"b{tag}"

@@ -91,7 +91,7 @@ def test_a_chain_renames_hop_by_hop_cuts_the_cycle_and_shows_the_topology(
     clusters: dict[str, str], third_cluster: str, topic_name: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from ferry.spark.jars import kafka_jars, log4j_config
+    from ferry.jars import kafka_jars, log4j_config
 
     a, b, c = aliases("a", "b", "c")
     servers = {a: clusters["source"], b: clusters["target"], c: third_cluster}

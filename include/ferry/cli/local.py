@@ -95,7 +95,7 @@ def cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def cmd_local_jars(args: argparse.Namespace) -> int:
-    from ferry.spark.jars import delta_jars, kafka_jars
+    from ferry.jars import delta_jars, kafka_jars
 
     kafka, delta = kafka_jars(), delta_jars()
     emit(args, {"kafka": str(kafka), "delta": str(delta)},

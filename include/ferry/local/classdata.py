@@ -36,8 +36,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from ferry.jars import cache_dir
 from ferry.spark.classdata import PARTIAL, QUIET, SUFFIX, java_binary, prune
-from ferry.spark.jars import cache_dir
 
 FAILED = ".failed"
 RETRY_SECONDS = 3600.0

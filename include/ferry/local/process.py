@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.errors import FerryError, TerminalError, TransientError, UsageError
+from ferry.jars import kafka_jars, log4j_config
 from ferry.local import classdata
 from ferry.local.broker_config import server_properties
 from ferry.local.credentials import (
@@ -52,7 +53,6 @@ from ferry.local.layout import (
 from ferry.local.pids import runs_with
 from ferry.local.tls import TlsFiles, ensure_tls, write_atomic
 from ferry.spark.classdata import java_binary
-from ferry.spark.jars import kafka_jars, log4j_config
 
 # The name these lines have always carried (`ferry.local.cluster`, the public face): log
 # filters and readers of the lines need not know how the package is split.

@@ -30,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ferry.spark.jars import cache_dir
+from ferry.jars import cache_dir
 
 SUFFIX = ".jsa"
 PARTIAL = ".partial"

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import ferry
-from ferry.spark.jars import cache_dir
+from ferry.jars import cache_dir
 
 
 def library_zip() -> str:

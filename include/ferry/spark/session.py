@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ferry.spark.jars import delta_jars
+from ferry.jars import delta_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -19,7 +19,7 @@ CLASS_PATH = ["/opt/delta/delta-spark_2.13-4.4.0.jar", "/opt/delta/delta-storage
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cache of its own, with the jars the setup fetched."""
-    from ferry.spark.jars import cache_dir
+    from ferry.jars import cache_dir
 
     jars = cache_dir() / "jars"
     (tmp_path / "cache").mkdir()

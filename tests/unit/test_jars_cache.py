@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.spark import jars
+from ferry import jars
 from tests.support.threads import at_once
 
 
