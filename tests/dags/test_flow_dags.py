@@ -385,7 +385,8 @@ def test_a_run_copies_in_its_cycle_task_through_a_warm_spark_or_a_small_plan_wit
     clusters: dict[str, str], topic_name: str, tmp_path: Path, spark: str
 ) -> None:
     two_partitions_of(clusters, topic_name, 300)
-    config = flow_config(tmp_path, clusters, topic_name)
+    # the product's default runner, which picks by the master and the plan's size
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.copy.runner = auto\n")
     flow = config.enabled_flows[0]
     conn = spark_connection() if spark == "warm" else {"conn_type": "spark", "host": "local[*]"}
 
