@@ -43,7 +43,10 @@ refused failover and adoption (a run long enough to be still in progress) are ab
 two tests left, downstream Assets and a flow's run after an adoption, could copy through
 the warm server, but a stack has one `spark_default` for every flow, and the flow DAG takes
 a flow's own `ferry.spark.master = sc://...` only when that connection is missing, when
-spark-submit's hand-off fails instead (no master for its job files).
+spark-submit's hand-off fails instead (no master for its job files). The adopted flow's run
+is about the adoption, not Spark: it copies on the runner a small plan gets by default
+(`auto`: the local runner, in its `cycle` task). The downstream Assets' flow stays on
+spark-submit: the refused failover and adoption need its run long enough to be in progress.
 
 Tests trigger runs and read states, XComs and task logs through the REST API. After start-up,
 and again once the session's tests have run, the stack fails if any process of Airflow
@@ -213,6 +216,7 @@ def _config(base: Path, clusters: dict[str, str],
               f"{far}->{page_target}.ferry.state.dir = {base / FLOWS['webui'][2]}"]
     short, unsynced = "->".join(pairs["short_timeout"]), "->".join(pairs["unsynced_configs"])
     relay, faults = "->".join(pairs["relay"]), "->".join(pairs["faults"])
+    adopted = "->".join(pairs["adopted"])
     lines += [f"{short}.ferry.copy.timeout.seconds = {SHORT_TIMEOUT_S}",
               f"{short}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
               f"{unsynced}.ferry.task.retry.delay.seconds = {RETRY_DELAY_S}",
@@ -228,7 +232,7 @@ def _config(base: Path, clusters: dict[str, str],
               # which their small plans would not get by default; the continuous flows'
               # loops copy on the local runner, as by default
               "ferry.copy.runner = spark", f"{relay}.ferry.copy.runner = auto",
-              f"{faults}.ferry.copy.runner = auto",
+              f"{faults}.ferry.copy.runner = auto", f"{adopted}.ferry.copy.runner = auto",
               "ferry.schedule = none", "replication.factor = 1",
               "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
               # The brokers are shared: another test's `heartbeats` topic is not these flows'.

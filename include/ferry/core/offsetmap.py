@@ -17,6 +17,7 @@ O(1) when the source has no gaps: one entry per transaction, one segment per ent
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 from collections.abc import Iterable, Sequence
@@ -89,12 +90,15 @@ class MapEntry:
 
     def target_of(self, source_offset: int) -> int | None:
         """The target offset holding the record at `source_offset`; None if that source
-        offset holds no mirrored record (a marker, aborted, compacted) or is not covered."""
-        for segment in self.segments:
-            target = segment.target_of(source_offset)
-            if target is not None:
-                return target
-        return None
+        offset holds no mirrored record (a marker, aborted, compacted) or is not covered.
+        The segments are in source order (as a lane writes them), so this is a binary
+        search: an entry of a compacted source holds thousands."""
+        at = bisect.bisect_right(self.segments, source_offset, key=_source_start) - 1
+        return self.segments[at].target_of(source_offset) if at >= 0 else None
+
+
+def _source_start(segment: Segment) -> int:
+    return segment.source_start
 
 
 ADOPTED_LANE = -1

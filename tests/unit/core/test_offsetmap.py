@@ -216,6 +216,17 @@ def test_an_entry_with_too_many_segments_splits_into_contiguous_pieces(
         assert found is not None and found[1] == whole.target_of(source)
 
 
+def test_a_record_is_found_among_an_entrys_thousands_of_segments_as_a_walk_finds_it() -> None:
+    # given: an entry of a compacted source, a hole after every kept record
+    segments = [(1_000 + 3 * i, 500 + i, 2) for i in range(2_000)]
+    whole = entry(1_000, 7_000, segments)
+
+    # then: every covered offset (records and holes) answers as walking the segments does
+    for source in range(999, 7_001):
+        walked = next((t + source - s for s, t, n in segments if s <= source < s + n), None)
+        assert whole.target_of(source) == walked, source
+
+
 def test_an_entry_of_sixty_thousand_segments_encodes_below_the_broker_record_limit() -> None:
     base = 10_000_000  # a partition some way into its life
     whole = entry(base, base + 120_000, [(base + 2 * i, base + i, 1) for i in range(60_000)])
