@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import socket
 import threading
@@ -435,9 +436,14 @@ def assert_exact(flow: Flow, clusters: Mapping[str, Conn], topic: str, partition
         assert [r.content() for r in target] == [r.content() for r in source]
         mine = sorted((e for e in entries if e.source_topic == topic and e.source_partition == p),
                       key=lambda e: e.covered_start)
+        starts = [e.covered_start for e in mine]
         by_offset = {r.offset: r for r in target}
         for record in source:
-            found = lookup(mine, record.offset)
+            # the entry starting last at or before it first (a long copy's map holds
+            # thousands), then the walk of them all
+            at = bisect.bisect_right(starts, record.offset) - 1
+            found = lookup(mine[at:at + 1] if at >= 0 else [], record.offset) or lookup(
+                mine, record.offset)
             assert found is not None and found[1] is not None, record.offset
             assert by_offset[found[1]].content() == record.content()
 
