@@ -567,11 +567,14 @@ class _Relay:
         self.flow, self.owner, self._runs = flow, owner, runs
         self._opened: Any = None
         self._named = False
+        self._seen: Named | None = None
+        """The newest run as `handed_to` last read it."""
 
     def handed_to(self) -> str | None:
         if self.owner is None:
             return None
-        handed = hands_over(self.runs.read(), self.owner)
+        self._seen = self.runs.read()
+        handed = hands_over(self._seen, self.owner)
         if handed is not None:
             log.info("continuous run %s of the flow, later than this one (%s), names itself "
                      "the flow's newest: this run hands over to it and ends", handed,
@@ -583,12 +586,28 @@ class _Relay:
         itself the flow's newest, unless a later one is (an idle cycle copies nothing, so
         its lanes named nothing), so that the run before hands over now rather than at its
         run's end. Named with that cycle, as its lanes name it (`Named.cycle`): a cycle
-        abandoned before it still yields to it."""
-        if self.owner is None or self._named:
+        abandoned before it still yields to it.
+
+        After a later cycle, named again when the name read before that cycle was another
+        continuous run's that this one does not yield to: an earlier run that read the name just
+        before this one named itself, then named itself over it (two runs of the DAG
+        started at once). The name is the last commit, so each would otherwise go on as the
+        one named, through idle cycles that name nothing, and the earlier would never
+        hand over. No read of its own: one per cycle (`handed_to`'s) is enough, since a
+        later run named meanwhile is read before the next cycle and named over by nobody
+        earlier again."""
+        if self.owner is None:
             return
-        self._named = True
         me = replace(self.owner, cycle=cycle)
-        if names_itself(self.runs.read(), me):
+        if not self._named:
+            self._named = True
+            if names_itself(self.runs.read(), me):
+                self.runs.name(me)
+        elif self._seen is not None and self._seen.continuous and self._seen.run != me.run \
+                and names_itself(self._seen, me):
+            log.info("run %s of the flow named itself its newest over this one (%s), which "
+                     "is later: this run names itself again", self._seen.run, me.run,
+                     extra={"flow": self.flow.name})
             self.runs.name(me)
 
     @property

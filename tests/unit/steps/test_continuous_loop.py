@@ -405,7 +405,9 @@ def test_a_continuous_run_hands_over_to_a_later_one_named_the_flows_newest_and_e
 
 @pytest.mark.parametrize(("named", "names"), [
     ([EARLY], [EARLY]),                       # no later run: it names itself once
-    ([Named("scheduled__0", 500)], [EARLY]),  # an earlier run named: it goes on, named
+    # an earlier run named: it goes on, named (read before its first cycle, as it names
+    # itself, then its own name)
+    ([Named("scheduled__0", 500), Named("scheduled__0", 500), EARLY], [EARLY]),
     ([EARLY, LATE], []),                      # a later run named by then: it hands over
 ])
 def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copied_nothing(
@@ -427,6 +429,29 @@ def test_a_continuous_run_names_itself_after_its_first_cycle_even_when_that_copi
     # named with the cycle after which it named itself, as its lanes name it
     assert [replace(n, cycle=None) for n in runs.names] == names
     assert all(n.cycle for n in runs.names)
+
+
+def test_a_continuous_run_named_over_by_an_earlier_one_names_itself_again_so_that_one_hands_over(
+    config_with: ConfigWith, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two runs of the DAG start at once (a run queued while the DAG was paused, and the
+    # next): the earlier read the name just before this run named itself, then named
+    # itself over it. Idle cycles name nothing, so unless this run names itself again,
+    # each run goes on as the one named and the earlier never hands over (both loops
+    # copy until the earlier's hand-over time runs out)
+    from ferry.steps.cycle import run_continuously
+
+    earlier = Named("scheduled__0", 500)
+    cycles: list[str] = []
+    config, flow, runner = looping(config_with, 0.05, cycles.append)
+    # read before each cycle (and once after the first, as the run names itself)
+    runs = Runs([earlier, earlier, earlier, EARLY])
+
+    run_continuously("mm2.properties", config, flow, lambda _r, _s: None, for_s=0.5,
+                     hand_over=True, owner=EARLY, newest=runs, loops=FakeLoops(runner),
+                     clusters=fake_clusters)
+
+    assert [replace(n, cycle=None) for n in runs.names] == [EARLY, EARLY]
 
 
 def test_a_continuous_run_at_its_end_says_it_handed_over_when_the_next_run_is_named_by_then(
