@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from ferry.config import Flow
-from ferry.core.offsetmap import MapEntry, latest_cover, lookup, next_mirrored
+from ferry.core.offsetmap import MapEntry, covering, latest_cover, next_mirrored
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.ports import HasTopicIds, OffsetMapTarget, StateStore
@@ -75,7 +75,7 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
     base = {"flow": flow.name, "topic": topic, "partition": partition,
             "source_offset": source_offset, "target_topic": remote,
             "target_partition": partition}
-    found = lookup(entries, source_offset)
+    found = covering(entries, source_offset)
     if found is None:
         upto = entries[-1].covered_end if entries else None
         return Answer(**base, status=Found.NOT_MIRRORED, target_offset=None,  # type: ignore[arg-type]

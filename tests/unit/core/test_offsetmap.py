@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -261,6 +262,43 @@ def test_overlapping_entries_resolve_to_the_later_written_and_keep_the_rest_of_t
         assert found is not None
         expected = (new if newer[0] <= source < newer[1] else old).target_of(source)
         assert found[1] == expected, source
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_offset_of_many_overlapping_entries_resolves_to_the_latest_written_covering_it(
+    seed: int
+) -> None:
+    # given: entries written in some order over overlapping, adjacent and nested ranges,
+    # empty ones among them, with holes in their segments
+    import random
+
+    from ferry.core.offsetmap import covering as covering_of
+    from ferry.core.offsetmap import latest_cover
+
+    rnd = random.Random(seed)
+    written = []
+    for order in range(rnd.randint(1, 30)):
+        low = rnd.randint(0, 60)
+        high = low + rnd.randint(0, 20)
+        target = rnd.randint(0, 10_000)
+        written.append(((rnd.randint(0, 3), order), entry(low, high, [
+            (offset, target + offset, 1) for offset in range(low, high) if offset % 4])))
+
+    got = latest_cover(written)
+
+    # then: the pieces are disjoint, in source order, and each offset answers as the
+    # entry written last of those that cover it
+    pieces = [e for e in got if e.covered_start < e.covered_end]
+    assert all(a.covered_end <= b.covered_start for a, b in itertools.pairwise(pieces))
+    for offset in range(0, 82):
+        covering = [e for _, e in sorted(written, key=lambda pair: pair[0])
+                    if e.covered_start <= offset < e.covered_end]
+        found = lookup(pieces, offset)
+        assert covering_of(got, offset) == found  # by binary search, empty entries among them
+        if not covering:
+            assert found is None, offset
+        else:
+            assert found is not None and found[1] == covering[-1].target_of(offset), offset
 
 
 def test_a_range_that_failed_and_was_copied_on_retry_counts_as_copied() -> None:
