@@ -279,8 +279,12 @@ class ExactlyOnce(Delivery):
             stuck.send_offsets(producer, part, metadata, "committing positions", left)
 
     def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
+        """Abort the open transaction. An abort that fails retriably (its time up with a
+        message still outstanding: a loaded target answering late) is made again, as
+        librdkafka allows, within `ferry.kafka.retry.seconds`."""
         try:
-            producer.abort_transaction(seconds)
+            lane.retrying(lambda: producer.abort_transaction(seconds), lane.flow.target,
+                          "aborting a transaction")
             lane.in_transaction = False
         except KafkaException as exc:
             if not exc.args[0].fatal():

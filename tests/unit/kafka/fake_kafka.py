@@ -77,6 +77,9 @@ class FakeKafka:
         self.offsets_per_commit = OFFSETS_PER_COMMIT
         self.commits: list[int] = []
         """The offsets each commit carried (transactional or plain), in order."""
+        self.slow_aborts = 0
+        """How many more aborts time out with a message still outstanding (a loaded
+        broker's answer late), as librdkafka's do: retriable, the transaction still open."""
 
     def take_commit(self, offsets: list[KTP], in_transaction: bool) -> None:
         """One offset commit as the group coordinator takes it: refused whole when its
@@ -290,6 +293,11 @@ class FakeProducer:
         self.txn = None
 
     def abort_transaction(self, timeout: float = -1) -> None:
+        if self.kafka.slow_aborts:
+            self.kafka.slow_aborts -= 1
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT, "Failed to flush all outstanding messages within the "
+                "API timeout: 1 message(s) remaining", retriable=True))
         self.queued.clear()
         self._check()
         self.failed = None

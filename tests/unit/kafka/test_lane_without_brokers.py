@@ -182,6 +182,25 @@ def test_a_record_the_target_refuses_fails_the_lane_naming_it_and_its_batch_is_n
     assert [r.outcome for r in lane.results] == ["failed"]
 
 
+def test_a_refusal_whose_abort_times_out_on_a_loaded_target_still_names_the_refused_record(
+    flow: Flow
+) -> None:
+    # given: a refused record, and the target slow to answer the aborts that follow it (a
+    # message still outstanding when each abort's time is up: librdkafka's abort may be
+    # called again)
+    source, target = clusters(flow, 60)
+    target.refuse(flow.remote_topic(TOPIC), b"v0-42")
+    target.slow_aborts = 2
+
+    lane = LaneOnFakes(source, target, flow, [Range(TOPIC, 0, 0, 60)])
+    with pytest.raises(TerminalError, match="offset 42"):
+        lane.run()
+
+    assert target.slow_aborts == 0
+    assert target.committed_records(flow.remote_topic(TOPIC), 0) == []
+    assert [r.outcome for r in lane.results] == ["failed"]
+
+
 def test_records_the_target_leaves_unacknowledged_for_a_while_are_copied_again_exactly_once(
     flow: Flow
 ) -> None:
