@@ -26,14 +26,15 @@ echo "== pytest"
 mkdir -p test-artifacts
 # Parallel workers (pytest-xdist), each module whole on one worker so its module-scoped
 # services start once; the session's services (brokers, the warm Spark Connect server) run
-# once for all workers (tests/support/services.py). Four workers on two cores: much of a
-# test's time is waiting on brokers, JVMs and Airflow's scheduler, not CPU (three left a
-# fifth of the cores idle; four keep them 90-100 % busy). The modules that run for minutes
+# once for all workers (tests/support/services.py). Five workers on two cores: much of a
+# test's time is waiting on brokers, JVMs and Airflow's scheduler, not CPU, and most tests
+# copy on the local runner, not Spark (tests/support/runner.py). Measured on 2 cores: four
+# workers 22 min, five 19, six 19 (the cores full). The modules that run for minutes
 # go out first, then the rest, most tests first (tests/conftest.py). Each test's time:
 # test-artifacts/junit*.xml, and when each ran on which worker: test-artifacts/timeline.tsv.
 # A worker that dies (a native crash, an os._exit) fails the test it ran and is not
 # replaced: a replacement runs the same test again, and once left the whole session
 # waiting for ever on a worker that had nothing left to run.
-workers="${FERRY_TEST_WORKERS:-4}"
+workers="${FERRY_TEST_WORKERS:-5}"
 exec pytest -n "$workers" --dist loadscope --max-worker-restart=0 \
   --junitxml=test-artifacts/junit.xml "$@"
