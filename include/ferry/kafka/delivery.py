@@ -155,9 +155,11 @@ class Delivery(ABC):
                refusal: str | None) -> None:
         """Commit the batch's positions `offsets` (its records and entries are sent)."""
 
-    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
-        """Throw the failed batch away before it is read again (waiting at most
-        `seconds`)."""
+    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S,
+              again: bool = False) -> None:
+        """Throw the failed batch away before it is read again (waiting at most `seconds`;
+        with `again`, an abort that fails retriably is made again, within
+        `ferry.kafka.retry.seconds`)."""
         return None  # by default, nothing to do
 
     def abort_open(self, lane: Lane, producer: Producer) -> None:
@@ -278,13 +280,22 @@ class ExactlyOnce(Delivery):
         for part in chunks(offsets, POSITIONS_PER_COMMIT):
             stuck.send_offsets(producer, part, metadata, "committing positions", left)
 
-    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S) -> None:
-        """Abort the open transaction. An abort that fails retriably (its time up with a
-        message still outstanding: a loaded target answering late) is made again, as
-        librdkafka allows, within `ferry.kafka.retry.seconds`."""
+    def abort(self, lane: Lane, producer: Producer, seconds: float = CALL_TIMEOUT_S,
+              again: bool = False) -> None:
+        """Abort the open transaction. With `again`, an abort that fails retriably (its
+        time up with a message still outstanding: a loaded target answering late) is made
+        again, as librdkafka allows, within `ferry.kafka.retry.seconds`. Without, it fails
+        at once: a batch the target did not acknowledge leaves its abort to the next
+        producer of the id (`lane_recovery.wait_out`), since the abort's own markers wait
+        for the same replicas."""
+        def abort() -> None:
+            producer.abort_transaction(seconds)
+
         try:
-            lane.retrying(lambda: producer.abort_transaction(seconds), lane.flow.target,
-                          "aborting a transaction")
+            if again:
+                lane.retrying(abort, lane.flow.target, "aborting a transaction")
+            else:
+                abort()
             lane.in_transaction = False
         except KafkaException as exc:
             if not exc.args[0].fatal():

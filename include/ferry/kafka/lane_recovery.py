@@ -60,8 +60,10 @@ class Lane(lane_positions.Lane, Protocol):
 
 
 def abort(lane: Lane, producer: Producer, consumer: Consumer, active: list[Part]) -> None:
-    """Abort the batch; its partitions are read again from what is committed."""
-    lane.delivery.abort(lane, producer)
+    """Abort the batch (made again while the abort fails retriably: a refused record's
+    batch, on a target that answers); its partitions are read again from what is
+    committed."""
+    lane.delivery.abort(lane, producer, again=True)
     for part in active:
         part.aborted()
         lane_positions.seek_committed(consumer, part)
