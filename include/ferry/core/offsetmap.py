@@ -248,6 +248,9 @@ def restrict(entry: MapEntry, start: int, end: int) -> MapEntry | None:
     low, high = max(start, entry.covered_start), min(end, entry.covered_end)
     if low >= high:
         return None
+    if (low, high) == (entry.covered_start, entry.covered_end) and (
+            not entry.segments or entry.target_end == entry.segments[-1].target_end):
+        return entry  # all of it: the pieces below would make the same entry again
     segments = []
     for segment in entry.segments:
         a, b = max(low, segment.source_start), min(high, segment.source_end)
@@ -334,11 +337,7 @@ def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
             at = max(at, end)
         if at < high:
             free.append((at, high))
-        if free == [(low, high)] and (not entry.segments  # nothing later covers any of it
-                                      or entry.target_end == entry.segments[-1].target_end):
-            kept.append(entry)  # as `restrict` would give it back
-        else:
-            kept.extend(p for a, b in free if (p := restrict(entry, a, b)) is not None)
+        kept.extend(p for a, b in free if (p := restrict(entry, a, b)) is not None)
         merged = (min(low, starts[first]), max(high, ends[last - 1])) if first < last \
             else (low, high)
         starts[first:last], ends[first:last] = [merged[0]], [merged[1]]

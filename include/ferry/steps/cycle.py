@@ -603,8 +603,8 @@ class _Relay:
             self._named = True
             if names_itself(self.runs.read(), me):
                 self.runs.name(me)
-        elif self._seen is not None and self._seen.continuous and self._seen.run != me.run \
-                and names_itself(self._seen, me):
+        elif self._seen is not None and self._seen.continuous and self._seen.run != me.run:
+            # not later than this run: `handed_to` would have handed over to it
             log.info("run %s of the flow named itself its newest over this one (%s), which "
                      "is later: this run names itself again", self._seen.run, me.run,
                      extra={"flow": self.flow.name})
