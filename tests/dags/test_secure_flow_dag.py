@@ -12,18 +12,16 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclOperation,
-    NewPartitions,
     ResourceType,
 )
 
 from ferry.local.cluster import SecureClusters
 from tests.support.dags import run_dag, spark_connection
-from tests.support.kafka_data import assert_exact, create_topic, produce, read_all
+from tests.support.kafka_data import assert_exact, create_topic, grow_topic, produce, read_all
 from tests.support.secure_data import (
     SOURCE,
     TARGET,
     acl,
-    admin,
     grant,
     grant_mirror_rights,
     secure_config,
@@ -77,8 +75,7 @@ def test_a_flow_mirrors_between_sasl_ssl_clusters_with_least_rights_and_no_leake
     assert_exact(flow, conns, topic_name, 2)
 
     # Partition growth on the source: the remote topic grows before their records are copied.
-    source_admin = admin(sc, SOURCE)
-    source_admin.create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(30)
+    grow_topic(conns["source"], topic_name, 4)
     produce(conns["source"], topic_name, [(b"late", f"n{i}".encode(), 2 + i % 2)
                                           for i in range(50)])
     second = run_dag(config.path, flow.dag_id)

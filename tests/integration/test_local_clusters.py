@@ -17,6 +17,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from ferry.jars import kafka_jars
 from ferry.local import classdata
+from tests.support.kafka_data import create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -216,3 +217,15 @@ def test_down_never_signals_a_pid_it_did_not_start(tmp_path: Path) -> None:
 def test_unique_topic_names_per_test(topic_name: str) -> None:
     assert topic_name.startswith("test-unique-topic-names-per-test-")
     assert len(topic_name.rsplit("-", 1)[-1]) == 6
+
+
+def test_the_test_producer_fails_on_a_record_the_broker_never_took(
+    clusters: dict[str, str], topic_name: str
+) -> None:
+    # A record for a partition the producer's metadata does not list (as just after a
+    # growth, before the broker's metadata shows it) is dropped with a delivery error while
+    # flush() still reports an empty queue: a test must hear of it where it happens, not as
+    # a missing record on the target minutes later.
+    create_topic(clusters["source"], topic_name, 2)
+    with pytest.raises(AssertionError, match=rf"not delivered, first {topic_name}-4: "):
+        produce(clusters["source"], topic_name, [(b"k", b"v", 0), (b"k", b"v", 4)])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient
 
 from ferry.core.planner import TopicPartition as TopicPartition_
 from ferry.core.tables import StatePaths
@@ -25,6 +25,7 @@ from tests.support.kafka_data import (
     assert_exact,
     create_topic,
     flow_config,
+    grow_topic,
     produce,
     read_all,
     recreate_topic,
@@ -300,8 +301,7 @@ def test_partition_growth_is_mirrored_before_its_data_and_records_keep_partition
                                              for i in range(40)])
     flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
     run_cycle(flow)
-    admin = AdminClient({"bootstrap.servers": clusters["source"]})
-    admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)
+    grow_topic(clusters["source"], topic_name, 5)
     produce(clusters["source"], topic_name, [(b"k", f"p{i % 5}".encode(), i % 5)
                                              for i in range(50)])
 

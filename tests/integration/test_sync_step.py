@@ -19,7 +19,6 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    NewPartitions,
     ResourcePatternType,
     ResourceType,
 )
@@ -27,7 +26,7 @@ from confluent_kafka.admin import (
 from ferry.cli.main import main
 from ferry.local.cluster import SecureClusters
 from ferry.steps.sync import sync_flow
-from tests.support.kafka_data import create_topic, flow_config, produce, read_all
+from tests.support.kafka_data import create_topic, flow_config, grow_topic, produce, read_all
 from tests.support.secure_data import (
     SOURCE,
     TARGET,
@@ -100,8 +99,7 @@ def test_dry_run_lists_changes_and_changes_nothing_then_sync_creates_and_grows(
     assert overrides(sc, TARGET, remote) == {"retention.ms": "3600000"}
 
     # More partitions and a new topic on the source: found by the next sync.
-    source_admin = admin(sc, SOURCE)
-    source_admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(30)
+    grow_topic(sc.client(SOURCE), topic_name, 5)
     create_topic(sc.client(SOURCE), f"{topic_name}-new", 2)
     code, report, _ = ferry(capsys, "sync", config.path, "--flow", flow.name, "--execute")
     assert report["topics"]["grow"] == [{"topic": remote, "from": 3, "to": 5}]

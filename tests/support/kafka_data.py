@@ -105,8 +105,17 @@ def recreate_topic(bootstrap: Conn, name: str, partitions: int = 1) -> None:
 
 def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes | None, int]],
             headers: bool = True) -> None:
-    """(key, value, partition) records with CreateTime now-ish and a header per record."""
+    """(key, value, partition) records with CreateTime now-ish and a header per record.
+    Fails naming the partition if the broker did not take a record: flush() counts only
+    what is still queued, and a record refused (say, for a partition not yet in the
+    producer's metadata) would otherwise be missing in silence."""
     producer = Producer(conf(bootstrap, **{"linger.ms": 5, "enable.idempotence": True}))
+    refused: list[str] = []
+
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            refused.append(f"{msg.topic()}-{msg.partition()}: {err.str()}")
+
     base = int(time.time() * 1000) - 60_000
     for i, (key, value, partition) in enumerate(records):
         while True:
@@ -114,11 +123,12 @@ def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes
                 producer.produce(topic, value=value, key=key, partition=partition,
                                  timestamp=base + i,
                                  headers=[("seq", str(i).encode()), ("empty", b"")]
-                                 if headers else None)
+                                 if headers else None, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.1)
     assert producer.flush(60) == 0
+    assert not refused, f"{len(refused)} records not delivered, first {refused[0]}"
 
 
 def produce_transactions(bootstrap: Conn, topic: str, batches: list[tuple[int, bool]],
