@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -21,6 +22,7 @@ from ferry.core.internal import offset_map_topic
 from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
+from ferry.kafka.mapreader import STABLE_WAIT_S
 from ferry.runtime.recording import record_offset_map
 from ferry.spark.copy_job import run_copy_job, spark_append
 from ferry.state.reader import rows
@@ -86,8 +88,9 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
     failed: Future[bool] = Future()
     failed.set_exception(RuntimeError("the runs table could not be written"))
 
-    # when: the offset map is recorded
-    mapped = record_offset_map(spark_append(spark), flow, paths, runs=failed)
+    # when: the offset map is recorded, as the job does, its entries waited for
+    mapped = record_offset_map(spark_append(spark), flow, paths, runs=failed,
+                               settle_s=STABLE_WAIT_S)
 
     # then: the run's rows were rebuilt from its entries instead
     assert mapped == 2
@@ -250,3 +253,58 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
     found = sorted((r["run_id"], r["partition"], r["records"])
                    for r in rows(paths.runs, flow.name))
     assert found == [("first", 0, 10), ("first", 1, 10), ("second", 0, 10), ("second", 1, 10)]
+
+
+def test_a_job_records_its_own_entries_though_their_commit_becomes_readable_late(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path
+) -> None:
+    # A transaction's commit returns before its markers, and with them the last stable
+    # offset, reach the offset-map topic: a job reading its entries at once could find
+    # none of them stable, leave Delta behind the target, and make the next idle run
+    # start a job only to record them. Forced here: another writer's transaction, open on
+    # the offset-map topic before the job's commits, ends only after them.
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    from ferry.runtime.local import LocalRunner
+    from ferry.steps.plan import prepare
+
+    create_topic(clusters["source"], topic_name, 2)
+    flow = flow_config(tmp_path, clusters, topic_name).enabled_flows[0]
+    run_cycle(flow, "topology")  # the remote and offset-map topics
+    produce(clusters["source"], topic_name,
+            [(None, f"v{i}".encode(), i % 2) for i in range(40)])
+    topic = offset_map_topic(flow)
+    other = Producer({"bootstrap.servers": clusters["target"],
+                      "transactional.id": f"{topic_name}-other"})
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(topic, key=b"another-writer", value=b"{}", partition=0)
+    assert other.flush(30) == 0
+    watcher = Consumer({"bootstrap.servers": clusters["target"], "group.id": topic_name,
+                        "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    watcher.assign([KafkaPartition(topic, 0, 0)])
+
+    def end_the_other_once_the_jobs_entries_are_written() -> None:
+        seen = 0
+        deadline = time.monotonic() + 120
+        while seen < 2 and time.monotonic() < deadline:  # one entry per partition's range
+            seen += sum(1 for m in watcher.consume(100, 0.2)
+                        if m.error() is None and b'"late"' in (m.value() or b""))
+        time.sleep(1.0)  # the job has read what was stable by now
+        other.abort_transaction(30)
+
+    ender = threading.Thread(target=end_the_other_once_the_jobs_entries_are_written)
+    ender.start()
+    try:
+        copied = LocalRunner(flow).run(prepare(flow, run_id="late").plan_file())
+    finally:
+        ender.join()
+        watcher.close()
+
+    assert copied.exit_code == 0 and copied.summary is not None
+    assert copied.summary["records"] == 40
+    entries = [r for r in read_all(clusters["target"], topic, 0)
+               if r.value is not None and b'"late"' in r.value]
+    recorded = rows(StatePaths(flow.ferry.state_dir).offset_map, flow.name, run_id="late")
+    assert len(entries) >= 2 and len(recorded) == len(entries)

@@ -4,6 +4,7 @@ topic's ID and end (where the Delta offset map stands in it: `ferry.state.mapcur
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 
 from ferry.config import Flow
@@ -45,3 +46,28 @@ def map_topic_facts(flow: Flow, target: Admin) -> tuple[str, Callable[[], int]]:
     topic = offset_map_topic(flow)
     tp = TopicPartition(topic, 0)
     return topic_ids(target, [topic]).get(topic, ""), lambda: target.watermarks([tp])[tp].high
+
+
+STABLE_WAIT_S = 10.0
+"""How long a job waits for the entries it just committed to become readable
+(`wait_stable`): far beyond a marker's usual milliseconds, far below a transaction left
+open by a writer that died (held until its `transaction.timeout.ms`)."""
+
+
+def wait_stable(flow: Flow, target: Admin, within: float = STABLE_WAIT_S) -> bool:
+    """Wait until every entry written to the offset-map topic before this call is readable
+    read_committed: its last stable offset at the high watermark as it is now. A commit
+    returns before its markers reach the topic, and a transaction of another writer
+    (another flow's lane, a retried job's) opened before the entries holds them back
+    until it ends. At most `within` s; whether they became readable. Transactions opened
+    after the call do not hold it up."""
+    from ferry.core.planner import TopicPartition
+
+    tp = TopicPartition(offset_map_topic(flow), 0)
+    written = target.ends([tp])[tp]
+    deadline = time.monotonic() + within
+    while target.last_stable([tp])[tp] < written:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True

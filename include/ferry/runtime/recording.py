@@ -76,7 +76,8 @@ def _timed(timings: dict[str, float] | None, part: str) -> Iterator[None]:
 def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
                       after: int | None = None, *, runs: Future[bool] | None = None,
                       timings: dict[str, float] | None = None,
-                      pending: Callable[[], Collection[str]] = frozenset) -> int:
+                      pending: Callable[[], Collection[str]] = frozenset,
+                      settle_s: float = 0.0) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
@@ -99,17 +100,30 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     job that rebuilds them. Another process's runs are not known here: their entries may
     be rebuilt before their own rows come, which are then the same keys and not appended
     (or, for a range the rebuild saw only the start of, left to the rebuild of its later
-    entries); a row is neither counted twice nor lost."""
+    entries); a row is neither counted twice nor lost.
+
+    `settle_s`: how long to wait for the entries already written to become readable
+    (`ferry.kafka.mapreader.wait_stable`), for a job recording the entries it has just
+    committed; 0 (a recorder behind a loop's copies, whose next batch reads them) reads
+    what is readable now. Entries still held back after it are the next job's to record."""
     from ferry.kafka.admin import Admin
-    from ferry.kafka.mapreader import map_topic_facts, read_entries
+    from ferry.kafka.mapreader import map_topic_facts, read_entries, wait_stable
     from ferry.state.mapcursor import map_cursor
     from ferry.state.reader import recorded_ranges
 
+    target = Admin(flow.target_admin)
     with _timed(timings, "cursor"):
-        cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
+        topic_id, topic_end = map_topic_facts(flow, target)
+        cursor = map_cursor(flow, topic_id, topic_end)
     if after is None:
         after = cursor.after
     topic = offset_map_topic(flow)
+    if settle_s > 0 and topic_id:
+        with _timed(timings, "stable"):
+            if not wait_stable(flow, target, settle_s):
+                log.info("entries of %s written in the last %.0fs are not readable yet (a "
+                         "transaction opened before them is still open): they are left to "
+                         "the next job", topic, settle_s, extra={"flow": flow.name})
     with _timed(timings, "entries"):
         found = list(read_entries(flow, after))
     waiting = set(pending())
@@ -157,9 +171,11 @@ class Unwritten(Exception):
 
 def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
                 runs: list[RunRow], timings: dict[str, float] | None = None,
-                pending: Callable[[], Collection[str]] = frozenset) -> int:
-    """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
-    appended. Raises `Unwritten` when it failed and the runs rows were not appended.
+                pending: Callable[[], Collection[str]] = frozenset,
+                settle_s: float = 0.0) -> int:
+    """Append `runs` rows, then the offset map (`record_offset_map`, `settle_s` passed
+    on); the offset-map rows appended. Raises `Unwritten` when it failed and the runs rows
+    were not appended.
 
     The runs first, then the offset map: a job killed between the two leaves the map
     behind, which the next job appends from the offset-map topic (its runs recorded, so
@@ -173,7 +189,7 @@ def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
         appended.set_exception(exc)
     try:
         return record_offset_map(append_to, flow, paths, runs=appended, timings=timings,
-                                 pending=pending)
+                                 pending=pending, settle_s=settle_s)
     except Exception as exc:
         if appended.exception() is not None:
             raise Unwritten(exc) from exc
