@@ -76,7 +76,8 @@ class Watch:
     """Blocking calls (a transaction's commit, a producer's initialisation) that may wait
     on an unanswering cluster for their whole timeout: each is said once when it has run
     `SILENT_S`, by one daemon thread for all of them (a call costs no thread of its own),
-    and its answer once when it returns after that. Thread-safe."""
+    and its answer once when it returns after that. The thread runs only while calls are
+    watched: a watch of a writer that is done leaves none behind. Thread-safe."""
 
     def __init__(self, every_s: float = 1.0,
                  now: Callable[[], float] = time.monotonic) -> None:
@@ -110,9 +111,14 @@ class Watch:
         while True:
             time.sleep(self.every_s)
             with self._lock:
+                if not self._calls:  # the next call starts a thread again
+                    self._thread = None
+                    return
                 for watched in self._calls:
                     watched.silence.saw(1)
 
-
-WATCH = Watch()
-"""The process's watch of blocking calls."""
+    @property
+    def watching(self) -> bool:
+        """Whether its thread runs."""
+        with self._lock:
+            return self._thread is not None

@@ -53,7 +53,7 @@ from ferry.core.internal import offset_map_topic, transactional_id
 from ferry.core.lanes import writer_of
 from ferry.core.planner import Range
 from ferry.core.positions import encode_position
-from ferry.core.silence import WATCH, Silence
+from ferry.core.silence import Silence, Watch
 from ferry.core.tables import RangeOutcome
 from ferry.core.takeover import Named
 from ferry.errors import FerryError, TerminalError, TransientError, WriterTaken
@@ -136,6 +136,7 @@ class Lane:
         """Records planned but not coming across the copy's batches (a source that takes
         the fetches and does not answer): said once after SILENT_S, not only when STALL_S
         fails the batch. Its clock starts at the copy's first look (a lane copies once)."""
+        self.watch = Watch()  # its blocking calls, each said once if it waits SILENT_S
         self.diagnose = False
         self.refused: Refusal | None = None
         """The first refusal (or record left unacknowledged) the target reported."""
@@ -273,11 +274,11 @@ class Lane:
 
     def retrying(self, call: Callable[[], Any], cluster: str, action: str) -> Any:
         """`call()` with transient states waited out; other Kafka errors raised as they are.
-        Each attempt that waits `SILENT_S` on the cluster is said once (`WATCH`)."""
+        Each attempt that waits `SILENT_S` on the cluster is said once (`self.watch`)."""
         extra = {"flow": self.flow.name, "lane": self.lane}
 
         def watched() -> Any:
-            with WATCH.call(self.log, cluster, f"writer {self.lane} {action}", extra):
+            with self.watch.call(self.log, cluster, f"writer {self.lane} {action}", extra):
                 return call()
 
         return retrying(watched, cluster=cluster, action=action,

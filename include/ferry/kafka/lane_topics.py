@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from ferry.config import Flow
-from ferry.core.silence import SILENT_S, WATCH
+from ferry.core.silence import SILENT_S, Watch
 from ferry.errors import TerminalError
 from ferry.kafka import metadata
 from ferry.kafka.delivery import CALL_TIMEOUT_S
@@ -52,6 +52,7 @@ class Lane(Protocol):
     clients: LaneClients
     learned: set[str]
     """Topics whose metadata the writer's producer asked for."""
+    watch: Watch
 
 
 def learn_partition(lane: Lane, client: Consumer | Producer, part: Part) -> bool:
@@ -77,12 +78,12 @@ def learn_topics(lane: Lane, consumer: Consumer, topics: Collection[str]) -> Non
     topic it has no metadata for fetches nothing until its periodic refresh of unknown
     topics (once a second in librdkafka): about half a second lost in every lane. On an
     error the refresh still comes; nothing is lost but that time. A source that does not
-    answer makes the call wait its whole timeout: said once after `SILENT_S` (`WATCH`)."""
+    answer makes the call wait its whole timeout: said once after `SILENT_S` (`Lane.watch`)."""
     extra = {"flow": lane.flow.name, "lane": lane.lane}
     for topic in sorted(topics):
         asked = time.monotonic()
         try:
-            with WATCH.call(lane.log, lane.flow.source,
+            with lane.watch.call(lane.log, lane.flow.source,
                             f"writer {lane.lane} reading the metadata of {topic}", extra):
                 consumer.list_topics(topic, timeout=CALL_TIMEOUT_S)
         except KafkaException as exc:

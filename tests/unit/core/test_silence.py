@@ -68,3 +68,18 @@ def test_a_blocking_call_that_waits_is_said_once_by_the_watch_and_its_answer_onc
     assert lines[0].startswith("WARNING cluster tgt: writer 0 committing the transaction: "
                                "no answer for 11 s: ")
     assert lines[1].startswith("INFO cluster tgt answers again: writer 0 committing")
+
+
+def test_a_watch_runs_its_thread_only_while_a_call_is_watched() -> None:
+    # one watch per writer: a writer that is done leaves no thread behind, however long
+    # the loop it served runs on
+    watch = Watch(every_s=0.01)
+    assert not watch.watching
+    with watch.call(logging.getLogger("ferry.test"), "tgt", "writer 0 committing"):
+        assert watch.watching
+    deadline = time.monotonic() + 5
+    while watch.watching and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not watch.watching
+    with watch.call(logging.getLogger("ferry.test"), "tgt", "writer 0 committing"):
+        assert watch.watching  # and the next call starts one again
