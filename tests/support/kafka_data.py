@@ -153,19 +153,22 @@ def produce_transactions(bootstrap: Conn, topic: str, batches: list[tuple[int, b
 
 def read_all(bootstrap: Conn, topic: str, partition: int, timeout: float = 30.0,
              group: str = "ferry-test-reader") -> list[Rec]:
-    """Every committed record of one partition, from the start to the current end."""
+    """Every committed record of one partition, from the start to the current end: every
+    transaction committed before the call included."""
     consumer = Consumer(conf(bootstrap, **{
         "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
         "enable.partition.eof": True}))
     tp = TopicPartition(topic, partition)
     try:
         low, high = consumer.get_watermark_offsets(tp, timeout=10)  # high: the LSO
-        if high <= low and _written_end(bootstrap, tp) > low:
+        written = _written_end(bootstrap, tp)
+        if high < written:
             # A transaction committed a moment ago: its markers, and with them the last
-            # stable offset, reach the partition asynchronously. Wait for them (10 s at
-            # most: a transaction still open has nothing committed to read).
+            # stable offset, reach the partition asynchronously, and a copy checked at once
+            # would miss its last records. Wait for them (10 s at most: a transaction
+            # still open has nothing committed to read past its start).
             deadline = time.monotonic() + 10
-            while high <= low and time.monotonic() < deadline:
+            while high < written and time.monotonic() < deadline:
                 time.sleep(0.05)
                 low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
         if high <= low:
