@@ -9,10 +9,13 @@ A producer writes `--rate` records/s (16-byte values) over 4 partitions for `--s
 at most every `ferry.continuous.interval.seconds`, Delta appended behind the copies every
 `ferry.state.record.interval.seconds`); `--set` adds config lines, e.g.
 `--set ferry.continuous.interval.seconds=0.5`. Once every record is on the target, the
-loop is stopped with SIGTERM. Counted over the measured window (after `--warmup`): the
-offset-map entries committed, the topic's log bytes on the target's disk (what its
-brokers keep: records, batch headers and each transaction's commit marker), and the Delta
-tables' data files and bytes; each is then given per day at the same rate. The offset-map
+loop is stopped with SIGTERM. Counted over the measured window (after `--warmup`, up to
+the moment every record was copied, before the loop's closing batch): the offset-map
+entries committed, the topic's log bytes on the target's disk (what its brokers keep:
+records, batch headers and each transaction's commit marker), and the Delta tables' data
+files, their bytes and log commits (Delta batches land once per
+`ferry.state.record.interval.seconds`, so a window counts whole batches: give `--seconds`
+several intervals); each is then given per day at the same rate. The offset-map
 topic is kept forever (docs/state.md, "Retention"), so its figure per day is its growth.
 """
 
@@ -30,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from bench.common import create_topic, local_clusters, work_dir, write_config
 
@@ -76,8 +79,11 @@ def entries(bootstrap: str) -> int:
         consumer.assign([TopicPartition(MAP_TOPIC, 0, 0)])
         while True:
             for msg in consumer.consume(10_000, 5.0):
-                if msg.error() is not None:
-                    return count
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return count
+                    raise SystemExit(f"reading {MAP_TOPIC}: {err}")
                 count += 1
     finally:
         consumer.close()
@@ -88,10 +94,12 @@ def map_log_bytes(kafka: Path) -> int:
     return sum(f.stat().st_size for f in kafka.glob(f"target/**/{MAP_TOPIC}-0/*.log"))
 
 
-def delta(table: Path) -> tuple[int, int]:
-    """(data files, bytes) of a Delta table's current files and history alike."""
-    files = list(table.glob("**/*.parquet"))
-    return len(files), sum(f.stat().st_size for f in files)
+def delta(table: Path) -> tuple[int, int, int]:
+    """A Delta table's data files (current and replaced alike), their bytes, and its log's
+    commit files."""
+    files = [f for f in table.glob("**/*.parquet") if "_delta_log" not in f.parts]
+    return (len(files), sum(f.stat().st_size for f in files),
+            len(list(table.glob("_delta_log/*.json"))))
 
 
 def main() -> None:
@@ -132,16 +140,17 @@ def main() -> None:
             time.sleep(0.5)
         window = time.monotonic() - began
         on_target = copied(cycles)
+        # counted before the loop stops: its closing batch is not the window's
+        counted = entries(clusters["target"]) - marks[0]
+        log_bytes = map_log_bytes(tmp / "kafka") - marks[1]
+        map_files, map_bytes, map_commits = (a - b for a, b in zip(
+            delta(state / "offset_map"), marks[2], strict=True))
+        run_files, run_bytes, run_commits = (a - b for a, b in zip(
+            delta(state / "runs"), marks[3], strict=True))
+        copying = [c for c in cycles[marks[4]:] if not c.get("idle")]
         loop.send_signal(signal.SIGTERM)
         loop.wait(120)
         reader.join(10)
-        counted = entries(clusters["target"]) - marks[0]
-        log_bytes = map_log_bytes(tmp / "kafka") - marks[1]
-        map_files, map_bytes = (a - b for a, b in zip(delta(state / "offset_map"), marks[2],
-                                                      strict=True))
-        run_files, run_bytes = (a - b for a, b in zip(delta(state / "runs"), marks[3],
-                                                      strict=True))
-        copying = [c for c in cycles[marks[4]:] if not c.get("idle")]
         per_day = DAY / window
 
         def line(what: str, value: float, unit: str = "") -> None:
@@ -153,9 +162,11 @@ def main() -> None:
         line("offset-map entries", counted)
         line("offset-map topic on the target's disk", log_bytes, " B")
         line("Delta offset_map: data files", map_files)
-        line("Delta offset_map: bytes", map_bytes, " B")
+        line("Delta offset_map: bytes of data", map_bytes, " B")
+        line("Delta offset_map: log commits", map_commits)
         line("Delta runs: data files", run_files)
-        line("Delta runs: bytes", run_bytes, " B")
+        line("Delta runs: bytes of data", run_bytes, " B")
+        line("Delta runs: log commits", run_commits)
         if counted:
             print(f"  per entry: {log_bytes / counted:,.0f} B in the topic, "
                   f"{map_bytes / counted:,.0f} B in Delta; a year of the topic at this "

@@ -31,6 +31,8 @@ from tests.support.kafka_data import create_topic, flow_config, produce, read_al
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ferry.config import Flow
+
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
@@ -256,16 +258,18 @@ def test_a_batch_behind_the_copies_rebuilds_no_run_whose_rows_are_still_to_come(
 
 
 def test_a_job_records_its_own_entries_though_their_commit_becomes_readable_late(
-    clusters: dict[str, str], topic_name: str, tmp_path: Path
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A transaction's commit returns before its markers, and with them the last stable
     # offset, reach the offset-map topic: a job reading its entries at once could find
     # none of them stable, leave Delta behind the target, and make the next idle run
     # start a job only to record them. Forced here: another writer's transaction, open on
-    # the offset-map topic before the job's commits, ends only after them.
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka import TopicPartition as KafkaPartition
+    # the offset-map topic before the job's commits, ends only once the job, its entries
+    # committed, waits for them to be readable (a job that reads at once never waits).
+    from confluent_kafka import Producer
 
+    from ferry.kafka import mapreader
     from ferry.runtime.local import LocalRunner
     from ferry.steps.plan import prepare
 
@@ -275,32 +279,29 @@ def test_a_job_records_its_own_entries_though_their_commit_becomes_readable_late
     produce(clusters["source"], topic_name,
             [(None, f"v{i}".encode(), i % 2) for i in range(40)])
     topic = offset_map_topic(flow)
-    other = Producer({"bootstrap.servers": clusters["target"],
+    other = Producer({"bootstrap.servers": clusters["target"], "log_level": 3,
                       "transactional.id": f"{topic_name}-other"})
     other.init_transactions(30)
     other.begin_transaction()
     other.produce(topic, key=b"another-writer", value=b"{}", partition=0)
     assert other.flush(30) == 0
-    watcher = Consumer({"bootstrap.servers": clusters["target"], "group.id": topic_name,
-                        "isolation.level": "read_uncommitted", "enable.auto.commit": False})
-    watcher.assign([KafkaPartition(topic, 0, 0)])
+    ending = threading.Lock()
 
-    def end_the_other_once_the_jobs_entries_are_written() -> None:
-        seen = 0
-        deadline = time.monotonic() + 120
-        while seen < 2 and time.monotonic() < deadline:  # one entry per partition's range
-            seen += sum(1 for m in watcher.consume(100, 0.2)
-                        if m.error() is None and b'"late"' in (m.value() or b""))
-        time.sleep(1.0)  # the job has read what was stable by now
-        other.abort_transaction(30)
+    def end_the_other() -> None:
+        if ending.acquire(blocking=False):  # once, by the first to come
+            other.abort_transaction(30)
 
-    ender = threading.Thread(target=end_the_other_once_the_jobs_entries_are_written)
-    ender.start()
+    waits = mapreader.wait_stable
+
+    def wait_while_the_other_ends(flow: Flow, within: float) -> tuple[int, int]:
+        threading.Timer(1.0, end_the_other).start()
+        return waits(flow, within)
+
+    monkeypatch.setattr(mapreader, "wait_stable", wait_while_the_other_ends)
     try:
         copied = LocalRunner(flow).run(prepare(flow, run_id="late").plan_file())
     finally:
-        ender.join()
-        watcher.close()
+        end_the_other()  # not ended by a wait that never came: after the job read
 
     assert copied.exit_code == 0 and copied.summary is not None
     assert copied.summary["records"] == 40

@@ -127,6 +127,9 @@ def produce(bootstrap: Conn, topic: str, records: list[tuple[bytes | None, bytes
                 break
             except BufferError:
                 producer.poll(0.1)
+            except KafkaException as exc:  # refused at once: the metadata lists no such
+                refused.append(f"{topic}-{partition}: {exc.args[0].str()}")  # partition
+                break
     assert producer.flush(60) == 0
     assert not refused, f"{len(refused)} records not delivered, first {refused[0]}"
 

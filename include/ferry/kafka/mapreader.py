@@ -54,20 +54,22 @@ STABLE_WAIT_S = 10.0
 open by a writer that died (held until its `transaction.timeout.ms`)."""
 
 
-def wait_stable(flow: Flow, target: Admin, within: float = STABLE_WAIT_S) -> bool:
+def wait_stable(flow: Flow, within: float = STABLE_WAIT_S) -> tuple[int, int]:
     """Wait until every entry written to the offset-map topic before this call is readable
     read_committed: its last stable offset at the high watermark as it is now. A commit
     returns before its markers reach the topic, and a transaction of another writer
     (another flow's lane, a retried job's) opened before the entries holds them back
-    until it ends. At most `within` s; whether they became readable. Transactions opened
-    after the call do not hold it up."""
+    until it ends. About `within` s at most: each look-up waits out transient states for
+    at most that too. Transactions opened after the call do not hold it up. (last stable
+    offset, high watermark) as last read: equal once everything was readable."""
     from ferry.core.planner import TopicPartition
 
     tp = TopicPartition(offset_map_topic(flow), 0)
-    written = target.ends([tp])[tp]
     deadline = time.monotonic() + within
-    while target.last_stable([tp])[tp] < written:
-        if time.monotonic() >= deadline:
-            return False
+    bounded = Admin(flow.target_admin, timeout=max(1.0, within), retry_seconds=within)
+    written = bounded.ends([tp])[tp]
+    stable = bounded.last_stable([tp])[tp]
+    while stable < written and time.monotonic() < deadline:
         time.sleep(0.05)
-    return True
+        stable = bounded.last_stable([tp])[tp]
+    return stable, written

@@ -107,23 +107,19 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     committed; 0 (a recorder behind a loop's copies, whose next batch reads them) reads
     what is readable now. Entries still held back after it are the next job's to record."""
     from ferry.kafka.admin import Admin
-    from ferry.kafka.mapreader import map_topic_facts, read_entries, wait_stable
+    from ferry.kafka.mapreader import map_topic_facts, read_entries
     from ferry.state.mapcursor import map_cursor
     from ferry.state.reader import recorded_ranges
 
-    target = Admin(flow.target_admin)
     with _timed(timings, "cursor"):
-        topic_id, topic_end = map_topic_facts(flow, target)
+        topic_id, topic_end = map_topic_facts(flow, Admin(flow.target_admin))
         cursor = map_cursor(flow, topic_id, topic_end)
     if after is None:
         after = cursor.after
     topic = offset_map_topic(flow)
     if settle_s > 0 and topic_id:
         with _timed(timings, "stable"):
-            if not wait_stable(flow, target, settle_s):
-                log.info("entries of %s written in the last %.0fs are not readable yet (a "
-                         "transaction opened before them is still open): they are left to "
-                         "the next job", topic, settle_s, extra={"flow": flow.name})
+            _settle(flow, topic, settle_s)
     with _timed(timings, "entries"):
         found = list(read_entries(flow, after))
     waiting = set(pending())
@@ -148,6 +144,28 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
         else:
             raise failed
     return len(found) if appended else 0
+
+
+def _settle(flow: Flow, topic: str, settle_s: float) -> None:
+    """Wait up to `settle_s` for the entries written to `topic` to become readable
+    (`wait_stable`). What is still held back after it, or a target that did not answer
+    the look-ups, leaves those entries to the next job (the copy is done and committed):
+    said, never raised."""
+    from ferry.errors import FerryError
+    from ferry.kafka.mapreader import wait_stable
+
+    extra = {"flow": flow.name}
+    try:
+        stable, written = wait_stable(flow, settle_s)
+    except FerryError as exc:
+        log.warning("could not read how far %s is readable (%s): its newest entries may be "
+                    "left to the next job", topic, exc, extra=extra)
+        return
+    if stable < written:
+        log.warning("%s: last stable offset %d still behind %d after %.0f s (a transaction "
+                    "open below %d, or its commit markers not yet written): the entries "
+                    "from %d on are left to the next job", topic, stable, written, settle_s,
+                    written, stable, extra=extra)
 
 
 def _outcome(future: Future[bool] | None) -> Exception | None:
