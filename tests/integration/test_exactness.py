@@ -406,17 +406,22 @@ def test_a_lane_that_fails_mid_transaction_aborts_it_at_once(
                        "ferry.transaction.max.records = 1000000\n").enabled_flows[0]
     prepare(flow, run_id="topology")  # creates the remote and offset-map topics
     remote = flow.remote_topic(topic_name)
-    stop = threading.Event()
+    stop, writing = threading.Event(), threading.Event()
 
     def intrude() -> None:
         writer = Producer(conf(clusters["target"]))
         while not stop.is_set():
             writer.produce(remote, b"foreign", partition=0)
             writer.flush(5)
+            writing.set()
             time.sleep(0.005)
 
     intruder = threading.Thread(target=intrude, daemon=True)
     intruder.start()
+    # writing before the lane starts, and on throughout its copy: on a loaded machine the
+    # intruder's first record once came after the lane's last, and the lane rightly failed
+    # nothing
+    assert writing.wait(30), "the other writer wrote nothing"
     try:
         lane = Lane(flow, [Range(topic_name, 0, 0, 50_000, expect=None)], "mixed")
         with pytest.raises(FerryError, match="the target assigned offsets"):
