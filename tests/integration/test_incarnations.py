@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from ferry.core.internal import offset_map_topic
 from ferry.core.tables import StatePaths
 from ferry.kafka.mapreader import STABLE_WAIT_S
-from ferry.runtime.recording import record_offset_map
+from ferry.runtime.recording import record_offset_map, settle_entries
 from ferry.spark.copy_job import spark_append
 from ferry.state.reader import rows
 from ferry.steps.checkpoints import run as checkpoints
@@ -81,8 +81,9 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
         produce(clusters["source"], topic_name,
                 [(None, f"a{run}-{i}".encode(), 0) for i in range(10)])
         run_cycle(flow, f"run-{run}")
-    # recorded as a job records its own entries: once readable (`wait_stable`)
-    assert record_offset_map(spark_append(spark), flow, paths, settle_s=STABLE_WAIT_S) == 4
+    # recorded as a job records its own entries: once readable
+    settle_entries(flow, STABLE_WAIT_S)
+    assert record_offset_map(spark_append(spark), flow, paths) == 4
     _delete(clusters["target"], offset_map_topic(flow))
 
     # when: the next run writes its entries into the new topic (offsets from 0 again)
@@ -90,7 +91,8 @@ def test_a_recreated_offset_map_topic_is_read_from_its_start(
     assert run_cycle(flow, "after-loss") == 10
 
     # then: they are recorded (not taken as already recorded), and found
-    assert record_offset_map(spark_append(spark), flow, paths, settle_s=STABLE_WAIT_S) == 1
+    settle_entries(flow, STABLE_WAIT_S)
+    assert record_offset_map(spark_append(spark), flow, paths) == 1
     (incident,) = rows(paths.incidents, flow.name)
     assert (incident["kind"], incident["topic"]) == ("offset-map-recreated",
                                                      offset_map_topic(flow))

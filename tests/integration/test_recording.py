@@ -23,7 +23,7 @@ from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap
 from ferry.core.tables import StatePaths
 from ferry.kafka.mapreader import STABLE_WAIT_S
-from ferry.runtime.recording import record_offset_map
+from ferry.runtime.recording import record_offset_map, settle_entries
 from ferry.spark.copy_job import run_copy_job, spark_append
 from ferry.state.reader import rows
 from tests.support.kafka_data import create_topic, flow_config, produce, read_all, run_cycle
@@ -91,8 +91,8 @@ def test_a_failed_runs_append_beside_the_offset_map_loses_no_history(
     failed.set_exception(RuntimeError("the runs table could not be written"))
 
     # when: the offset map is recorded, as the job does, its entries waited for
-    mapped = record_offset_map(spark_append(spark), flow, paths, runs=failed,
-                               settle_s=STABLE_WAIT_S)
+    settle_entries(flow, STABLE_WAIT_S)
+    mapped = record_offset_map(spark_append(spark), flow, paths, runs=failed)
 
     # then: the run's rows were rebuilt from its entries instead
     assert mapped == 2

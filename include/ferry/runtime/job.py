@@ -76,7 +76,7 @@ def copy_plan(plan: PlanFile, flow: Flow, lanes: RunsLanes, *, append: Append | 
     has one writer, delta-rs (a backfill records its gaps before any job)."""
     from ferry.core.lanes import by_writer, lanes_of
     from ferry.kafka.mapreader import STABLE_WAIT_S
-    from ferry.runtime.recording import Unwritten, record_runs
+    from ferry.runtime.recording import Unwritten, record_runs, settle_entries
     from ferry.state.reader import unrecorded_gaps
     from ferry.state.writer import append as append_gaps
 
@@ -104,8 +104,10 @@ def copy_plan(plan: PlanFile, flow: Flow, lanes: RunsLanes, *, append: Append | 
         recorder.add(run_id, runs)
         return JobResult(summary, failed, handed, None, tuple(gaps))
     assert append is not None, "a job records through an append or a recorder"
-    try:  # its own entries just committed: waited for until readable (`wait_stable`)
-        mapped = record_runs(append, flow, paths, runs, settle_s=STABLE_WAIT_S)
+    if runs:  # its own entries, just committed: readable before they are read back
+        settle_entries(flow, STABLE_WAIT_S)
+    try:
+        mapped = record_runs(append, flow, paths, runs)
     except Unwritten as exc:
         raise exc.cause from None
     return JobResult(summary, failed, handed, mapped, tuple(gaps))

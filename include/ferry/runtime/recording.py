@@ -76,8 +76,7 @@ def _timed(timings: dict[str, float] | None, part: str) -> Iterator[None]:
 def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
                       after: int | None = None, *, runs: Future[bool] | None = None,
                       timings: dict[str, float] | None = None,
-                      pending: Callable[[], Collection[str]] = frozenset,
-                      settle_s: float = 0.0) -> int:
+                      pending: Callable[[], Collection[str]] = frozenset) -> int:
     """Append the offset-map entries committed on the target but not yet in Delta (after
     topic offset `after`; default: the highest Delta holds), and `runs` rows for any run
     among them that has none (its job died before writing them). Exactly once even when
@@ -100,26 +99,19 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     job that rebuilds them. Another process's runs are not known here: their entries may
     be rebuilt before their own rows come, which are then the same keys and not appended
     (or, for a range the rebuild saw only the start of, left to the rebuild of its later
-    entries); a row is neither counted twice nor lost.
-
-    `settle_s`: how long to wait for the entries already written to become readable
-    (`ferry.kafka.mapreader.wait_stable`), for a job recording the entries it has just
-    committed; 0 (a recorder behind a loop's copies, whose next batch reads them) reads
-    what is readable now. Entries still held back after it are the next job's to record."""
+    entries); a row is neither counted twice nor lost. Only what is readable now is read:
+    a job recording the entries it has just committed waits for them first
+    (`settle_entries`); a recorder behind a loop's copies reads the rest in its next batch."""
     from ferry.kafka.admin import Admin
     from ferry.kafka.mapreader import map_topic_facts, read_entries
     from ferry.state.mapcursor import map_cursor
     from ferry.state.reader import recorded_ranges
 
     with _timed(timings, "cursor"):
-        topic_id, topic_end = map_topic_facts(flow, Admin(flow.target_admin))
-        cursor = map_cursor(flow, topic_id, topic_end)
+        cursor = map_cursor(flow, *map_topic_facts(flow, Admin(flow.target_admin)))
     if after is None:
         after = cursor.after
     topic = offset_map_topic(flow)
-    if settle_s > 0 and topic_id:
-        with _timed(timings, "stable"):
-            _settle(flow, topic, settle_s)
     with _timed(timings, "entries"):
         found = list(read_entries(flow, after))
     waiting = set(pending())
@@ -146,15 +138,16 @@ def record_offset_map(append_to: Append, flow: Flow, paths: StatePaths,
     return len(found) if appended else 0
 
 
-def _settle(flow: Flow, topic: str, settle_s: float) -> None:
-    """Wait up to `settle_s` for the entries written to `topic` to become readable
-    (`wait_stable`). What is still held back after it, or a target that did not answer
-    the look-ups, leaves those entries to the next job (the copy is done and committed):
-    said, never raised."""
+def settle_entries(flow: Flow, settle_s: float) -> None:
+    """Wait up to `settle_s` for the entries written to the flow's offset-map topic to
+    become readable (`ferry.kafka.mapreader.wait_stable`): a job's own, just committed,
+    before it records them. What is still held back after it, or a target that did not
+    answer the look-ups, leaves those entries to the next job (the copy is done and
+    committed): said, never raised."""
     from ferry.errors import FerryError
     from ferry.kafka.mapreader import wait_stable
 
-    extra = {"flow": flow.name}
+    topic, extra = offset_map_topic(flow), {"flow": flow.name}
     try:
         stable, written = wait_stable(flow, settle_s)
     except FerryError as exc:
@@ -189,11 +182,9 @@ class Unwritten(Exception):
 
 def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
                 runs: list[RunRow], timings: dict[str, float] | None = None,
-                pending: Callable[[], Collection[str]] = frozenset,
-                settle_s: float = 0.0) -> int:
-    """Append `runs` rows, then the offset map (`record_offset_map`, `settle_s` passed
-    on); the offset-map rows appended. Raises `Unwritten` when it failed and the runs rows
-    were not appended.
+                pending: Callable[[], Collection[str]] = frozenset) -> int:
+    """Append `runs` rows, then the offset map (`record_offset_map`); the offset-map rows
+    appended. Raises `Unwritten` when it failed and the runs rows were not appended.
 
     The runs first, then the offset map: a job killed between the two leaves the map
     behind, which the next job appends from the offset-map topic (its runs recorded, so
@@ -207,7 +198,7 @@ def record_runs(append_to: Append, flow: Flow, paths: StatePaths,
         appended.set_exception(exc)
     try:
         return record_offset_map(append_to, flow, paths, runs=appended, timings=timings,
-                                 pending=pending, settle_s=settle_s)
+                                 pending=pending)
     except Exception as exc:
         if appended.exception() is not None:
             raise Unwritten(exc) from exc

@@ -12,7 +12,7 @@ import pytest
 from ferry.config import Flow
 from ferry.errors import TransientError
 from ferry.kafka import mapreader
-from ferry.runtime.recording import _settle
+from ferry.runtime.recording import settle_entries
 from tests.unit.conftest import BASE, Loader
 
 
@@ -46,6 +46,6 @@ def test_entries_not_readable_after_the_wait_are_left_to_the_next_job_in_one_war
 ) -> None:
     monkeypatch.setattr(mapreader, "wait_stable", wait)
     with caplog.at_level(logging.INFO, "ferry.runtime.recording"):
-        _settle(flow, "ferry-offset-map.A.internal", 10.0)
+        settle_entries(flow, 10.0)
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines == ([] if said is None else [("WARNING", said)])
