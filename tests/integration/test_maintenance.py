@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -324,3 +325,121 @@ def test_flows_writing_and_reading_during_maintenance_lose_nothing(
         # readers never saw rows disappear, and the old snapshot is still readable
         assert seen[path] == sorted(seen[path]) and seen[path]
         assert held[path].to_pyarrow_table().num_rows == 2
+
+
+MAP_TOPIC = "ferry-offset-map.A.internal"
+
+
+def map_entries(flow: str, run_id: str, partition: int, first: int, count: int,
+                committed_ms: int, size: int = 3) -> list[MapEntry]:
+    """`count` one-second transactions of `size` records of one partition, each followed
+    by its commit marker on the target, from transaction `first` on."""
+    return [MapEntry(flow, run_id, 0, "orders", partition, "A.orders", partition,
+                     n * size, (n + 1) * size, (Segment(n * size, n * (size + 1), size),),
+                     committed_ms + n * 1000, bytes=size * 100,
+                     target_end=n * (size + 1) + size, source_id="S", target_id="T")
+            for n in range(first, first + count)]
+
+
+def map_table_rows(entries: list[MapEntry], first_offset: int) -> list[dict[str, Any]]:
+    return [offset_map_row(e, MAP_TOPIC, first_offset + i, "MAP")
+            for i, e in enumerate(entries)]
+
+
+def answers(path: str, flow: str) -> dict[tuple[int, int], Any]:
+    """Where each source offset of each partition went, as `ferry offsets` resolves it."""
+    from ferry.core.offsetmap import covering, latest_cover
+    from ferry.state.reader import map_rows
+
+    by_partition: dict[int, list[Any]] = {}
+    for row in map_rows(path, flow):
+        by_partition.setdefault(row.entry.source_partition, []).append((row.offset, row.entry))
+    found = {}
+    for partition, keyed in by_partition.items():
+        entries = latest_cover(keyed)
+        for offset in range(entries[-1].covered_end + 2):
+            hit = covering(entries, offset)
+            found[partition, offset] = None if hit is None else (hit[0].run_id, hit[1])
+    return found
+
+
+def test_folding_the_offset_map_keeps_every_answer_and_every_writer_reads_it_as_recorded(
+        spark: SparkSession, tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    from ferry.spark.copy_job import _append as keyed_append_with_spark
+    from ferry.state.reader import max_map_offsets
+
+    # given: two hours ago a run recorded 120 one-second transactions of two partitions
+    # (the recorder's delta-rs batches), a second run then re-copied a stretch of
+    # partition 0 (an at_least_once crash), and the last minute's entries are recent
+    config = state_config(tmp_path)
+    path = StatePaths(config.enabled_flows[0].ferry.state_dir).offset_map
+    flow = "A->B"
+    old = int((time.time() - 7200) * 1000)
+    p0, p1 = map_entries(flow, "r1", 0, 0, 60, old), map_entries(flow, "r1", 1, 0, 60, old)
+    settled = [*p0[:40], *p1[:40]]
+    rerun = [replace(e, run_id="r2", committed_at_ms=old + 100_000, segments=(
+        Segment(e.covered_start, 1000 + e.covered_start, 3),)) for e in p0[10:12]]
+    later = [*p0[40:], *p1[40:]]
+    recorded = (map_table_rows(settled, 0) + map_table_rows(rerun, 80)
+                + map_table_rows(later, 82))
+    recent = map_table_rows(map_entries(flow, "r1", 0, 60, 5, int(time.time() * 1000)), 122)
+    for batch in (recorded[:50], recorded[50:], recent):
+        assert writer.append(path, OFFSET_MAP_DDL, batch)
+    before, cursor = answers(path, flow), max_map_offsets(path, flow)
+    assert before[0, 31] == ("r2", 1031) and before[0, 40] == ("r1", 53)
+
+    # when: maintenance runs
+    report = maintain_table(path, "offset_map", 168, policy=CompactionPolicy())
+
+    # then: each run of adjacent entries is one row, the recent entries are as written
+    assert [(f.partition, f.rows_before, f.rows_after) for f in report.folded] == [
+        (flow, 122, 4)]
+    table = DeltaTable(path).to_pyarrow_table().to_pylist()
+    # partition 0: r1's entries up to r2's re-copy, r2's two, r1's after them (they do
+    # not join r1's first row across r2's); partition 1: r1's, all one
+    assert sorted((r["source_partition"], r["map_offset"], r["map_offset_end"], r["run_id"])
+                  for r in table if r["map_offset_end"] is not None) == [
+        (0, 0, 39, "r1"), (0, 80, 81, "r2"), (0, 82, 101, "r1"), (1, 40, 121, "r1")]
+    assert len(table) == 4 + 5
+    # every answer is the same, and so is where the recorder reads the topic on from
+    assert answers(path, flow) == before
+    assert max_map_offsets(path, flow) == cursor
+    # both writers find every folded entry recorded, and append what is new
+    assert not writer.append(path, OFFSET_MAP_DDL, recorded)
+    assert not keyed_append_with_spark(spark, recorded[:30], OFFSET_MAP_DDL, path, None)
+    fresh = map_table_rows(map_entries(flow, "r1", 0, 65, 1, int(time.time() * 1000)), 127)
+    assert keyed_append_with_spark(spark, recent + fresh, OFFSET_MAP_DDL, path, None)
+    assert len(DeltaTable(path).to_pyarrow_table().to_pylist()) == 10
+    # a second run has nothing left to fold
+    assert not maintain_table(path, "offset_map", 168, policy=CompactionPolicy()).folded
+
+
+def test_a_fold_that_another_writer_overtook_changes_nothing_and_is_retried(
+        tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from deltalake import DeltaTable
+
+    from ferry.state.coalesce import fold_offset_map
+
+    path = str(tmp_path / "offset_map")
+    old = int((time.time() - 7200) * 1000)
+    assert writer.append(path, OFFSET_MAP_DDL,
+                         map_table_rows(map_entries("A->B", "r1", 0, 0, 20, old), 0))
+    # given: a fold read its snapshot, then the recorder appended a batch
+    snapshot = DeltaTable(path)
+    late = map_table_rows(map_entries("A->B", "r1", 0, 20, 1, int(time.time() * 1000)), 20)
+    assert writer.append(path, OFFSET_MAP_DDL, late)
+    written = DeltaTable(path).to_pyarrow_table().num_rows
+
+    # when: the fold commits on its snapshot
+    settled = datetime.now(UTC) - timedelta(hours=1)
+    folded, lost = fold_offset_map(path, settled, snapshot=snapshot)
+
+    # then: it lost to the recorder's commit; nothing changed; the next run folds
+    assert (folded, lost) == ((), ("A->B",))
+    assert DeltaTable(path).to_pyarrow_table().num_rows == written == 21
+    folded, lost = fold_offset_map(path, settled)
+    assert [(f.rows_before, f.rows_after) for f in folded] == [(20, 1)] and lost == ()

@@ -89,7 +89,8 @@ def test_two_jobs_first_appends_into_one_fresh_state_folder_both_land(
 
 @pytest.mark.parametrize(("table", "added_later"), [
     ("runs", ["duplicates"]),
-    ("offset_map", ["target_end", "source_topic_id", "target_topic_id", "map_topic_id"]),
+    ("offset_map", ["target_end", "source_topic_id", "target_topic_id", "map_topic_id",
+                    "map_offset_end"]),
 ])
 def test_the_copy_jobs_append_adds_a_new_releases_columns_to_a_table_an_older_one_wrote(
     spark: SparkSession, tmp_path: Path, table: str, added_later: list[str]

@@ -345,6 +345,22 @@ def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
 
 
 @dataclass(frozen=True)
+class MapWindow:
+    """The part of one source partition's offset map that a look-up at `ends_after` or
+    later reads: the entries whose covered range ends after it, or, where none does, the
+    entries that end last (where the mirrored range ends). Entries ending at or before
+    the offset never change an answer at or after it (`latest_cover` resolves an offset
+    among the entries covering it), so a look-up reads what is recent, however long the
+    partition has been mirrored."""
+
+    partition: int
+    ends_after: int
+
+    def holds(self, entry: MapEntry) -> bool:
+        return entry.source_partition == self.partition and entry.covered_end > self.ends_after
+
+
+@dataclass(frozen=True)
 class MapCursor:
     """Where the Delta offset map stands against the offset-map topic on the target."""
 

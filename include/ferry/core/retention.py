@@ -110,6 +110,19 @@ class CompactionPolicy:
     """Compact a partition once it has this many files below `target_bytes`."""
     target_bytes: int = 128 * 1024 * 1024
     """The size compaction aims at; files at or above it are left alone."""
+    fold_after_s: int = 3600
+    """Offset-map entries fold (`ferry.core.coalescing`) once committed this long ago:
+    writers append entries within minutes of their commit, and an hour of a flow's
+    entries stays as written for whoever reads them back."""
+
+
+@dataclass(frozen=True)
+class FoldedPartition:
+    """A flow's offset-map rows before and after its settled entries were folded."""
+
+    partition: str
+    rows_before: int
+    rows_after: int
 
 
 @dataclass(frozen=True)
@@ -223,11 +236,17 @@ class TableReport:
     retention_hours: int = DEFAULT_RETENTION_HOURS
     checkpointed: bool = False
     warnings: tuple[str, ...] = ()
+    folded: tuple[FoldedPartition, ...] = ()
+    """Flows whose settled offset-map entries were folded (the offset map only)."""
+    fold_conflicts: tuple[str, ...] = ()
+    """Flows whose fold lost to a concurrent writer: the next run folds them."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types only (lists, not tuples: Airflow's XCom would wrap tuples)."""
         return asdict(self) | {"compacted": [asdict(c) for c in self.compacted],
                                "conflicts": list(self.conflicts),
+                               "folded": [asdict(f) for f in self.folded],
+                               "fold_conflicts": list(self.fold_conflicts),
                                "warnings": list(self.warnings)}
 
     def text(self, dry_run: bool = False) -> str:
@@ -237,6 +256,10 @@ class TableReport:
         parts = [f"{self.path}: {self.files_before} files ({_size(self.bytes_before)})"]
         if not dry_run:
             parts[0] += f" -> {self.files_after} files ({_size(self.bytes_after)})"
+        if self.folded:
+            parts.append(f"{would}fold the settled offset-map entries of " + ", ".join(
+                f"{f.partition} ({f.rows_before} -> {f.rows_after} rows)"
+                for f in self.folded))
         if self.compacted:
             parts.append(f"{would}compact " + ", ".join(
                 f"{c.partition} ({c.files_before}" +
@@ -250,6 +273,9 @@ class TableReport:
         if self.conflicts:
             parts.append("compaction lost to a concurrent change, retried next run: "
                          + ", ".join(self.conflicts))
+        if self.fold_conflicts:
+            parts.append("folding lost to a concurrent writer, retried next run: "
+                         + ", ".join(self.fold_conflicts))
         return "; ".join(parts) + "".join(f"\n  warning: {w}" for w in self.warnings)
 
 

@@ -21,7 +21,7 @@ OFFSET_MAP_DDL = (
     "segments array<struct<source_start:bigint,target_start:bigint,count:bigint>>, "
     "run_id string, lane int, committed_at timestamp, map_topic string, map_offset bigint, "
     "bytes bigint, schema_version int, target_end bigint, source_topic_id string, "
-    "target_topic_id string, map_topic_id string")
+    "target_topic_id string, map_topic_id string, map_offset_end bigint")
 RUNS_DDL = (
     "flow string, run_id string, lane int, topic string, partition int, range_start bigint, "
     "range_end bigint, records bigint, bytes bigint, seconds double, max_record_age_ms bigint, "
@@ -161,6 +161,34 @@ range's own row and the row rebuilt from its entries (their ranges start where t
 does) are one."""
 
 
+RANGE_ENDS: dict[str, str] = {"map_offset": "map_offset_end"}
+"""Key columns a row may hold a range of: an offset-map row maintenance folded
+(`ferry.core.coalescing`) stands for the entries `map_offset..map_offset_end`, so the key
+of each of them counts as present (`held_keys`)."""
+
+
+def held_keys(columns: Sequence[str], stored: Iterable[Mapping[str, Any]],
+              candidates: Iterable[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
+    """The keys of `candidates` that `stored` rows hold: the same key, or, for a key whose
+    last column is a range (`RANGE_ENDS`), a stored row of the same other columns whose
+    range `column..end` includes the candidate's value."""
+    keys = {row_key(columns, r) for r in stored}
+    last = columns[-1]
+    end = RANGE_ENDS.get(last)
+    ranges: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    if end is not None:
+        for r in stored:
+            if r.get(end) is not None:
+                ranges.setdefault(row_key(columns[:-1], r), []).append((r[last], r[end]))
+    held = set()
+    for row in candidates:
+        key = row_key(columns, row)
+        if key in keys or any(a <= row[last] <= b
+                              for a, b in ranges.get(row_key(columns[:-1], row), ())):
+            held.add(key)
+    return held
+
+
 def keyed_table(ddl: str) -> tuple[str, tuple[str, ...]] | None:
     """The table whose schema is `ddl` and its key columns (`ROW_KEYS`); None for a table
     appended without keys (or a schema of an older release)."""
@@ -189,7 +217,10 @@ def absent(rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
 
 
 def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
-                   map_topic_id: str = "") -> dict[str, Any]:
+                   map_topic_id: str = "", map_offset_end: int | None = None
+                   ) -> dict[str, Any]:
+    """The row of `entry`, read at `map_offset` in the offset-map topic; a row that folds
+    the entries up to `map_offset_end` (`ferry.core.coalescing`) names that offset too."""
     return {
         "flow": entry.flow, "source_topic": entry.source_topic,
         "source_partition": entry.source_partition, "target_topic": entry.target_topic,
@@ -202,7 +233,7 @@ def offset_map_row(entry: MapEntry, map_topic: str, map_offset: int,
         "map_topic": map_topic, "map_offset": map_offset, "bytes": entry.bytes,
         "schema_version": SCHEMA_VERSION, "target_end": entry.target_end,
         "source_topic_id": entry.source_id, "target_topic_id": entry.target_id,
-        "map_topic_id": map_topic_id,
+        "map_topic_id": map_topic_id, "map_offset_end": map_offset_end,
     }
 
 
@@ -214,6 +245,9 @@ class MapRow(NamedTuple):
     entry: MapEntry
     map_topic_id: str
     """The ID of the offset-map topic it was read from ("" when not recorded)."""
+    last: int = -1
+    """The last offset-map topic offset the row stands for: past `offset` when it folds
+    several entries (`ferry.core.coalescing`); -1 when it is `offset`."""
 
 
 def map_row(row: Mapping[str, Any]) -> MapRow:
@@ -227,7 +261,12 @@ def map_row(row: Mapping[str, Any]) -> MapRow:
                        for s in row["segments"]),
         committed_at_ms=int(row["committed_at"].timestamp() * 1000),
         target_end=row.get("target_end"), source_id=row.get("source_topic_id") or "",
-        target_id=row.get("target_topic_id") or ""), row.get("map_topic_id") or "")
+        target_id=row.get("target_topic_id") or ""), row.get("map_topic_id") or "",
+        _last(row.get("map_offset_end")))
+
+
+def _last(end: Any) -> int:
+    return int(end) if end is not None else -1
 
 
 R = TypeVar("R", bound=Mapping[str, Any])

@@ -1,5 +1,6 @@
-"""Compact and vacuum the Delta state tables with delta-rs, while flows keep writing
-(adapter; the decisions are `ferry.core.retention`).
+"""Fold, compact and vacuum the Delta state tables with delta-rs, while flows keep
+writing (adapter; the decisions are `ferry.core.retention`; the offset map's settled
+entries are folded first, `ferry.state.coalesce`).
 
 Why this is safe next to running flows:
 
@@ -26,6 +27,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -36,6 +38,7 @@ from ferry.core.retention import (
     CompactedPartition,
     CompactionPolicy,
     DataFile,
+    FoldedPartition,
     MaintenanceReport,
     PartitionPlan,
     StoredFile,
@@ -80,28 +83,37 @@ def maintain(config: Config, retention_hours: int = DEFAULT_RETENTION_HOURS,
 
 def maintain_table(path: str, name: str, retention_hours: int, dry_run: bool = False,
                    policy: CompactionPolicy | None = None) -> TableReport:
-    """One table: compact the flow partitions the policy picks, checkpoint, vacuum, clean
-    up expired log files. `retention_hours` is taken as given here (`maintain` checks
-    it): tests use 0 to see vacuum at work."""
+    """One table: fold the offset map's settled entries (`ferry.state.coalesce`), compact
+    the flow partitions the policy picks, checkpoint, vacuum, clean up expired log files.
+    `retention_hours` is taken as given here (`maintain` checks it): tests use 0 to see
+    vacuum at work."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaProtocolError
 
     if not DeltaTable.is_deltatable(path):
         return TableReport(name, path, present=False, retention_hours=retention_hours)
+    policy = policy or CompactionPolicy()
+    folded: tuple[FoldedPartition, ...] = ()
+    fold_conflicts: tuple[str, ...] = ()
+    if name == "offset_map":  # rows first: compaction then rewrites fewer, larger files
+        from ferry.state.coalesce import fold_offset_map
+
+        settled = datetime.now(UTC) - timedelta(seconds=policy.fold_after_s)
+        folded, fold_conflicts = fold_offset_map(path, settled, dry_run)
     table = DeltaTable(path)
     before = data_files(table)
-    plan = compaction_plan(before, policy or CompactionPolicy())
+    plan = compaction_plan(before, policy)
     try:
         if dry_run:
             compacted = tuple(CompactedPartition(p.partition, p.files, None) for p in plan)
             conflicts: tuple[str, ...] = ()
         else:
-            compacted, conflicts = compact(table, plan, policy or CompactionPolicy())
+            compacted, conflicts = compact(table, plan, policy)
     except DeltaProtocolError as exc:
         raise TerminalError(
             f"{path}: delta-rs cannot rewrite this table ({exc}); compact it with Spark "
             "(OPTIMIZE) or keep the state tables on features delta-rs writes") from None
-    checkpointed = bool(compacted) and not dry_run
+    checkpointed = bool(compacted or folded) and not dry_run
     if checkpointed:
         # Readers replay the log from the last checkpoint: start them after compaction.
         table.create_checkpoint()
@@ -115,7 +127,8 @@ def maintain_table(path: str, name: str, retention_hours: int, dry_run: bool = F
         bytes_before=sum(f.bytes for f in before), bytes_after=sum(f.bytes for f in after),
         compacted=compacted, conflicts=conflicts, vacuumed_files=vacuumed.files,
         vacuumed_bytes=vacuumed.bytes, swept_files=vacuumed.swept,
-        retention_hours=retention, checkpointed=checkpointed, warnings=vacuumed.warnings)
+        retention_hours=retention, checkpointed=checkpointed, warnings=vacuumed.warnings,
+        folded=folded, fold_conflicts=fold_conflicts)
     log.info("%s", report.text(dry_run))
     return report
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ferry.core.offsetmap import MapWindow
 from ferry.core.planner import Gap
 from ferry.core.tables import MapRow, map_row, unrecorded
 from ferry.errors import TerminalError
@@ -118,13 +119,14 @@ def present_keys(table: Any, path: str, flow: str, columns: Sequence[str],
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from ferry.core.tables import row_key
+    from ferry.core.tables import RANGE_ENDS, held_keys
 
     if not rows:
         return set()
     files = dataset(table, path, flow)
     names = set(files.schema.names)
     condition = ds.scalar(True)
+    read = list(columns)
     for column in columns:
         if column == "flow":
             continue
@@ -135,13 +137,18 @@ def present_keys(table: Any, path: str, flow: str, columns: Sequence[str],
         kind = files.schema.field(column).type
         matches = ds.field(column).isin(pa.array(known, type=kind)) if known \
             else ds.scalar(False)
+        end = RANGE_ENDS.get(column)
+        if end is not None and end in names and known:  # a folded row holds its range
+            read.append(end)
+            matches = matches | (ds.field(end).is_valid() & (ds.field(column) <= known[-1])
+                                 & (ds.field(end) >= known[0]))
         if None in values or "" in values:  # the key's empty value: null or "" in the table
             matches = matches | ds.field(column).is_null()
             if pa.types.is_string(kind):
                 matches = matches | (ds.field(column) == "")
         condition = condition & matches
-    found = files.to_table(columns=list(columns), filter=condition).to_pylist()
-    return {row_key(columns, r) for r in found}
+    found = files.to_table(columns=read, filter=condition).to_pylist()
+    return held_keys(columns, found, rows)
 
 
 def transaction_version(path: str, app_id: str) -> int | None:
@@ -172,8 +179,9 @@ def last_steps(path: str, flow: str) -> dict[str, datetime]:
 
 def max_map_offsets(path: str, flow: str) -> dict[str, int]:
     """Map topic ID -> the highest offset-map topic offset the Delta table holds for the
-    flow from that topic ("" for rows of an older Ferry, which recorded no ID): one read
-    of two columns of the flow's files."""
+    flow from that topic ("" for rows of an older Ferry, which recorded no ID; a folded
+    row holds offsets up to its `map_offset_end`): one read of the flow's files' offset
+    columns."""
     import pyarrow.compute as pc
 
     table = open_table(path)
@@ -184,7 +192,13 @@ def max_map_offsets(path: str, flow: str) -> dict[str, int]:
         column = files.to_table(columns=["map_offset"]).column("map_offset")
         value = pc.max(column).as_py() if len(column) else None
         return {} if value is None else {"": int(value)}
-    found = files.to_table(columns=["map_offset", "map_topic_id"])
+    read = ["map_offset", "map_topic_id"]
+    if "map_offset_end" in files.schema.names:  # a folded row stands for offsets up to its end
+        read.append("map_offset_end")
+    found = files.to_table(columns=read)
+    if "map_offset_end" in read:
+        found = found.set_column(0, "map_offset", pc.max_element_wise(
+            found.column("map_offset"), found.column("map_offset_end"), skip_nulls=True))
     grouped = found.group_by("map_topic_id").aggregate([("map_offset", "max")])
     by_id: dict[str, int] = {}
     for topic_id, value in zip(grouped.column("map_topic_id").to_pylist(),
@@ -195,10 +209,14 @@ def max_map_offsets(path: str, flow: str) -> dict[str, int]:
     return by_id
 
 
-def map_rows(path: str, flow: str, topics: Collection[str] | None = None
-             ) -> list[MapRow]:
+def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
+             window: MapWindow | None = None) -> list[MapRow]:
     """The flow's offset-map entries (of `topics` only, when given), each with its offset in
-    the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`)."""
+    the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`). With
+    a `window`, only the rows of its source partition that end after its offset, or, where
+    none does, those that end last: filtered as the files are read, so a look-up reads
+    what is recent however long the partition has been mirrored."""
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     table = open_table(path)
@@ -207,5 +225,14 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None
     condition = ds.scalar(True)
     if topics is not None:
         condition = ds.field("source_topic").isin(sorted(topics))
-    return [map_row(r) for r in
-            dataset(table, path, flow).to_table(filter=condition).to_pylist()]
+    files = dataset(table, path, flow)
+    if window is None:
+        return [map_row(r) for r in files.to_table(filter=condition).to_pylist()]
+    condition = condition & (ds.field("source_partition") == window.partition)
+    found = files.to_table(filter=condition & (ds.field("covered_end") > window.ends_after))
+    if not found.num_rows:
+        ends = files.to_table(columns=["covered_end"], filter=condition).column("covered_end")
+        if not len(ends):
+            return []
+        found = files.to_table(filter=condition & (ds.field("covered_end") == pc.max(ends)))
+    return [map_row(r) for r in found.to_pylist()]

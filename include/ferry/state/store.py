@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ferry.config import Flow
+from ferry.core.offsetmap import MapWindow
 from ferry.core.planner import Gap
 from ferry.core.tables import JOB_TABLES, SCHEMAS, MapRow, StatePaths
 from ferry.state import reader, writer
@@ -45,5 +46,6 @@ class DeltaStore:
     def unrecorded_gaps(self, flow: str, gaps: Sequence[Gap]) -> list[Gap]:
         return reader.unrecorded_gaps(self._path("gaps"), flow, gaps)
 
-    def map_rows(self, flow: str, topics: Collection[str] | None = None) -> list[MapRow]:
-        return reader.map_rows(self._path("offset_map"), flow, topics)
+    def map_rows(self, flow: str, topics: Collection[str] | None = None,
+                 window: MapWindow | None = None) -> list[MapRow]:
+        return reader.map_rows(self._path("offset_map"), flow, topics, window)

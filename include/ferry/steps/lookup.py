@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from ferry.config import Flow
-from ferry.core.offsetmap import MapEntry, covering, latest_cover, next_mirrored
+from ferry.core.offsetmap import MapEntry, MapWindow, covering, latest_cover, next_mirrored
 from ferry.state.store import DeltaStore
 from ferry.steps.clusters import Cluster
 from ferry.steps.ports import HasTopicIds, OffsetMapTarget, StateStore
@@ -69,7 +69,9 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
          state: StateStore | None = None) -> Answer:
     """Where `source_offset` of the source partition went (see `partition_entries`; the
     clusters and the state default to the flow's)."""
-    entries = partition_entries(flow, [topic], source=source, target=target, state=state).get(
+    # only the entries a look-up at this offset reads (`MapWindow`): the recent ones
+    entries = partition_entries(flow, [topic], source=source, target=target, state=state,
+                                window=MapWindow(partition, source_offset)).get(
         (topic, partition), [])
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
@@ -101,7 +103,8 @@ Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
                     into: Callable[[str], str] | None = None, claims: bool = False, *,
                     source: HasTopicIds | None = None, target: OffsetMapTarget | None = None,
-                    state: StateStore | None = None) -> Grouped:
+                    state: StateStore | None = None, window: MapWindow | None = None
+                    ) -> Grouped:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
     up (a job that died between the Kafka commit and the Delta write).
@@ -117,8 +120,9 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
 
     `source` and `target` default to the flow's clusters: the target's offset-map topic and
     both sides' topic IDs are read through them; `state` defaults to the Delta tables under
-    `ferry.state.dir`."""
-    every, target_ids, _ = _claims(flow, topics, into, source, target, state)
+    `ferry.state.dir`. With a `window`, only its source partition's entries a look-up at
+    its offset reads (`MapWindow`)."""
+    every, target_ids, _ = _claims(flow, topics, into, source, target, state, window=window)
     return every if claims else _live(every, target_ids)
 
 
@@ -168,7 +172,8 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 def _claims(flow: Flow, topics: Collection[str] | None,
             into: Callable[[str], str] | None, source: HasTopicIds | None,
             target: OffsetMapTarget | None, state: StateStore | None,
-            source_ids_required: bool = False) -> tuple[Grouped, dict[str, str], Grouped]:
+            source_ids_required: bool = False, window: MapWindow | None = None
+            ) -> tuple[Grouped, dict[str, str], Grouped]:
     """Every entry of the current source incarnations (see `current_entries`), the
     destinations' current topic IDs, and the entries of other source incarnations. The
     source topics' IDs unread (the source cluster down: a disaster a look-up or a failover
@@ -183,13 +188,14 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     target = target or Cluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
-    for row in (state or DeltaStore.of(flow)).map_rows(flow.name, topics):
+    for row in (state or DeltaStore.of(flow)).map_rows(flow.name, topics, window):
         current = row.map_topic_id == cursor.topic_id or (
             not row.map_topic_id and cursor.legacy_current)
         keyed.append(((1, 0, row.offset) if current
                       else (0, row.entry.committed_at_ms, row.offset), row.entry))
     keyed += [((1, 0, offset), entry) for offset, entry in target.map_entries(flow, cursor.after)
-              if topics is None or entry.source_topic in topics]
+              if (topics is None or entry.source_topic in topics)
+              and (window is None or entry.source_partition == window.partition)]
     keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
     names = {e.source_topic for _, e in keyed}
     try:
@@ -216,9 +222,10 @@ def _claims(flow: Flow, topics: Collection[str] | None,
 def partition_entries(flow: Flow, topics: Collection[str] | None = None,
                       into: Callable[[str], str] | None = None, claims: bool = False, *,
                       source: HasTopicIds | None = None,
-                      target: OffsetMapTarget | None = None, state: StateStore | None = None
+                      target: OffsetMapTarget | None = None, state: StateStore | None = None,
+                      window: MapWindow | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
     return _covers(current_entries(flow, topics, into, claims, source=source, target=target,
-                                   state=state))
+                                   state=state, window=window))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.job import Copied
-from ferry.core.offsetmap import MapCursor, MapEntry
+from ferry.core.offsetmap import MapCursor, MapEntry, MapWindow
 from ferry.core.plan_file import PlanFile
 from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import PositionMoved, PositionWrite
@@ -374,7 +374,9 @@ class StateStore(Protocol):
         """The `gaps` the `gaps` table does not hold yet."""
         ...
 
-    def map_rows(self, flow: str, topics: Collection[str] | None = None) -> list[MapRow]:
-        """The flow's offset-map rows (of `topics` only, when given)."""
+    def map_rows(self, flow: str, topics: Collection[str] | None = None,
+                 window: MapWindow | None = None) -> list[MapRow]:
+        """The flow's offset-map rows (of `topics` only, when given; of `window` only, a
+        source partition's rows a look-up reads, when given)."""
         ...
 

@@ -16,6 +16,7 @@ from ferry.core.retention import (
     CompactedPartition,
     CompactionPolicy,
     DataFile,
+    FoldedPartition,
     MaintenanceReport,
     PartitionPlan,
     StoredFile,
@@ -260,6 +261,21 @@ def test_the_report_json_has_totals_and_every_table() -> None:
     assert data["tables"][0]["compacted"][0] == {"partition": "A->B", "files_before": 20,
                                                  "files_after": 1}
     assert data["tables"][0]["path"] == "/s/runs"
+
+
+def test_the_report_says_which_flows_offset_maps_were_folded_and_which_lost_a_race() -> None:
+    table = TableReport("offset_map", "/s/offset_map", files_before=3, files_after=1,
+                        folded=(FoldedPartition("A->B", 345_600, 96),),
+                        fold_conflicts=("C->B",))
+    text = table.text()
+    assert "fold the settled offset-map entries of A->B (345600 -> 96 rows)" in text
+    assert "folding lost to a concurrent writer, retried next run: C->B" in text
+    assert "would fold" in table.text(dry_run=True)
+    data = MaintenanceReport(168, False, (table,)).to_json()
+    assert data["tables"][0]["folded"] == [{"partition": "A->B", "rows_before": 345_600,
+                                            "rows_after": 96}]
+    assert data["tables"][0]["fold_conflicts"] == ["C->B"]
+    assert json.loads(json.dumps(data)) == data
 
 
 def test_the_report_json_is_plain_json_without_tuples() -> None:

@@ -191,3 +191,40 @@ def test_only_the_topics_asked_for_are_read(config: Config) -> None:
                               target=target_with((1, orders), (2, payments)))
 
     assert found == {("payments", 0): [payments]}
+
+
+def test_a_look_up_reads_only_the_rows_ending_after_its_offset_and_answers_as_a_full_read(
+    config: Config, state_dir: Path
+) -> None:
+    from ferry.core.offsetmap import covering
+    from ferry.state.store import DeltaStore
+
+    # given: 60 transactions of partition 0 in Delta (a marker after each), a re-copy of
+    # 100-130 written after them, and partition 1's
+    flow = config.flow("A->B")
+    mirrored = [(n, entry("orders", 0, (n * 5, n * 5 + 5), [(n * 5, n * 6, 5)]), "map-id")
+                for n in range(60)]
+    again = (60, entry("orders", 0, (100, 130), [(100, 1000, 30)], run="again"), "map-id")
+    other = (61, entry("orders", 1, (0, 500), [(0, 0, 500)]), "map-id")
+    in_delta(state_dir, *mirrored, again, other)
+    full = partition_entries(flow, ["orders"], source=SOURCE, target=target_with(after=61))[
+        ("orders", 0)]
+    read: list[int] = []
+
+    class Counted(DeltaStore):
+        def map_rows(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            found = super().map_rows(*args, **kwargs)
+            read.append(len(found))
+            return found
+
+    store = Counted.of(flow)
+    for offset in range(0, 310, 7):
+        read.clear()
+        # when
+        answer = find(flow, "orders", 0, offset, source=SOURCE, target=target_with(after=61),
+                      state=store)
+        # then: the answer of a read of every row, from the rows ending after the offset
+        hit = covering(full, offset)
+        assert answer.target_offset == (hit[1] if hit else None), offset
+        assert answer.mirrored_up_to == (None if hit else 300), offset
+        assert read == [max(1, 60 - offset // 5 + (1 if offset < 130 else 0))], offset

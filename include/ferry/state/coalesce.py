@@ -1,0 +1,119 @@
+"""Fold the Delta offset map's settled entries, one flow at a time (adapter; the folding
+rules are `ferry.core.coalescing`).
+
+Why this is safe next to running flows:
+
+- Only entries committed before the settle time are read and replaced (one commit per
+  flow: Delta's overwrite of the rows its predicate matches, `flow` and `committed_at`
+  before that time). Writers append entries from the seconds or minutes before they
+  append, so the rows they add never match the predicate.
+- The commit carries the offset map's keyed-writer application transaction one version
+  up (`ferry.state.writer.keyed_lock`), as every keyed append does: an append that read
+  the keys before this commit fails and reads them again, and reads a folded entry as
+  present (`ferry.state.reader.present_keys` reads `map_offset..map_offset_end`).
+- A conflict with another writer's commit changes nothing; the flow is folded on the
+  next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ferry.core.coalescing import StoredEntry, coalesce
+from ferry.core.retention import FoldedPartition
+from ferry.core.tables import OFFSET_MAP_DDL, map_row, offset_map_row
+
+log = logging.getLogger(__name__)
+
+
+def fold_offset_map(path: str, settled_before: datetime, dry_run: bool = False,
+                    snapshot: Any | None = None
+                    ) -> tuple[tuple[FoldedPartition, ...], tuple[str, ...]]:
+    """Fold each flow's entries committed before `settled_before` (read from `snapshot`,
+    a DeltaTable, when given: the latest version otherwise); returns what was folded (or,
+    in a dry run, would be) and the flows whose commit lost to another writer's."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    from ferry.state.reader import dataset
+
+    table = snapshot if snapshot is not None else DeltaTable(path)
+    folded: list[FoldedPartition] = []
+    lost: list[str] = []
+    for flow in sorted(set(_flows(table))):
+        rows = dataset(table, path, flow).to_table(
+            filter=ds.field("committed_at") < settled_before).to_pylist()
+        pairs = [(_stored(r), r) for r in rows]
+        kept = coalesce((s for s, _ in pairs), int(settled_before.timestamp() * 1000))
+        if len(kept) == len(rows):
+            continue
+        # An entry left as it was keeps its row exactly (its time to the microsecond).
+        as_read = {id(s): r for s, r in pairs}
+        out = [dict(as_read[id(k)]) if id(k) in as_read
+               else offset_map_row(k.entry, as_read_map_topic(pairs, k), k.first,
+                                   k.map_topic_id, k.last)
+               for k in kept]
+        if dry_run or _replace(table, flow, settled_before, out):
+            folded.append(FoldedPartition(flow, len(rows), len(kept)))
+            if not dry_run:
+                log.info("offset map: %d settled entries folded into %d rows", len(rows),
+                         len(kept), extra={"flow": flow})
+        else:
+            lost.append(flow)
+    return tuple(folded), tuple(lost)
+
+
+def as_read_map_topic(pairs: list[tuple[StoredEntry, dict[str, Any]]],
+                      folded: StoredEntry) -> str:
+    """The offset-map topic name of the rows `folded` was made of."""
+    for stored, row in pairs:
+        if stored.map_topic_id == folded.map_topic_id and stored.first == folded.first:
+            return str(row["map_topic"])
+    raise AssertionError("a folded row starts at a row read")
+
+
+def _flows(table: Any) -> list[str]:
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if "partition.flow" not in actions.column_names:
+        return []
+    return [f for f in actions.column("partition.flow").to_pylist() if f is not None]
+
+
+def _stored(row: Mapping[str, Any]) -> StoredEntry:
+    found = map_row(row)
+    entry = replace(found.entry, bytes=row.get("bytes") or 0)
+    return StoredEntry(found.map_topic_id, found.offset,
+                       found.last if found.last >= found.offset else found.offset, entry)
+
+
+def _replace(table: Any, flow: str, settled_before: datetime,
+             out: list[dict[str, Any]]) -> bool:
+    """Replace the flow's settled rows with `out` in one commit; False when another
+    writer committed first (nothing changed)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from ferry.state.writer import arrow_schema, keyed_lock
+
+    app = keyed_lock("offset_map", flow)
+    version = (table.transaction_version(app) or 0) + 1
+    quoted = flow.replace("'", "''")
+    moment = settled_before.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        write_deltalake(table, pa.Table.from_pylist(out, schema=arrow_schema(OFFSET_MAP_DDL)),
+                        mode="overwrite", partition_by=["flow"], schema_mode="merge",
+                        predicate=f"flow = '{quoted}' AND committed_at < '{moment}'",
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app, version)]))
+    except CommitFailedError as exc:
+        log.warning("folding the offset map lost to a concurrent change, retried next "
+                    "run: %s", exc, extra={"flow": flow})
+        return False
+    return True
