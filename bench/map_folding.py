@@ -10,9 +10,11 @@ them (one entry per partition per transaction, `--per-second` transactions a sec
 every `--run-hours` (an `@continuous` DAG run's turn), committed more than an hour ago),
 compacted as the daily maintenance used to leave them. Then, before and after `ferry
 maintain` folds the settled entries, it times what a look-up of one partition does with
-Delta: read the flow's rows of the topic (`DeltaStore.map_rows`), resolve the partition's
-entries (`latest_cover`), answer 1,000 random offsets (`covering`) and one translation
-(`translate`). Printed: rows, files, bytes, each time, and the maintenance run's time.
+Delta: read the flow's rows of the topic (`DeltaStore.map_rows`, as checkpoint
+translation does), resolve the partition's entries (`latest_cover`), answer 1,000 random
+offsets (`covering`) and one translation (`translate`); and what `ferry offsets` reads and
+resolves for a record a minute old (the rows ending after it, `MapWindow`). Printed: rows,
+files, bytes, each time, and the maintenance run's time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
 from ferry.core.checkpoints import translate
-from ferry.core.offsetmap import MapEntry, Segment, covering, latest_cover
+from ferry.core.offsetmap import MapEntry, MapWindow, Segment, covering, latest_cover
 from ferry.core.retention import CompactionPolicy
 from ferry.core.tables import OFFSET_MAP_DDL, offset_map_row
 from ferry.state.maintain import data_files, maintain_table
@@ -90,8 +92,16 @@ def look_up(path: str, count: int, lookups: int = 1000) -> dict[str, float]:
     started = time.perf_counter()
     assert translate(entries, count * RECORDS // 2) is not None
     translate_ms = (time.perf_counter() - started) * 1000
+    # `ferry offsets` of a record a minute old: only the rows ending after it are read
+    recent = count * RECORDS - 60 * RECORDS
+    started = time.perf_counter()
+    near = latest_cover([(r.offset, r.entry) for r in
+                         map_rows(path, FLOW, ["orders"], [MapWindow("orders", 0, recent)])])
+    hit = covering(near, recent)
+    window_ms = (time.perf_counter() - started) * 1000
+    assert hit is not None and hit == covering(entries, recent), recent
     return {"rows": len(found), "read_s": read_s, "resolve_s": resolve_s,
-            "lookup_ms": lookup_ms, "translate_ms": translate_ms}
+            "lookup_ms": lookup_ms, "translate_ms": translate_ms, "window_ms": window_ms}
 
 
 def table_size(path: str) -> tuple[int, int]:
@@ -131,13 +141,14 @@ def main() -> None:
     assert report.folded, "nothing was folded"
     rows.append(("folded (ferry maintain)", look_up(path, per_partition), table_size(path),
                  took))
-    print("| table | rows | files | bytes | maintenance | read rows | resolve | look-up "
-          "| translation |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| table | rows | files | bytes | maintenance | read a topic's rows | resolve | "
+          "look-up | translation | `ferry offsets` of a minute-old record |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, t, (files, size), spent in rows:
         print(f"| {name} | {int(t['rows']):,} | {files} | {size / 2**20:.1f} MiB | "
               f"{spent:.1f} s | {t['read_s'] * 1000:,.0f} ms | {t['resolve_s'] * 1000:,.0f} ms"
-              f" | {t['lookup_ms']:.3f} ms | {t['translate_ms']:.0f} ms |")
+              f" | {t['lookup_ms']:.3f} ms | {t['translate_ms']:.0f} ms | "
+              f"{t['window_ms']:.0f} ms |")
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
 

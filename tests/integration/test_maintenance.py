@@ -68,7 +68,10 @@ def parquet_on_disk(path: str) -> set[str]:
             if "_delta_log" not in p.parts}
 
 
-def wait_for(condition: Any, errors: list[BaseException], seconds: float = 90) -> None:
+def wait_for(condition: Any, errors: list[BaseException], seconds: float = 300) -> None:
+    """Wait until `condition()`. The bound is long: Spark appends go through the session's
+    shared Connect server, whose cores another test's copy job may hold for minutes (in a
+    suite run, a job whose lane tasks fail and run again held them 100 s)."""
     deadline = time.monotonic() + seconds
     while not condition():
         assert not errors, errors

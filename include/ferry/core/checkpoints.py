@@ -87,15 +87,18 @@ def translate(entries: Sequence[MapEntry], committed: int) -> tuple[int, Transla
     `committed`, from one partition's offset-map entries in source order; None when
     nothing of the partition was mirrored yet."""
     targets = [s.target_end for e in entries for s in e.segments]
+    ends = [e.target_end for e in entries if e.target_end is not None]
     if not targets:  # no record mirrored (an empty partition): where the remote one ends
-        ends = [e.target_end for e in entries if e.target_end is not None]
         if not ends:
             return None
         return ends[-1], _exact_or_bounded(entries, committed)
     found = next_mirrored(entries, committed)
     if found is not None:
         return found[1], Translated.EXACT
-    return max(targets), _exact_or_bounded(entries, committed)
+    # past every mirrored record: past the last of them, or where an entry without records
+    # (a source marker copied after them) saw the remote partition end, whichever is
+    # later; the same whether every entry is read or only those ending after `committed`
+    return max(targets + ends), _exact_or_bounded(entries, committed)
 
 
 def _exact_or_bounded(entries: Sequence[MapEntry], committed: int) -> Translated:

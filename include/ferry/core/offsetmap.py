@@ -346,18 +346,35 @@ def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
 
 @dataclass(frozen=True)
 class MapWindow:
-    """The part of one source partition's offset map that a look-up at `ends_after` or
-    later reads: the entries whose covered range ends after it, or, where none does, the
-    entries that end last (where the mirrored range ends). Entries ending at or before
-    the offset never change an answer at or after it (`latest_cover` resolves an offset
-    among the entries covering it), so a look-up reads what is recent, however long the
-    partition has been mirrored."""
+    """The part of one source partition's offset map that a look-up or a translation at
+    `ends_after` or later reads: the entries whose covered range ends after it, or, where
+    none does, the entries that end last (where the mirrored range ends). Entries ending
+    at or before the offset never change an answer at or after it (`latest_cover`
+    resolves an offset among the entries covering it), so a look-up reads what is recent,
+    however long the partition has been mirrored."""
 
+    topic: str
     partition: int
     ends_after: int
 
     def holds(self, entry: MapEntry) -> bool:
-        return entry.source_partition == self.partition and entry.covered_end > self.ends_after
+        return (entry.source_topic, entry.source_partition) == (self.topic, self.partition) \
+            and entry.covered_end > self.ends_after
+
+
+def windowed(entries: Iterable[MapEntry], windows: Iterable[MapWindow]) -> list[MapEntry]:
+    """The `entries` of each window's partition that it reads (`MapWindow`): those ending
+    after its offset, or, where none does, those that end last."""
+    found: list[MapEntry] = []
+    mine: dict[tuple[str, int], list[MapEntry]] = {}
+    for entry in entries:
+        mine.setdefault((entry.source_topic, entry.source_partition), []).append(entry)
+    for window in windows:
+        partition = mine.get((window.topic, window.partition), [])
+        tail = [e for e in partition if window.holds(e)]
+        last = max((e.covered_end for e in partition), default=None)
+        found += tail or [e for e in partition if e.covered_end == last]
+    return found
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -210,29 +210,51 @@ def max_map_offsets(path: str, flow: str) -> dict[str, int]:
 
 
 def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
-             window: MapWindow | None = None) -> list[MapRow]:
+             windows: Collection[MapWindow] | None = None) -> list[MapRow]:
     """The flow's offset-map entries (of `topics` only, when given), each with its offset in
     the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`). With
-    a `window`, only the rows of its source partition that end after its offset, or, where
-    none does, those that end last: filtered as the files are read, so a look-up reads
-    what is recent however long the partition has been mirrored."""
-    import pyarrow.compute as pc
+    `windows`, only the rows each reads of its source partition (those that end after its
+    offset, or, where none does, those that end last): filtered as the files are read, so
+    a look-up reads what is recent however long the partition has been mirrored."""
     import pyarrow.dataset as ds
 
     table = open_table(path)
-    if table is None or (topics is not None and not topics):
+    if table is None or (topics is not None and not topics) or (
+            windows is not None and not windows):
         return []
     condition = ds.scalar(True)
     if topics is not None:
         condition = ds.field("source_topic").isin(sorted(topics))
     files = dataset(table, path, flow)
-    if window is None:
+    if windows is None:
         return [map_row(r) for r in files.to_table(filter=condition).to_pylist()]
-    condition = condition & (ds.field("source_partition") == window.partition)
-    found = files.to_table(filter=condition & (ds.field("covered_end") > window.ends_after))
-    if not found.num_rows:
-        ends = files.to_table(columns=["covered_end"], filter=condition).column("covered_end")
-        if not len(ends):
-            return []
-        found = files.to_table(filter=condition & (ds.field("covered_end") == pc.max(ends)))
-    return [map_row(r) for r in found.to_pylist()]
+    found = files.to_table(filter=condition & _any(
+        _partition(w.topic, w.partition) & (ds.field("covered_end") > w.ends_after)
+        for w in windows)).to_pylist()
+    seen = {(r["source_topic"], r["source_partition"]) for r in found}
+    rest = [w for w in windows if (w.topic, w.partition) not in seen]
+    if rest:  # past everything mirrored there: the rows that end last
+        ends = files.to_table(
+            columns=["source_topic", "source_partition", "covered_end"],
+            filter=condition & _any(_partition(w.topic, w.partition) for w in rest)
+        ).group_by(["source_topic", "source_partition"]).aggregate([("covered_end", "max")])
+        last = zip(*(ends.column(c).to_pylist() for c in
+                     ("source_topic", "source_partition", "covered_end_max")), strict=True)
+        conditions = [_partition(t, p) & (ds.field("covered_end") == end)
+                      for t, p, end in last]
+        if conditions:
+            found += files.to_table(filter=condition & _any(conditions)).to_pylist()
+    return [map_row(r) for r in found]
+
+
+def _partition(topic: str, partition: int) -> Any:
+    import pyarrow.dataset as ds
+
+    return (ds.field("source_topic") == topic) & (ds.field("source_partition") == partition)
+
+
+def _any(conditions: Iterable[Any]) -> Any:
+    import functools
+    import operator
+
+    return functools.reduce(operator.or_, conditions)

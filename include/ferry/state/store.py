@@ -47,5 +47,5 @@ class DeltaStore:
         return reader.unrecorded_gaps(self._path("gaps"), flow, gaps)
 
     def map_rows(self, flow: str, topics: Collection[str] | None = None,
-                 window: MapWindow | None = None) -> list[MapRow]:
-        return reader.map_rows(self._path("offset_map"), flow, topics, window)
+                 windows: Collection[MapWindow] | None = None) -> list[MapRow]:
+        return reader.map_rows(self._path("offset_map"), flow, topics, windows)

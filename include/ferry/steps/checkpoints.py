@@ -27,7 +27,7 @@ from ferry.core.checkpoints import (
     translate,
     translate_back,
 )
-from ferry.core.offsetmap import MapEntry
+from ferry.core.offsetmap import MapEntry, MapWindow
 from ferry.core.sync.topics import mirrored_topics
 from ferry.errors import UsageError
 from ferry.state.store import DeltaStore
@@ -97,7 +97,6 @@ def translate_groups(flow: Flow, group: str | None = None,
     """
     from ferry.steps.lookup import partition_entries
 
-    entries_of = entries_of or partition_entries
     source = source or Cluster(flow.source_admin)
     mirrored = mirrored_topics(flow, {t.name: t.partitions for t in source.topics().values()})
     if group is not None:
@@ -109,11 +108,20 @@ def translate_groups(flow: Flow, group: str | None = None,
     else:
         groups = [g for g in source.list_groups() if flow.groups.accepts(g)]
     offsets = {name: source.committed(name) for name in groups}
-    # Only the offset-map entries the groups need (the map grows with every run).
+    # Only the offset-map entries the groups need (the map grows with every run): of the
+    # partitions they committed, those ending after the lowest offset committed there
+    # (`MapWindow`; a translation at an offset reads nothing that ends before it).
     topics = {t for found in offsets.values() for t, _ in found}
-    entries = entries_of(flow, topics & set(mirrored))
+    lowest: dict[tuple[str, int], int] = {}
+    for found in offsets.values():
+        for (topic, partition), (offset, _) in found.items():
+            if topic in mirrored:
+                lowest[topic, partition] = min(offset, lowest.get((topic, partition), offset))
+    windows = [MapWindow(t, p, offset) for (t, p), offset in sorted(lowest.items())]
+    entries = (entries_of(flow, topics & set(mirrored)) if entries_of is not None
+               else partition_entries(flow, topics & set(mirrored), windows=windows))
     back = _fail_back_entries(flow, reverse, {t for t in topics if t not in mirrored},
-                              entries_of)
+                              entries_of or partition_entries)
     result: list[Translation] = []
     for name, found in offsets.items():
         for (topic, partition), (offset, metadata) in sorted(found.items()):

@@ -71,7 +71,7 @@ def find(flow: Flow, topic: str, partition: int, source_offset: int, *,
     clusters and the state default to the flow's)."""
     # only the entries a look-up at this offset reads (`MapWindow`): the recent ones
     entries = partition_entries(flow, [topic], source=source, target=target, state=state,
-                                window=MapWindow(partition, source_offset)).get(
+                                windows=[MapWindow(topic, partition, source_offset)]).get(
         (topic, partition), [])
     remote = flow.remote_topic(topic)
     base = {"flow": flow.name, "topic": topic, "partition": partition,
@@ -103,8 +103,8 @@ Grouped = dict[tuple[str, int], list[tuple[Key, MapEntry]]]
 def current_entries(flow: Flow, topics: Collection[str] | None = None,
                     into: Callable[[str], str] | None = None, claims: bool = False, *,
                     source: HasTopicIds | None = None, target: OffsetMapTarget | None = None,
-                    state: StateStore | None = None, window: MapWindow | None = None
-                    ) -> Grouped:
+                    state: StateStore | None = None,
+                    windows: Collection[MapWindow] | None = None) -> Grouped:
     """Each source partition's offset-map entries (of `topics` only, when given) with their
     order keys: Delta first, completed from the offset-map topic where Delta has not caught
     up (a job that died between the Kafka commit and the Delta write).
@@ -120,9 +120,9 @@ def current_entries(flow: Flow, topics: Collection[str] | None = None,
 
     `source` and `target` default to the flow's clusters: the target's offset-map topic and
     both sides' topic IDs are read through them; `state` defaults to the Delta tables under
-    `ferry.state.dir`. With a `window`, only its source partition's entries a look-up at
-    its offset reads (`MapWindow`)."""
-    every, target_ids, _ = _claims(flow, topics, into, source, target, state, window=window)
+    `ferry.state.dir`. With `windows`, only the entries each reads of its source partition
+    (`MapWindow`)."""
+    every, target_ids, _ = _claims(flow, topics, into, source, target, state, windows=windows)
     return every if claims else _live(every, target_ids)
 
 
@@ -172,7 +172,8 @@ def _covers(grouped: Grouped) -> dict[tuple[str, int], list[MapEntry]]:
 def _claims(flow: Flow, topics: Collection[str] | None,
             into: Callable[[str], str] | None, source: HasTopicIds | None,
             target: OffsetMapTarget | None, state: StateStore | None,
-            source_ids_required: bool = False, window: MapWindow | None = None
+            source_ids_required: bool = False,
+            windows: Collection[MapWindow] | None = None
             ) -> tuple[Grouped, dict[str, str], Grouped]:
     """Every entry of the current source incarnations (see `current_entries`), the
     destinations' current topic IDs, and the entries of other source incarnations. The
@@ -185,17 +186,18 @@ def _claims(flow: Flow, topics: Collection[str] | None,
     destination = into or flow.remote_topic
     if topics is not None and not topics:
         return {}, {}, {}
+    asked = {(w.topic, w.partition) for w in windows or ()}
     target = target or Cluster(flow.target_admin)
     cursor = target.map_cursor(flow)
     keyed: list[tuple[Key, MapEntry]] = []
-    for row in (state or DeltaStore.of(flow)).map_rows(flow.name, topics, window):
+    for row in (state or DeltaStore.of(flow)).map_rows(flow.name, topics, windows):
         current = row.map_topic_id == cursor.topic_id or (
             not row.map_topic_id and cursor.legacy_current)
         keyed.append(((1, 0, row.offset) if current
                       else (0, row.entry.committed_at_ms, row.offset), row.entry))
     keyed += [((1, 0, offset), entry) for offset, entry in target.map_entries(flow, cursor.after)
               if (topics is None or entry.source_topic in topics)
-              and (window is None or entry.source_partition == window.partition)]
+              and (windows is None or (entry.source_topic, entry.source_partition) in asked)]
     keyed = [(k, e) for k, e in keyed if e.target_topic == destination(e.source_topic)]
     names = {e.source_topic for _, e in keyed}
     try:
@@ -223,9 +225,9 @@ def partition_entries(flow: Flow, topics: Collection[str] | None = None,
                       into: Callable[[str], str] | None = None, claims: bool = False, *,
                       source: HasTopicIds | None = None,
                       target: OffsetMapTarget | None = None, state: StateStore | None = None,
-                      window: MapWindow | None = None
+                      windows: Collection[MapWindow] | None = None
                       ) -> dict[tuple[str, int], list[MapEntry]]:
     """Each source partition's current offset-map entries (`current_entries`), overlaps
     resolved to the later written, in source order."""
     return _covers(current_entries(flow, topics, into, claims, source=source, target=target,
-                                   state=state, window=window))
+                                   state=state, windows=windows))

@@ -375,8 +375,8 @@ class StateStore(Protocol):
         ...
 
     def map_rows(self, flow: str, topics: Collection[str] | None = None,
-                 window: MapWindow | None = None) -> list[MapRow]:
-        """The flow's offset-map rows (of `topics` only, when given; of `window` only, a
-        source partition's rows a look-up reads, when given)."""
+                 windows: Collection[MapWindow] | None = None) -> list[MapRow]:
+        """The flow's offset-map rows (of `topics` only, when given; with `windows`, only
+        the rows each reads of its source partition, `MapWindow`)."""
         ...
 

@@ -3,6 +3,8 @@ and which group offsets may be written on the target."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ferry.core.checkpoints import (
@@ -70,6 +72,14 @@ def test_translation_is_the_first_mirrored_record_at_or_after_the_commit(
 
 def test_a_group_before_where_the_flow_started_maps_to_its_first_record() -> None:
     assert translate([entry(100, 110, (100, 0, 10))], 40) == (0, EXACT)
+
+
+def test_a_group_past_a_copied_source_marker_translates_past_ferrys_marker_after_it() -> None:
+    # source 20 is a marker copied in a transaction of its own: the remote partition ended
+    # at 16 then (15 is Ferry's commit marker after target 14)
+    marker = replace(entry(20, 21), target_end=16)
+    assert translate([*ENTRIES, marker], 21) == (16, EXACT)
+    assert translate([marker], 21) == (16, EXACT)  # what a read of the entries after 20 sees
 
 
 def test_nothing_mirrored_yet_has_no_translation() -> None:

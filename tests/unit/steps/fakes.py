@@ -15,7 +15,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.internal import offset_map_topic
-from ferry.core.offsetmap import MapCursor, MapEntry, MapWindow, Segment
+from ferry.core.offsetmap import MapCursor, MapEntry, MapWindow, Segment, windowed
 from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
@@ -315,12 +315,10 @@ class MemoryStore:
         return unrecorded(gaps, self.rows("gaps", flow))
 
     def map_rows(self, flow: str, topics: Collection[str] | None = None,
-                 window: MapWindow | None = None) -> list[MapRow]:
+                 windows: Collection[MapWindow] | None = None) -> list[MapRow]:
         found = [map_row(r) for r in self.rows("offset_map", flow)
                  if topics is None or r["source_topic"] in topics]
-        if window is None:
+        if windows is None:
             return found
-        mine = [r for r in found if r.entry.source_partition == window.partition]
-        tail = [r for r in mine if window.holds(r.entry)]
-        last = max((r.entry.covered_end for r in mine), default=None)
-        return tail or [r for r in mine if r.entry.covered_end == last]
+        kept = {id(e) for e in windowed((r.entry for r in found), windows)}
+        return [r for r in found if id(r.entry) in kept]

@@ -228,3 +228,32 @@ def test_a_look_up_reads_only_the_rows_ending_after_its_offset_and_answers_as_a_
         assert answer.target_offset == (hit[1] if hit else None), offset
         assert answer.mirrored_up_to == (None if hit else 300), offset
         assert read == [max(1, 60 - offset // 5 + (1 if offset < 130 else 0))], offset
+
+
+def test_a_translation_reads_only_what_ends_after_the_committed_offset_and_answers_as_a_full_read(
+    config: Config, state_dir: Path
+) -> None:
+    from ferry.core.checkpoints import translate
+    from ferry.core.offsetmap import MapWindow
+
+    # given: 40 transactions of partition 0, a re-copy of 50-80 written after them, an
+    # entry covering only a source transaction marker at the end, and partition 1's
+    flow = config.flow("A->B")
+    rows = [(n, entry("orders", 0, (n * 5, n * 5 + 5), [(n * 5, n * 6, 5)]), "map-id")
+            for n in range(40)]
+    rows += [(40, entry("orders", 0, (50, 80), [(50, 500, 30)], run="again"), "map-id"),
+             (41, entry("orders", 0, (200, 201), [], target_end=531), "map-id"),
+             (42, entry("orders", 1, (0, 500), [(0, 0, 500)]), "map-id")]
+    in_delta(state_dir, *rows)
+    target = target_with(after=42)
+    full = partition_entries(flow, ["orders"], source=SOURCE, target=target)[("orders", 0)]
+    for committed in range(0, 210, 3):
+        # when: the entries a translation at `committed` reads
+        read = partition_entries(flow, ["orders"], source=SOURCE, target=target,
+                                 windows=[MapWindow("orders", 0, committed)])
+        # then: only partition 0's, none ending at or before the offset (past them all:
+        # those ending last), and the translation a read of every entry gives
+        assert set(read) == {("orders", 0)}
+        assert all(e.covered_end > min(committed, 200) for e in read[("orders", 0)])
+        assert translate(read[("orders", 0)], committed) == translate(full, committed), \
+            committed
