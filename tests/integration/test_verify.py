@@ -75,3 +75,49 @@ def test_an_altered_and_a_missing_target_record_are_named(
     assert (row["outcome"], row["altered"], row["missing"]) == ("mismatch", 1, 3)
     # and the command says so with its own exit code (1 is a check that failed)
     assert main(["verify", config.path, "--flow", flow.name]) == 3
+
+
+def test_a_folded_offset_map_verifies_clean_answers_as_before_and_records_on(
+    clusters: dict[str, str], topic_name: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ferry.core.retention import CompactionPolicy
+    from ferry.runtime.recording import record_offset_map, settle_entries
+    from ferry.state import writer
+    from ferry.state.maintain import maintain_table
+    from ferry.steps.lookup import find
+
+    def cycle(run: str) -> None:  # a cycle, then its Delta rows as a recorder writes them
+        run_cycle(flow, run)
+        settle_entries(flow, 10)
+        record_offset_map(writer.append, flow, StatePaths(flow.ferry.state_dir))
+
+    # given: two cycles of small transactions (an entry per 10 records, Ferry's commit
+    # marker after each on the target)
+    create_topic(clusters["source"], topic_name, 2)
+    config = flow_config(tmp_path, clusters, topic_name, "ferry.transaction.max.records = 10\n")
+    flow = config.enabled_flows[0]
+    for batch in range(2):
+        produce(clusters["source"], topic_name, [(f"k{i}".encode(), f"v{batch}-{i}".encode(),
+                                                 i % 2) for i in range(100)])
+        cycle(f"run-{batch}")
+    path = StatePaths(flow.ferry.state_dir).offset_map
+    asked = [(p, o) for p in (0, 1) for o in range(0, 102, 3)]  # records, the end, past it
+    before = {(p, o): find(flow, topic_name, p, o).to_json() for p, o in asked}
+    assert len(rows(path, flow.name)) == 20
+
+    # when: maintenance folds every entry (settled at once here)
+    report = maintain_table(path, "offset_map", 168, policy=CompactionPolicy(fold_after_s=0))
+
+    # then: a row per run and partition; every look-up answers as before; verify is clean
+    assert [(f.rows_before, f.rows_after) for f in report.folded] == [(20, 4)]
+    assert len(rows(path, flow.name)) == 4
+    assert {(p, o): find(flow, topic_name, p, o).to_json() for p, o in asked} == before
+    assert main(["verify", config.path, "--flow", flow.name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    # and the next cycle records its entries beside the folded rows
+    produce(clusters["source"], topic_name, [(b"k", b"after", p) for p in (0, 1)])
+    cycle("run-after")
+    assert len(rows(path, flow.name)) == 6
+    assert main(["verify", config.path, "--flow", flow.name, "--json"]) == 0
+    assert sum(p["checked"] for p in json.loads(capsys.readouterr().out)["partitions"]) == 202
