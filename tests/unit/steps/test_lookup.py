@@ -193,6 +193,13 @@ def test_only_the_topics_asked_for_are_read(config: Config) -> None:
     assert found == {("payments", 0): [payments]}
 
 
+def transactions(count: int) -> list[tuple[int, MapEntry, str]]:
+    """`count` transactions of 5 records of partition 0, in Delta at offsets 0.. of the
+    offset-map topic (Ferry's commit marker after each on the target)."""
+    return [(n, entry("orders", 0, (n * 5, n * 5 + 5), [(n * 5, n * 6, 5)]), "map-id")
+            for n in range(count)]
+
+
 def test_a_look_up_reads_only_the_rows_ending_after_its_offset_and_answers_as_a_full_read(
     config: Config, state_dir: Path
 ) -> None:
@@ -202,8 +209,7 @@ def test_a_look_up_reads_only_the_rows_ending_after_its_offset_and_answers_as_a_
     # given: 60 transactions of partition 0 in Delta (a marker after each), a re-copy of
     # 100-130 written after them, and partition 1's
     flow = config.flow("A->B")
-    mirrored = [(n, entry("orders", 0, (n * 5, n * 5 + 5), [(n * 5, n * 6, 5)]), "map-id")
-                for n in range(60)]
+    mirrored = transactions(60)
     again = (60, entry("orders", 0, (100, 130), [(100, 1000, 30)], run="again"), "map-id")
     other = (61, entry("orders", 1, (0, 500), [(0, 0, 500)]), "map-id")
     in_delta(state_dir, *mirrored, again, other)
@@ -239,11 +245,10 @@ def test_a_translation_reads_only_what_ends_after_the_committed_offset_and_answe
     # given: 40 transactions of partition 0, a re-copy of 50-80 written after them, an
     # entry covering only a source transaction marker at the end, and partition 1's
     flow = config.flow("A->B")
-    rows = [(n, entry("orders", 0, (n * 5, n * 5 + 5), [(n * 5, n * 6, 5)]), "map-id")
-            for n in range(40)]
-    rows += [(40, entry("orders", 0, (50, 80), [(50, 500, 30)], run="again"), "map-id"),
-             (41, entry("orders", 0, (200, 201), [], target_end=531), "map-id"),
-             (42, entry("orders", 1, (0, 500), [(0, 0, 500)]), "map-id")]
+    rows = [*transactions(40),
+            (40, entry("orders", 0, (50, 80), [(50, 500, 30)], run="again"), "map-id"),
+            (41, entry("orders", 0, (200, 201), [], target_end=531), "map-id"),
+            (42, entry("orders", 1, (0, 500), [(0, 0, 500)]), "map-id")]
     in_delta(state_dir, *rows)
     target = target_with(after=42)
     full = partition_entries(flow, ["orders"], source=SOURCE, target=target)[("orders", 0)]
