@@ -163,28 +163,33 @@ does) are one."""
 
 RANGE_ENDS: dict[str, str] = {"map_offset": "map_offset_end"}
 """Key columns a row may hold a range of: an offset-map row maintenance folded
-(`ferry.core.coalescing`) stands for the entries `map_offset..map_offset_end`, so the key
-of each of them counts as present (`held_keys`)."""
+(`ferry.core.coalescing`) stands for its source partition's entries within
+`map_offset..map_offset_end`, so the key of each of them counts as present (`held_keys`)."""
+RANGE_SCOPE: dict[str, tuple[str, ...]] = {"map_offset": ("source_topic", "source_partition")}
+"""What a range key holds its range of: a folded row, only its own source partition's
+entries (the other partitions' entries between them in the one-partition offset-map topic
+are rows of their own)."""
 
 
 def held_keys(columns: Sequence[str], stored: Iterable[Mapping[str, Any]],
               candidates: Iterable[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
     """The keys of `candidates` that `stored` rows hold: the same key, or, for a key whose
-    last column is a range (`RANGE_ENDS`), a stored row of the same other columns whose
-    range `column..end` includes the candidate's value."""
+    last column is a range (`RANGE_ENDS`), a stored row of the same other columns and
+    scope (`RANGE_SCOPE`) whose range `column..end` includes the candidate's value."""
+    stored = list(stored)
     keys = {row_key(columns, r) for r in stored}
     last = columns[-1]
     end = RANGE_ENDS.get(last)
+    scope = (*columns[:-1], *RANGE_SCOPE.get(last, ()))
     ranges: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
     if end is not None:
         for r in stored:
             if r.get(end) is not None:
-                ranges.setdefault(row_key(columns[:-1], r), []).append((r[last], r[end]))
+                ranges.setdefault(row_key(scope, r), []).append((r[last], r[end]))
     held = set()
     for row in candidates:
         key = row_key(columns, row)
-        if key in keys or any(a <= row[last] <= b
-                              for a, b in ranges.get(row_key(columns[:-1], row), ())):
+        if key in keys or any(a <= row[last] <= b for a, b in ranges.get(row_key(scope, row), ())):
             held.add(key)
     return held
 

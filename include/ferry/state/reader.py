@@ -119,7 +119,7 @@ def present_keys(table: Any, path: str, flow: str, columns: Sequence[str],
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from ferry.core.tables import RANGE_ENDS, held_keys
+    from ferry.core.tables import RANGE_ENDS, RANGE_SCOPE, held_keys
 
     if not rows:
         return set()
@@ -139,7 +139,7 @@ def present_keys(table: Any, path: str, flow: str, columns: Sequence[str],
             else ds.scalar(False)
         end = RANGE_ENDS.get(column)
         if end is not None and end in names and known:  # a folded row holds its range
-            read.append(end)
+            read += [end, *RANGE_SCOPE.get(column, ())]
             matches = matches | (ds.field(end).is_valid() & (ds.field(column) <= known[-1])
                                  & (ds.field(end) >= known[0]))
         if None in values or "" in values:  # the key's empty value: null or "" in the table

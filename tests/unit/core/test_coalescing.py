@@ -109,15 +109,18 @@ def test_segments_that_continue_on_both_sides_join(segments: list[Segment],
     assert join(segments) == joined
 
 
-@pytest.mark.parametrize(("candidate", "held"), [
-    (0, True), (3, True), (7, True), (8, False), (9, True), (12, False),
+@pytest.mark.parametrize(("candidate", "partition", "held"), [
+    (0, 0, True), (3, 0, True), (7, 0, True), (8, 0, False), (9, 1, True), (12, 0, False),
+    # another partition's entry between the folded ones is a row of its own
+    (3, 1, False),
 ])
-def test_a_folded_row_holds_the_keys_of_every_entry_it_stands_for(candidate: int,
-                                                                 held: bool) -> None:
+def test_a_folded_row_holds_the_keys_of_every_entry_of_its_partition_it_stands_for(
+        candidate: int, partition: int, held: bool) -> None:
     columns = ("flow", "map_topic_id", "map_offset")
-    stored_rows = [{"flow": "f", "map_topic_id": "M", "map_offset": 0, "map_offset_end": 7},
-                   {"flow": "f", "map_topic_id": "M", "map_offset": 9, "map_offset_end": None}]
-    row = {"flow": "f", "map_topic_id": "M", "map_offset": candidate}
+    where = {"flow": "f", "map_topic_id": "M", "source_topic": "t"}
+    stored_rows = [where | {"map_offset": 0, "map_offset_end": 7, "source_partition": 0},
+                   where | {"map_offset": 9, "map_offset_end": None, "source_partition": 1}]
+    row = where | {"map_offset": candidate, "source_partition": partition}
     other_topic = dict(row, map_topic_id="N")
     assert held_keys(columns, stored_rows, [row, other_topic]) == (
         {("f", "M", candidate)} if held else set())
