@@ -347,11 +347,12 @@ def latest_cover(entries: Sequence[tuple[Any, MapEntry]]) -> list[MapEntry]:
 @dataclass(frozen=True)
 class MapWindow:
     """The part of one source partition's offset map that a look-up or a translation at
-    `ends_after` or later reads: the entries whose covered range ends after it, or, where
-    none does, the entries that end last (where the mirrored range ends). Entries ending
-    at or before the offset never change an answer at or after it (`latest_cover`
-    resolves an offset among the entries covering it), so a look-up reads what is recent,
-    however long the partition has been mirrored."""
+    `ends_after` or later reads: the entries whose covered range ends after it, and, of
+    each source topic incarnation, the entries that end last (where its mirrored range
+    ends: the answer past everything mirrored). Entries ending at or before the offset
+    never change an answer at or after it (`latest_cover` resolves an offset among the
+    entries covering it), so a look-up reads what is recent, however long the partition
+    has been mirrored."""
 
     topic: str
     partition: int
@@ -363,17 +364,18 @@ class MapWindow:
 
 
 def windowed(entries: Iterable[MapEntry], windows: Iterable[MapWindow]) -> list[MapEntry]:
-    """The `entries` of each window's partition that it reads (`MapWindow`): those ending
-    after its offset, or, where none does, those that end last."""
-    found: list[MapEntry] = []
+    """The `entries` each window reads of its partition (`MapWindow`), each once."""
     mine: dict[tuple[str, int], list[MapEntry]] = {}
     for entry in entries:
         mine.setdefault((entry.source_topic, entry.source_partition), []).append(entry)
+    found: list[MapEntry] = []
     for window in windows:
         partition = mine.get((window.topic, window.partition), [])
-        tail = [e for e in partition if window.holds(e)]
-        last = max((e.covered_end for e in partition), default=None)
-        found += tail or [e for e in partition if e.covered_end == last]
+        last: dict[str, int] = {}
+        for e in partition:
+            last[e.source_id] = max(last.get(e.source_id, e.covered_end), e.covered_end)
+        found += [e for e in partition
+                  if window.holds(e) or e.covered_end == last[e.source_id]]
     return found
 
 

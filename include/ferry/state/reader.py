@@ -214,8 +214,9 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
     """The flow's offset-map entries (of `topics` only, when given), each with its offset in
     the offset-map topic (resolve overlaps with `ferry.core.offsetmap.latest_cover`). With
     `windows`, only the rows each reads of its source partition (those that end after its
-    offset, or, where none does, those that end last): filtered as the files are read, so
-    a look-up reads what is recent however long the partition has been mirrored."""
+    offset, and those that end last, per source topic incarnation): filtered as the files
+    are read, so a look-up reads what is recent however long the partition has been
+    mirrored."""
     import pyarrow.dataset as ds
 
     table = open_table(path)
@@ -231,20 +232,34 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
     found = files.to_table(filter=condition & _any(
         _partition(w.topic, w.partition) & (ds.field("covered_end") > w.ends_after)
         for w in windows)).to_pylist()
-    seen = {(r["source_topic"], r["source_partition"]) for r in found}
-    rest = [w for w in windows if (w.topic, w.partition) not in seen]
-    if rest:  # past everything mirrored there: the rows that end last
-        ends = files.to_table(
-            columns=["source_topic", "source_partition", "covered_end"],
-            filter=condition & _any(_partition(w.topic, w.partition) for w in rest)
-        ).group_by(["source_topic", "source_partition"]).aggregate([("covered_end", "max")])
-        last = zip(*(ends.column(c).to_pylist() for c in
-                     ("source_topic", "source_partition", "covered_end_max")), strict=True)
-        conditions = [_partition(t, p) & (ds.field("covered_end") == end)
-                      for t, p, end in last]
-        if conditions:
-            found += files.to_table(filter=condition & _any(conditions)).to_pylist()
+    # and each partition's rows that end last, per source topic incarnation: where the
+    # current incarnation's mirrored range ends when only an older one's rows end after
+    # the offset (a look-up or a translation past everything of a recreated topic)
+    by = ["source_topic", "source_partition"] + (
+        ["source_topic_id"] if "source_topic_id" in files.schema.names else [])
+    ends = files.to_table(
+        columns=[*by, "covered_end"],
+        filter=condition & _any(_partition(w.topic, w.partition) for w in windows)
+    ).group_by(by).aggregate([("covered_end", "max")])
+    last = [_partition(group[0], group[1]) & _incarnation(group[2:])
+            & (ds.field("covered_end") == end)
+            for *group, end in zip(*(ends.column(c).to_pylist()
+                                     for c in [*by, "covered_end_max"]), strict=True)]
+    if last:
+        have = {(r.get("map_topic_id") or "", r["map_offset"]) for r in found}
+        found += [r for r in files.to_table(filter=condition & _any(last)).to_pylist()
+                  if (r.get("map_topic_id") or "", r["map_offset"]) not in have]
     return [map_row(r) for r in found]
+
+
+def _incarnation(source_id: list[Any]) -> Any:
+    """Rows of the source topic incarnation `source_id` ([] when the table has no IDs)."""
+    import pyarrow.dataset as ds
+
+    if not source_id:
+        return ds.scalar(True)
+    return ds.field("source_topic_id").is_null() if source_id[0] is None \
+        else ds.field("source_topic_id") == source_id[0]
 
 
 def _partition(topic: str, partition: int) -> Any:

@@ -262,3 +262,30 @@ def test_a_translation_reads_only_what_ends_after_the_committed_offset_and_answe
         assert all(e.covered_end > min(committed, 200) for e in read[("orders", 0)])
         assert translate(read[("orders", 0)], committed) == translate(full, committed), \
             committed
+
+
+def test_past_everything_of_a_recreated_topic_a_look_up_says_where_its_mirror_ends(
+    config: Config, state_dir: Path
+) -> None:
+    from ferry.core.checkpoints import translate
+    from ferry.core.offsetmap import MapWindow
+
+    # given: the source topic's earlier incarnation was mirrored up to 500, the current
+    # one (ID s1) up to 100
+    flow = config.flow("A->B")
+    earlier = entry("orders", 0, (0, 500), [(0, 0, 500)], source_id="s0")
+    current = entry("orders", 0, (0, 100), [(0, 600, 100)], source_id="s1", run="r2")
+    in_delta(state_dir, (0, earlier, "map-id"), (1, current, "map-id"))
+    target = target_with(after=1)
+
+    # when: a look-up and a translation past the current incarnation's end, before the
+    # earlier one's
+    answer = find(flow, "orders", 0, 200, source=SOURCE, target=target)
+    read = partition_entries(flow, ["orders"], source=SOURCE, target=target,
+                             windows=[MapWindow("orders", 0, 200)])[("orders", 0)]
+
+    # then: both answer from the current incarnation's last entry, as a full read does
+    assert (answer.status, answer.mirrored_up_to) == ("not-mirrored", 100)
+    assert translate(read, 200) == translate(
+        partition_entries(flow, ["orders"], source=SOURCE, target=target)[("orders", 0)], 200)
+    assert read == [current]
