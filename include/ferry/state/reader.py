@@ -217,6 +217,8 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
     offset, and those that end last, per source topic incarnation): filtered as the files
     are read, so a look-up reads what is recent however long the partition has been
     mirrored."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     table = open_table(path)
@@ -229,27 +231,33 @@ def map_rows(path: str, flow: str, topics: Collection[str] | None = None,
     files = dataset(table, path, flow)
     if windows is None:
         return [map_row(r) for r in files.to_table(filter=condition).to_pylist()]
-    found = files.to_table(filter=condition & _any(
+    # Which rows, from their offset columns only; then those rows whole, in one read (a
+    # read of the segments decodes every row group the filter keeps).
+    mine = condition & _any(_partition(w.topic, w.partition) for w in windows)
+    keys = [c for c in ("map_topic_id", "map_offset") if c in files.schema.names]
+    after = files.to_table(columns=keys, filter=mine & _any(
         _partition(w.topic, w.partition) & (ds.field("covered_end") > w.ends_after)
-        for w in windows)).to_pylist()
+        for w in windows))
     # and each partition's rows that end last, per source topic incarnation: where the
     # current incarnation's mirrored range ends when only an older one's rows end after
     # the offset (a look-up or a translation past everything of a recreated topic)
     by = ["source_topic", "source_partition"] + (
         ["source_topic_id"] if "source_topic_id" in files.schema.names else [])
-    ends = files.to_table(
-        columns=[*by, "covered_end"],
-        filter=condition & _any(_partition(w.topic, w.partition) for w in windows)
-    ).group_by(by).aggregate([("covered_end", "max")])
+    ends = files.to_table(columns=[*by, "covered_end"], filter=mine).group_by(by).aggregate(
+        [("covered_end", "max")])
     last = [_partition(group[0], group[1]) & _incarnation(group[2:])
             & (ds.field("covered_end") == end)
             for *group, end in zip(*(ends.column(c).to_pylist()
                                      for c in [*by, "covered_end_max"]), strict=True)]
     if last:
-        have = {(r.get("map_topic_id") or "", r["map_offset"]) for r in found}
-        found += [r for r in files.to_table(filter=condition & _any(last)).to_pylist()
-                  if (r.get("map_topic_id") or "", r["map_offset"]) not in have]
-    return [map_row(r) for r in found]
+        after = pa.concat_tables([after, files.to_table(columns=keys,
+                                                        filter=mine & _any(last))])
+    if not after.num_rows:
+        return []
+    offsets = pc.unique(after.column("map_offset"))
+    found = files.to_table(filter=mine & ds.field("map_offset").isin(offsets)).to_pylist()
+    wanted = set(zip(*(after.column(c).to_pylist() for c in keys), strict=True))
+    return [map_row(r) for r in found if tuple(r[c] for c in keys) in wanted]
 
 
 def _incarnation(source_id: list[Any]) -> Any:
