@@ -399,6 +399,8 @@ def test_folding_the_offset_map_keeps_every_answer_and_every_writer_reads_it_as_
     # then: each run of adjacent entries is one row, the recent entries are as written
     assert [(f.partition, f.rows_before, f.rows_after) for f in report.folded] == [
         (flow, 122, 4)]
+    # the report counts the files as maintenance found them: the three batches
+    assert report.files_before == 3 and report.files_after < report.files_before
     table = DeltaTable(path).to_pyarrow_table().to_pylist()
     # partition 0: r1's entries up to r2's re-copy, r2's two, r1's after them (they do
     # not join r1's first row across r2's); partition 1: r1's, all one

@@ -93,6 +93,7 @@ def maintain_table(path: str, name: str, retention_hours: int, dry_run: bool = F
     if not DeltaTable.is_deltatable(path):
         return TableReport(name, path, present=False, retention_hours=retention_hours)
     policy = policy or CompactionPolicy()
+    before = data_files(DeltaTable(path))  # what the report starts from
     folded: tuple[FoldedPartition, ...] = ()
     fold_conflicts: tuple[str, ...] = ()
     if name == "offset_map":  # rows first: compaction then rewrites fewer, larger files
@@ -101,8 +102,7 @@ def maintain_table(path: str, name: str, retention_hours: int, dry_run: bool = F
         settled = datetime.now(UTC) - timedelta(seconds=policy.fold_after_s)
         folded, fold_conflicts = fold_offset_map(path, settled, dry_run)
     table = DeltaTable(path)
-    before = data_files(table)
-    plan = compaction_plan(before, policy)
+    plan = compaction_plan(data_files(table) if folded and not dry_run else before, policy)
     try:
         if dry_run:
             compacted = tuple(CompactedPartition(p.partition, p.files, None) for p in plan)
