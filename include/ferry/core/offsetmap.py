@@ -363,22 +363,6 @@ class MapWindow:
             and entry.covered_end > self.ends_after
 
 
-def windowed(entries: Iterable[MapEntry], windows: Iterable[MapWindow]) -> list[MapEntry]:
-    """The `entries` each window reads of its partition (`MapWindow`), each once."""
-    mine: dict[tuple[str, int], list[MapEntry]] = {}
-    for entry in entries:
-        mine.setdefault((entry.source_topic, entry.source_partition), []).append(entry)
-    found: list[MapEntry] = []
-    for window in windows:
-        partition = mine.get((window.topic, window.partition), [])
-        last: dict[str, int] = {}
-        for e in partition:
-            last[e.source_id] = max(last.get(e.source_id, e.covered_end), e.covered_end)
-        found += [e for e in partition
-                  if window.holds(e) or e.covered_end == last[e.source_id]]
-    return found
-
-
 @dataclass(frozen=True)
 class MapCursor:
     """Where the Delta offset map stands against the offset-map topic on the target."""

@@ -265,9 +265,10 @@ def map_row(row: Mapping[str, Any]) -> MapRow:
         segments=tuple(Segment(s["source_start"], s["target_start"], s["count"])
                        for s in row["segments"]),
         committed_at_ms=int(row["committed_at"].timestamp() * 1000),
-        target_end=row.get("target_end"), source_id=row.get("source_topic_id") or "",
-        target_id=row.get("target_topic_id") or ""), row.get("map_topic_id") or "",
-        _last(row.get("map_offset_end")))
+        bytes=row.get("bytes") or 0, target_end=row.get("target_end"),
+        source_id=row.get("source_topic_id") or "",
+        target_id=row.get("target_topic_id") or ""),
+        row.get("map_topic_id") or "", _last(row.get("map_offset_end")))
 
 
 def _last(end: Any) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,19 +43,21 @@ def fold_offset_map(path: str, settled_before: datetime, dry_run: bool = False,
     table = snapshot if snapshot is not None else DeltaTable(path)
     folded: list[FoldedPartition] = []
     lost: list[str] = []
-    for flow in sorted(set(_flows(table))):
+    for flow in _flows(table):
         rows = dataset(table, path, flow).to_table(
             filter=ds.field("committed_at") < settled_before).to_pylist()
-        pairs = [(_stored(r), r) for r in rows]
-        kept = coalesce((s for s, _ in pairs), int(settled_before.timestamp() * 1000))
+        stored = [(_stored(r), r) for r in rows]
+        kept = coalesce((s for s, _ in stored), int(settled_before.timestamp() * 1000))
         if len(kept) == len(rows):
             continue
-        # An entry left as it was keeps its row exactly (its time to the microsecond).
-        as_read = {id(s): r for s, r in pairs}
-        out = [dict(as_read[id(k)]) if id(k) in as_read
-               else offset_map_row(k.entry, as_read_map_topic(pairs, k), k.first,
-                                   k.map_topic_id, k.last)
-               for k in kept]
+        # a row left as it was is written back exactly (its time to the microsecond); a
+        # folded one from its first row's
+        first = {(s.map_topic_id, s.first): (s, r) for s, r in stored}
+        out = []
+        for k in kept:
+            s, r = first[k.map_topic_id, k.first]
+            out.append(dict(r) if k is s else offset_map_row(
+                k.entry, r["map_topic"], k.first, k.map_topic_id, k.last))
         if dry_run or _replace(table, flow, settled_before, out):
             folded.append(FoldedPartition(flow, len(rows), len(kept)))
             if not dry_run:
@@ -67,29 +68,20 @@ def fold_offset_map(path: str, settled_before: datetime, dry_run: bool = False,
     return tuple(folded), tuple(lost)
 
 
-def as_read_map_topic(pairs: list[tuple[StoredEntry, dict[str, Any]]],
-                      folded: StoredEntry) -> str:
-    """The offset-map topic name of the rows `folded` was made of."""
-    for stored, row in pairs:
-        if stored.map_topic_id == folded.map_topic_id and stored.first == folded.first:
-            return str(row["map_topic"])
-    raise AssertionError("a folded row starts at a row read")
-
-
 def _flows(table: Any) -> list[str]:
+    """The flows whose partitions the table's snapshot holds files of."""
     import pyarrow as pa
 
     actions = pa.table(table.get_add_actions(flatten=True))
     if "partition.flow" not in actions.column_names:
         return []
-    return [f for f in actions.column("partition.flow").to_pylist() if f is not None]
+    return sorted({f for f in actions.column("partition.flow").to_pylist() if f is not None})
 
 
 def _stored(row: Mapping[str, Any]) -> StoredEntry:
     found = map_row(row)
-    entry = replace(found.entry, bytes=row.get("bytes") or 0)
-    return StoredEntry(found.map_topic_id, found.offset,
-                       found.last if found.last >= found.offset else found.offset, entry)
+    return StoredEntry(found.map_topic_id, found.offset, max(found.last, found.offset),
+                       found.entry)
 
 
 def _replace(table: Any, flow: str, settled_before: datetime,

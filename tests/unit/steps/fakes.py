@@ -15,7 +15,7 @@ from typing import Any
 from ferry.config import Flow
 from ferry.core.checkpoints import Checkpoint, TargetGroup
 from ferry.core.internal import offset_map_topic
-from ferry.core.offsetmap import MapCursor, MapEntry, MapWindow, Segment, windowed
+from ferry.core.offsetmap import MapCursor, MapEntry, MapWindow, Segment
 from ferry.core.planner import Gap, TopicPartition, Watermarks
 from ferry.core.positions import UNREAD, PositionMoved, PositionWrite
 from ferry.core.sync.acls import Acl
@@ -320,5 +320,15 @@ class MemoryStore:
                  if topics is None or r["source_topic"] in topics]
         if windows is None:
             return found
-        kept = {id(e) for e in windowed((r.entry for r in found), windows)}
-        return [r for r in found if id(r.entry) in kept]
+        return [r for r in found if any(_reads(w, r.entry, found) for w in windows)]
+
+
+def _reads(window: MapWindow, entry: MapEntry, rows: list[MapRow]) -> bool:
+    """Whether `window` reads `entry` (`MapWindow`): of its partition, ending after its
+    offset, or ending last of its source topic incarnation."""
+    if (entry.source_topic, entry.source_partition) != (window.topic, window.partition):
+        return False
+    last = max(r.entry.covered_end for r in rows
+               if (r.entry.source_topic, r.entry.source_partition, r.entry.source_id)
+               == (entry.source_topic, entry.source_partition, entry.source_id))
+    return window.holds(entry) or entry.covered_end == last
